@@ -1,0 +1,10 @@
+//! attnlab-core: the model format, the variant catalog and the CPU reference runtime.
+//!
+//! The CPU reference is the specification the trainer and the GPU backend are tested against: it is
+//! written for clarity, and every attention formula cites the digest section it implements.
+
+pub mod config;
+pub mod error;
+
+pub use config::{AttentionSpec, ModelConfig};
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! candle trainer (issue 3). Placeholder crate until the trainer lands.

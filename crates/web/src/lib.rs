@@ -1,0 +1,1 @@
+//! yew app (placeholder).
