@@ -147,24 +147,9 @@ impl KernelTerm {
     /// The paper's parameter-free MEP: exp(m) + exp(m/2) + gaussian(m), weights 0.33 (MEP digest §3.9).
     pub fn mep_default() -> Vec<KernelTerm> {
         vec![
-            KernelTerm {
-                kernel: KernelKind::Exp,
-                scale: 1.0,
-                weight: 0.33,
-                p: None,
-            },
-            KernelTerm {
-                kernel: KernelKind::Exp,
-                scale: 0.5,
-                weight: 0.33,
-                p: None,
-            },
-            KernelTerm {
-                kernel: KernelKind::Gaussian,
-                scale: 1.0,
-                weight: 0.33,
-                p: None,
-            },
+            KernelTerm { kernel: KernelKind::Exp, scale: 1.0, weight: 0.33, p: None },
+            KernelTerm { kernel: KernelKind::Exp, scale: 0.5, weight: 0.33, p: None },
+            KernelTerm { kernel: KernelKind::Gaussian, scale: 1.0, weight: 0.33, p: None },
         ]
     }
 }
@@ -429,22 +414,14 @@ impl AttentionSpec {
             "alibi" => AttentionSpec::Alibi { slopes: None },
             "kerple-log" => AttentionSpec::KerpleLog,
             "kerple-power" => AttentionSpec::KerplePower,
-            "t5" => AttentionSpec::T5 {
-                num_buckets: t5_buckets(),
-                max_distance: t5_max_distance(),
-            },
+            "t5" => AttentionSpec::T5 { num_buckets: t5_buckets(), max_distance: t5_max_distance() },
             "sandwich" => AttentionSpec::Sandwich { dbar: None },
             "fire" => AttentionSpec::Fire { init_l: None },
             "gaussian" => AttentionSpec::Gaussian { slopes: None },
-            "mep" => AttentionSpec::Mep {
-                kernels: KernelTerm::mep_default(),
-                slopes: None,
-            },
-            "mep-param" => AttentionSpec::MepParam {
-                kerple_weight: 0.5,
-                gaussian_weight: 0.5,
-                gaussian_scale: 1.0,
-            },
+            "mep" => AttentionSpec::Mep { kernels: KernelTerm::mep_default(), slopes: None },
+            "mep-param" => {
+                AttentionSpec::MepParam { kerple_weight: 0.5, gaussian_weight: 0.5, gaussian_scale: 1.0 }
+            }
             "linear-elu" => AttentionSpec::LinearElu { eps: linear_eps() },
             "transnormer" => AttentionSpec::Transnormer {
                 flavor: TransnormerFlavor::T2,
@@ -458,10 +435,7 @@ impl AttentionSpec {
                 normalize: lrpe_normalize(),
                 seed: 0,
             },
-            "gla" => AttentionSpec::Gla {
-                gate_rank: gla_rank(),
-                gate_logit_normalizer: gla_normalizer(),
-            },
+            "gla" => AttentionSpec::Gla { gate_rank: gla_rank(), gate_logit_normalizer: gla_normalizer() },
             "regla" => AttentionSpec::Regla,
             "retnet" => AttentionSpec::Retnet,
             other => return Err(Error::UnknownVariant(other.to_string())),
@@ -505,15 +479,9 @@ impl ModelConfig {
         let base = AttentionSpec::default_for(variant)?;
         let layers = (0..size.n_layers)
             .map(|i| match &base {
-                AttentionSpec::Transnormer {
-                    flavor, block_size, ..
-                } => AttentionSpec::Transnormer {
+                AttentionSpec::Transnormer { flavor, block_size, .. } => AttentionSpec::Transnormer {
                     flavor: *flavor,
-                    role: if i < size.n_layers / 2 {
-                        TransnormerRole::Diag
-                    } else {
-                        TransnormerRole::Norm
-                    },
+                    role: if i < size.n_layers / 2 { TransnormerRole::Diag } else { TransnormerRole::Norm },
                     block_size: *block_size,
                 },
                 other => other.clone(),
@@ -528,14 +496,8 @@ impl ModelConfig {
             n_layers: size.n_layers,
             n_heads: size.n_heads,
             head_dim: size.head_dim,
-            ffn: FfnConfig {
-                kind: FfnKind::Swiglu,
-                hidden: size.ffn_hidden,
-            },
-            norm: NormConfig {
-                kind: NormKind::Rmsnorm,
-                eps: 1e-5,
-            },
+            ffn: FfnConfig { kind: FfnKind::Swiglu, hidden: size.ffn_hidden },
+            norm: NormConfig { kind: NormKind::Rmsnorm, eps: 1e-5 },
             tie_embeddings: true,
             train_context: size.train_context,
             max_context: size.max_context,
@@ -583,10 +545,7 @@ impl ModelConfig {
         if self.format_version != FORMAT_VERSION {
             return Err(Error::field(
                 "format_version",
-                format!(
-                    "unsupported version {}, this build reads {FORMAT_VERSION}",
-                    self.format_version
-                ),
+                format!("unsupported version {}, this build reads {FORMAT_VERSION}", self.format_version),
             ));
         }
         let positive = [
@@ -616,10 +575,7 @@ impl ModelConfig {
         ];
         for (field, v, cap) in caps {
             if v > cap {
-                return Err(Error::field(
-                    field,
-                    format!("{v} exceeds the supported maximum {cap}"),
-                ));
+                return Err(Error::field(field, format!("{v} exceeds the supported maximum {cap}")));
             }
         }
         if self.train_context > self.max_context {
@@ -631,17 +587,10 @@ impl ModelConfig {
         if self.layers.len() != self.n_layers {
             return Err(Error::field(
                 "layers",
-                format!(
-                    "has {} entries but n_layers = {}",
-                    self.layers.len(),
-                    self.n_layers
-                ),
+                format!("has {} entries but n_layers = {}", self.layers.len(), self.n_layers),
             ));
         }
-        let has_sinusoidal_layer = self
-            .layers
-            .iter()
-            .any(|l| matches!(l, AttentionSpec::Sinusoidal));
+        let has_sinusoidal_layer = self.layers.iter().any(|l| matches!(l, AttentionSpec::Sinusoidal));
         if has_sinusoidal_layer && self.absolute_position != AbsolutePosition::Sinusoidal {
             return Err(Error::field(
                 "absolute_position",
@@ -649,10 +598,7 @@ impl ModelConfig {
             ));
         }
         if self.absolute_position == AbsolutePosition::Sinusoidal && self.d_model % 2 != 0 {
-            return Err(Error::field(
-                "d_model",
-                "must be even for sinusoidal absolute positions",
-            ));
+            return Err(Error::field("d_model", "must be even for sinusoidal absolute positions"));
         }
         let mut t5_shape: Option<(usize, usize)> = None;
         for (i, spec) in self.layers.iter().enumerate() {
@@ -696,15 +642,10 @@ impl ModelConfig {
             }
             AttentionSpec::Retnet => {
                 if self.head_dim % 2 != 0 {
-                    return Err(Error::field(
-                        "head_dim",
-                        "retnet (rotary q/k) needs an even head_dim",
-                    ));
+                    return Err(Error::field("head_dim", "retnet (rotary q/k) needs an even head_dim"));
                 }
             }
-            AttentionSpec::Alibi { slopes } | AttentionSpec::Gaussian { slopes } => {
-                check_slopes(slopes)?
-            }
+            AttentionSpec::Alibi { slopes } | AttentionSpec::Gaussian { slopes } => check_slopes(slopes)?,
             AttentionSpec::Mep { kernels, slopes } => {
                 check_slopes(slopes)?;
                 if kernels.is_empty() {
@@ -713,11 +654,7 @@ impl ModelConfig {
                 validate_kernel_terms(kernels)
                     .map_err(|(k, reason)| Error::field(f(&format!("kernels[{k}]")), reason))?;
             }
-            AttentionSpec::MepParam {
-                kerple_weight,
-                gaussian_weight,
-                gaussian_scale,
-            } => {
+            AttentionSpec::MepParam { kerple_weight, gaussian_weight, gaussian_scale } => {
                 for (name, v) in [
                     ("kerple_weight", kerple_weight),
                     ("gaussian_weight", gaussian_weight),
@@ -734,18 +671,12 @@ impl ModelConfig {
                     ));
                 }
             }
-            AttentionSpec::T5 {
-                num_buckets,
-                max_distance,
-            } => {
+            AttentionSpec::T5 { num_buckets, max_distance } => {
                 if *num_buckets < 2 || *num_buckets > 4096 {
                     return Err(Error::field(f("num_buckets"), "must be in 2..=4096"));
                 }
                 if *max_distance <= num_buckets / 2 {
-                    return Err(Error::field(
-                        f("max_distance"),
-                        "must exceed num_buckets / 2",
-                    ));
+                    return Err(Error::field(f("max_distance"), "must exceed num_buckets / 2"));
                 }
                 match t5_shape {
                     Some(prev) if *prev != (*num_buckets, *max_distance) => {
@@ -780,24 +711,15 @@ impl ModelConfig {
             }
             AttentionSpec::Lrpe { core, .. } => {
                 if matches!(core, LrpeCore::Rotation | LrpeCore::Mixed) && self.head_dim < 2 {
-                    return Err(Error::field(
-                        "head_dim",
-                        "lrpe rotation cores need head_dim >= 2",
-                    ));
+                    return Err(Error::field("head_dim", "lrpe rotation cores need head_dim >= 2"));
                 }
             }
-            AttentionSpec::Gla {
-                gate_rank,
-                gate_logit_normalizer,
-            } => {
+            AttentionSpec::Gla { gate_rank, gate_logit_normalizer } => {
                 if *gate_rank == 0 || *gate_rank > 1024 {
                     return Err(Error::field(f("gate_rank"), "must be in 1..=1024"));
                 }
                 if !(gate_logit_normalizer.is_finite() && *gate_logit_normalizer > 0.0) {
-                    return Err(Error::field(
-                        f("gate_logit_normalizer"),
-                        "must be finite and > 0",
-                    ));
+                    return Err(Error::field(f("gate_logit_normalizer"), "must be finite and > 0"));
                 }
             }
             AttentionSpec::Nope
@@ -847,18 +769,12 @@ mod tests {
 
     #[test]
     fn unknown_variant_is_named() {
-        let mut v: serde_json::Value = serde_json::from_str(
-            &ModelConfig::preset("alibi", SizePreset::default())
-                .unwrap()
-                .to_json(),
-        )
-        .unwrap();
+        let mut v: serde_json::Value =
+            serde_json::from_str(&ModelConfig::preset("alibi", SizePreset::default()).unwrap().to_json())
+                .unwrap();
         v["layers"][1]["variant"] = "alibi2".into();
         let err = ModelConfig::from_json(&v.to_string()).unwrap_err();
-        assert!(
-            matches!(err, Error::UnknownVariant(ref id) if id == "alibi2"),
-            "{err}"
-        );
+        assert!(matches!(err, Error::UnknownVariant(ref id) if id == "alibi2"), "{err}");
     }
 
     #[test]
@@ -867,20 +783,10 @@ mod tests {
         cfg.layers.pop();
         assert!(cfg.validate().unwrap_err().to_string().contains("`layers`"));
         let mut cfg = ModelConfig::preset("alibi", SizePreset::default()).unwrap();
-        cfg.layers[2] = AttentionSpec::Alibi {
-            slopes: Some(vec![0.5]),
-        };
-        assert!(cfg
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("layers[2].slopes"));
+        cfg.layers[2] = AttentionSpec::Alibi { slopes: Some(vec![0.5]) };
+        assert!(cfg.validate().unwrap_err().to_string().contains("layers[2].slopes"));
         let mut cfg = ModelConfig::preset("sinusoidal", SizePreset::default()).unwrap();
         cfg.absolute_position = AbsolutePosition::None;
-        assert!(cfg
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("absolute_position"));
+        assert!(cfg.validate().unwrap_err().to_string().contains("absolute_position"));
     }
 }

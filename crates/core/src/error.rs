@@ -25,11 +25,7 @@ pub enum Error {
     ExtraTensor(String),
     /// A tensor whose shape differs from what the config implies.
     #[error("model.safetensors: tensor `{name}` has shape {found:?}, expected {expected:?}")]
-    TensorShape {
-        name: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    TensorShape { name: String, expected: Vec<usize>, found: Vec<usize> },
     /// A tensor with a dtype other than F32.
     #[error("model.safetensors: tensor `{name}` has dtype {found}, expected F32")]
     TensorDtype { name: String, found: String },
@@ -62,23 +58,14 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// Convenience constructor for [`Error::ConfigField`].
     pub fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::ConfigField {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        Error::ConfigField { field: field.into(), reason: reason.into() }
     }
     /// Convenience constructor for [`Error::InvalidArgument`].
     pub fn arg(name: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::InvalidArgument {
-            name: name.into(),
-            reason: reason.into(),
-        }
+        Error::InvalidArgument { name: name.into(), reason: reason.into() }
     }
     /// Convenience constructor for [`Error::Io`].
     pub fn io(path: impl AsRef<std::path::Path>, err: impl std::fmt::Display) -> Self {
-        Error::Io {
-            path: path.as_ref().display().to_string(),
-            reason: err.to_string(),
-        }
+        Error::Io { path: path.as_ref().display().to_string(), reason: err.to_string() }
     }
 }

@@ -1,0 +1,416 @@
+//! Analyses computed from the same forward pass the runtime uses: kernel curves, attention summaries,
+//! locally accumulated attention (LAA), gate statistics and perplexity versus context length.
+
+use crate::attention::{AttnMatrixKind, LayerAttention, LayerGates, TraceRequest};
+use crate::config::{AttentionSpec, KernelTerm};
+use crate::error::{Error, Result};
+use crate::model::Model;
+use serde::Serialize;
+
+/// Number of points of an LAA curve (r = 0, 0.01, …, 1).
+pub const LAA_POINTS: usize = 101;
+/// Saturation thresholds of the gate view (ReGLA digest §5: share of F < 0.05 or > 0.95).
+pub const SATURATION_LOW: f32 = 0.05;
+pub const SATURATION_HIGH: f32 = 0.95;
+
+/// Runtime edit of a layer's position bias (the page's sliders, the CLI's overrides).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct BiasOverride {
+    /// Multiplies every head's base slope (alibi, gaussian, mep). `None` keeps the spec's slopes.
+    pub slope_scale: Option<f64>,
+    /// Replaces a mep layer's kernel list.
+    pub kernels: Option<Vec<KernelTerm>>,
+}
+
+impl BiasOverride {
+    /// The spec with this override applied; specs without slopes or kernels are returned unchanged.
+    pub fn apply(&self, spec: &AttentionSpec, n_heads: usize) -> Result<AttentionSpec> {
+        if let Some(s) = self.slope_scale {
+            if !(s.is_finite() && s >= 0.0) {
+                return Err(Error::arg("slope_scale", format!("{s} must be finite and >= 0")));
+            }
+        }
+        let scaled = |slopes: &Option<Vec<f64>>| -> Option<Vec<f64>> {
+            match self.slope_scale {
+                None => slopes.clone(),
+                Some(s) => Some(
+                    slopes
+                        .clone()
+                        .unwrap_or_else(|| crate::bias::alibi_slopes(n_heads))
+                        .iter()
+                        .map(|m| m * s)
+                        .collect(),
+                ),
+            }
+        };
+        Ok(match spec {
+            AttentionSpec::Alibi { slopes } => AttentionSpec::Alibi { slopes: scaled(slopes) },
+            AttentionSpec::Gaussian { slopes } => AttentionSpec::Gaussian { slopes: scaled(slopes) },
+            AttentionSpec::Mep { kernels, slopes } => {
+                let kernels = self.kernels.clone().unwrap_or_else(|| kernels.clone());
+                crate::config::validate_kernel_terms(&kernels)
+                    .map_err(|(k, reason)| Error::arg(format!("kernels[{k}]"), reason))?;
+                AttentionSpec::Mep { kernels, slopes: scaled(slopes) }
+            }
+            other => other.clone(),
+        })
+    }
+}
+
+/// Apply `o` to every layer of `model` (revalidating each spec).
+pub fn apply_override(model: &mut Model, o: &BiasOverride) -> Result<()> {
+    let h = model.config().n_heads;
+    for i in 0..model.config().n_layers {
+        let spec = o.apply(&model.config().layers[i], h)?;
+        if spec != model.config().layers[i] {
+            model.set_layer_spec(i, spec)?;
+        }
+    }
+    Ok(())
+}
+
+/// `B_h(d)` and `exp(B_h(d))` of one head for d = 0..n.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelCurve {
+    pub layer: usize,
+    pub head: usize,
+    pub bias: Vec<f64>,
+    pub kernel: Vec<f64>,
+}
+
+/// Kernel curves of every head of layer `layer` for d in 0..n (FIRE: evaluated for the query at
+/// position n − 1). Layers without a position bias yield zeros.
+pub fn kernel_curves(model: &Model, layer: usize, n: usize) -> Result<Vec<KernelCurve>> {
+    let attn =
+        model.attention(layer).ok_or_else(|| Error::arg("layer", format!("{layer} is out of range")))?;
+    if n == 0 || n > model.config().max_context {
+        return Err(Error::arg("max_distance", format!("must be in 1..={}", model.config().max_context)));
+    }
+    (0..model.config().n_heads)
+        .map(|h| {
+            let bias: Vec<f64> = attn.bias_curve(h, n)?.into_iter().map(f64::from).collect();
+            let kernel = bias.iter().map(|b| b.exp()).collect();
+            Ok(KernelCurve { layer, head: h, bias, kernel })
+        })
+        .collect()
+}
+
+/// LAA curve and its area (TransNormer digest §1.5, exact prefix-sum definition).
+#[derive(Debug, Clone, Serialize)]
+pub struct Laa {
+    /// LAA(r) at r = k/100.
+    pub curve: Vec<f64>,
+    /// Trapezoid area under the curve.
+    pub auc: f64,
+}
+
+/// LAA of one attention matrix `[n, n]` (rows = queries). For query i the window is the ⌈r·n⌉
+/// nearest visible keys (i, i−1, …): l(i, r) = Σ_{i−j < ⌈r n⌉} |A_ij| / Σ_j |A_ij|; the curve is the
+/// mean over queries with a non-zero row. Signed matrices use |A|. See docs/ARCHITECTURE.md.
+pub fn laa(matrix: &[f32], n: usize) -> Laa {
+    let mut curve = vec![0.0f64; LAA_POINTS];
+    let mut rows = 0usize;
+    let mut cum = Vec::with_capacity(n);
+    for i in 0..n {
+        let row = &matrix[i * n..(i + 1) * n];
+        cum.clear();
+        let mut acc = 0.0f64;
+        for dist in 0..=i {
+            acc += row[i - dist].abs() as f64;
+            cum.push(acc);
+        }
+        if acc <= 0.0 {
+            continue;
+        }
+        rows += 1;
+        for (k, c) in curve.iter_mut().enumerate() {
+            let window = ((k as f64 / (LAA_POINTS - 1) as f64) * n as f64).ceil() as usize;
+            if window > 0 {
+                *c += cum[window.min(i + 1) - 1] / acc;
+            }
+        }
+    }
+    if rows > 0 {
+        curve.iter_mut().for_each(|c| *c /= rows as f64);
+    }
+    let auc = trapezoid(&curve);
+    Laa { curve, auc }
+}
+
+/// LAA of uniform causal attention over n tokens: the reference "fully diluted" curve.
+pub fn laa_uniform(n: usize) -> Laa {
+    let mut m = vec![0.0f32; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            m[i * n + j] = 1.0 / (i + 1) as f32;
+        }
+    }
+    laa(&m, n)
+}
+
+fn trapezoid(curve: &[f64]) -> f64 {
+    let dx = 1.0 / (curve.len().max(2) - 1) as f64;
+    curve.windows(2).map(|w| 0.5 * (w[0] + w[1]) * dx).sum()
+}
+
+/// Summary statistics of one head's attention matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadSummary {
+    pub head: usize,
+    /// Mean row entropy in nats (of |A| normalised per row).
+    pub entropy: f64,
+    /// Mean attended distance Σ_j |A_ij|·(i−j).
+    pub mean_distance: f64,
+    /// Mean weight on the diagonal (the token itself).
+    pub self_weight: f64,
+    /// Mean weight on the first token.
+    pub first_token_weight: f64,
+    pub laa_auc: f64,
+}
+
+/// Per-layer attention summary with the head-averaged LAA curve.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerSummary {
+    pub layer: usize,
+    pub variant: String,
+    pub kind: AttnMatrixKind,
+    pub heads: Vec<HeadSummary>,
+    pub laa: Laa,
+}
+
+/// Summaries of every layer's attention.
+pub fn summarize_attention(model: &Model, layers: &[LayerAttention]) -> Vec<LayerSummary> {
+    layers
+        .iter()
+        .map(|la| {
+            let n = la.n;
+            let mut mean_curve = vec![0.0f64; LAA_POINTS];
+            let heads: Vec<HeadSummary> = la
+                .heads
+                .iter()
+                .enumerate()
+                .map(|(h, m)| {
+                    let l = laa(m, n);
+                    mean_curve.iter_mut().zip(&l.curve).for_each(|(a, b)| *a += b / la.heads.len() as f64);
+                    let (mut ent, mut dist, mut selfw, mut first) = (0.0, 0.0, 0.0, 0.0);
+                    for i in 0..n {
+                        let row = &m[i * n..(i + 1) * n];
+                        let s: f64 = row.iter().map(|x| x.abs() as f64).sum();
+                        if s <= 0.0 {
+                            continue;
+                        }
+                        for (j, x) in row.iter().enumerate().take(i + 1) {
+                            let p = x.abs() as f64 / s;
+                            if p > 0.0 {
+                                ent -= p * p.ln();
+                            }
+                            dist += p * (i - j) as f64;
+                        }
+                        selfw += row[i].abs() as f64 / s;
+                        first += row[0].abs() as f64 / s;
+                    }
+                    let nn = n.max(1) as f64;
+                    HeadSummary {
+                        head: h,
+                        entropy: ent / nn,
+                        mean_distance: dist / nn,
+                        self_weight: selfw / nn,
+                        first_token_weight: first / nn,
+                        laa_auc: l.auc,
+                    }
+                })
+                .collect();
+            let auc = trapezoid(&mean_curve);
+            LayerSummary {
+                layer: la.layer,
+                variant: model.config().layers[la.layer].variant_id().to_string(),
+                kind: la.kind,
+                heads,
+                laa: Laa { curve: mean_curve, auc },
+            }
+        })
+        .collect()
+}
+
+/// Histogram and saturation of one gate quantity.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateStats {
+    pub layer: usize,
+    pub variant: String,
+    /// `f`, `g` or `r`.
+    pub quantity: String,
+    /// Head index, or `None` for all heads together.
+    pub head: Option<usize>,
+    /// Counts over `bins` equal bins on [0, 1].
+    pub histogram: Vec<u64>,
+    pub mean: f64,
+    /// Share of values < 0.05 or > 0.95.
+    pub saturation: f64,
+    pub count: u64,
+}
+
+/// Gate statistics (all heads, then per head) for F, and g, r where present.
+pub fn gate_stats(gates: &[LayerGates], bins: usize) -> Vec<GateStats> {
+    let bins = bins.max(1);
+    let mut out = Vec::new();
+    for lg in gates {
+        let quantities: Vec<(&str, &Vec<f32>)> =
+            [("f", Some(&lg.f)), ("g", lg.g.as_ref()), ("r", lg.r.as_ref())]
+                .into_iter()
+                .filter_map(|(n, v)| v.map(|v| (n, v)))
+                .collect();
+        for (name, values) in quantities {
+            for head in std::iter::once(None).chain((0..lg.n_heads).map(Some)) {
+                let mut hist = vec![0u64; bins];
+                let (mut sum, mut sat, mut count) = (0.0f64, 0u64, 0u64);
+                for (idx, &v) in values.iter().enumerate() {
+                    let h = (idx / lg.dim) % lg.n_heads;
+                    if head.is_some_and(|hh| hh != h) {
+                        continue;
+                    }
+                    let b = ((v.clamp(0.0, 1.0) * bins as f32) as usize).min(bins - 1);
+                    hist[b] += 1;
+                    sum += v as f64;
+                    count += 1;
+                    if !(SATURATION_LOW..=SATURATION_HIGH).contains(&v) {
+                        sat += 1;
+                    }
+                }
+                let c = count.max(1) as f64;
+                out.push(GateStats {
+                    layer: lg.layer,
+                    variant: lg.variant.clone(),
+                    quantity: name.to_string(),
+                    head,
+                    histogram: hist,
+                    mean: sum / c,
+                    saturation: sat as f64 / c,
+                    count,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Perplexity at one context length.
+#[derive(Debug, Clone, Serialize)]
+pub struct PplPoint {
+    pub length: usize,
+    pub windows: usize,
+    /// Predicted tokens (windows × (length − 1)).
+    pub tokens: usize,
+    pub nll: f64,
+    pub ppl: f64,
+}
+
+/// Perplexity versus context length. Protocol (docs/ARCHITECTURE.md): the token stream is cut into
+/// non-overlapping windows of `length` tokens from the start; each window runs from an empty state and
+/// every position but the first is scored; at most `max_windows` windows per length (0 = all). A length
+/// longer than the text or than max_context is an error naming it.
+pub fn perplexity(
+    model: &Model,
+    tokens: &[u32],
+    lengths: &[usize],
+    max_windows: usize,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Vec<PplPoint>> {
+    let mut out = Vec::new();
+    let total: usize = lengths
+        .iter()
+        .map(|&l| {
+            let w = tokens.len() / l.max(1);
+            if max_windows > 0 {
+                w.min(max_windows)
+            } else {
+                w
+            }
+        })
+        .sum();
+    let mut done = 0;
+    for &len in lengths {
+        if len < 2 {
+            return Err(Error::arg("lengths", format!("{len} is too short (need >= 2)")));
+        }
+        if len > model.config().max_context {
+            return Err(Error::ContextTooLong { requested: len, max: model.config().max_context });
+        }
+        let mut windows = tokens.len() / len;
+        if windows == 0 {
+            return Err(Error::arg(
+                "lengths",
+                format!("{len} is longer than the text ({} tokens)", tokens.len()),
+            ));
+        }
+        if max_windows > 0 {
+            windows = windows.min(max_windows);
+        }
+        let v = model.config().vocab_size;
+        let (mut nll, mut count) = (0.0f64, 0usize);
+        for w in 0..windows {
+            let win = &tokens[w * len..(w + 1) * len];
+            let logits = model.session().prefill_all(win)?;
+            for p in 0..len - 1 {
+                let ls = crate::sampling::log_softmax(&logits[p * v..(p + 1) * v]);
+                nll -= ls[win[p + 1] as usize];
+                count += 1;
+            }
+            done += 1;
+            progress(done, total);
+        }
+        let mean = nll / count as f64;
+        out.push(PplPoint { length: len, windows, tokens: count, nll: mean, ppl: mean.exp() });
+    }
+    Ok(out)
+}
+
+/// Record attention matrices (bounded by `max_tokens`) and gates for a token sequence.
+pub fn trace_for_analysis(model: &Model, tokens: &[u32], max_tokens: usize) -> Result<crate::model::Trace> {
+    let n = tokens.len().min(max_tokens);
+    if n == 0 {
+        return Err(Error::EmptyPrompt);
+    }
+    model.trace(&tokens[..n], TraceRequest { attention: true, gates: true, ..Default::default() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn laa_of_identity_attention_is_one_everywhere_but_zero() {
+        let n = 16;
+        let mut m = vec![0.0f32; n * n];
+        (0..n).for_each(|i| m[i * n + i] = 1.0);
+        let l = laa(&m, n);
+        assert_eq!(l.curve[0], 0.0);
+        assert!(l.curve[1..].iter().all(|c| (c - 1.0).abs() < 1e-12));
+        assert!((l.auc - (1.0 - 0.005)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn laa_of_uniform_attention_is_below_identity_and_monotone() {
+        let u = laa_uniform(64);
+        assert!(u.curve.windows(2).all(|w| w[1] >= w[0] - 1e-12));
+        assert!((u.curve[100] - 1.0).abs() < 1e-9);
+        assert!(u.auc < 0.9 && u.auc > 0.5);
+    }
+
+    #[test]
+    fn gate_stats_count_saturation() {
+        let g = LayerGates {
+            layer: 0,
+            variant: "gla".into(),
+            n: 2,
+            n_heads: 1,
+            dim: 2,
+            f: vec![0.01, 0.5, 0.99, 0.6],
+            g: None,
+            r: None,
+        };
+        let s = gate_stats(&[g], 10);
+        assert_eq!(s[0].count, 4);
+        assert!((s[0].saturation - 0.5).abs() < 1e-12);
+        assert_eq!(s[0].histogram.iter().sum::<u64>(), 4);
+    }
+}

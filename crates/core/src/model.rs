@@ -1,0 +1,365 @@
+//! The model: embeddings → pre-norm blocks (attention, FFN) → final norm → logits, and the decode
+//! [`Session`] holding a KV cache or recurrent state per layer.
+
+use crate::attention::{self, AttnLayer, LayerAttention, LayerGates, LayerState, TraceRequest};
+use crate::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
+use crate::error::{Error, Result};
+use crate::ops::{gelu, silu, sinusoidal_embedding, Linear, Norm};
+use crate::weights::{Init, TensorSpec, Weights};
+
+/// Every tensor a config requires, in a fixed order: embeddings, shared position parameters, then
+/// per layer norms, projections, variant tensors and FFN. docs/model-format.md mirrors this list.
+pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
+    let (d, a, hid) = (cfg.d_model, cfg.attn_dim(), cfg.ffn.hidden);
+    let std_d = 1.0 / (d as f32).sqrt();
+    // Residual-branch outputs are scaled down with depth (GPT-2 style) so random models stay tame.
+    let std_out = |inp: usize| 1.0 / (inp as f32).sqrt() / (2.0 * cfg.n_layers as f32).sqrt();
+    let mut v = vec![TensorSpec::new("tok_emb.weight", &[cfg.vocab_size, d], Init::Normal(std_d))];
+    if !cfg.tie_embeddings {
+        v.push(TensorSpec::new("lm_head.weight", &[cfg.vocab_size, d], Init::Normal(std_d)));
+    }
+    let norm = |v: &mut Vec<TensorSpec>, name: &str| {
+        v.push(TensorSpec::new(format!("{name}.weight"), &[d], Init::Const(1.0)));
+        if cfg.norm.kind == NormKind::Layernorm {
+            v.push(TensorSpec::new(format!("{name}.bias"), &[d], Init::Const(0.0)));
+        }
+    };
+    norm(&mut v, "final_norm");
+    v.extend(attention::shared_tensor_specs(cfg));
+    for (i, spec) in cfg.layers.iter().enumerate() {
+        norm(&mut v, &format!("layers.{i}.attn_norm"));
+        norm(&mut v, &format!("layers.{i}.ffn_norm"));
+        for name in ["wq", "wk", "wv"] {
+            v.push(TensorSpec::new(format!("layers.{i}.attn.{name}"), &[a, d], Init::Normal(std_d)));
+        }
+        v.push(TensorSpec::new(format!("layers.{i}.attn.wo"), &[d, a], Init::Normal(std_out(a))));
+        v.extend(attention::layer_tensor_specs(cfg, i, spec));
+        if cfg.ffn.kind == FfnKind::Swiglu {
+            v.push(TensorSpec::new(format!("layers.{i}.ffn.w_gate"), &[hid, d], Init::Normal(std_d)));
+        }
+        v.push(TensorSpec::new(format!("layers.{i}.ffn.w_up"), &[hid, d], Init::Normal(std_d)));
+        v.push(TensorSpec::new(format!("layers.{i}.ffn.w_down"), &[d, hid], Init::Normal(std_out(hid))));
+    }
+    v
+}
+
+#[derive(Debug, Clone)]
+struct Ffn {
+    kind: FfnKind,
+    gate: Option<Linear>,
+    up: Linear,
+    down: Linear,
+}
+
+impl Ffn {
+    fn apply_rows(&self, x: &[f32], t: usize) -> Vec<f32> {
+        let mut u = self.up.apply_rows(x, t);
+        match (self.kind, &self.gate) {
+            (FfnKind::Swiglu, Some(g)) => {
+                let gv = g.apply_rows(x, t);
+                u.iter_mut().zip(&gv).for_each(|(u, g)| *u *= silu(*g));
+            }
+            _ => u.iter_mut().for_each(|u| *u = gelu(*u)),
+        }
+        self.down.apply_rows(&u, t)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    attn_norm: Norm,
+    ffn_norm: Norm,
+    attn: AttnLayer,
+    ffn: Ffn,
+}
+
+/// A loaded, validated model ready to run on the CPU.
+#[derive(Debug, Clone)]
+pub struct Model {
+    cfg: ModelConfig,
+    weights: Weights,
+    final_norm: Norm,
+    blocks: Vec<Block>,
+}
+
+/// Introspection recorded by [`Model::trace`].
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// `[T, vocab]` logits.
+    pub logits: Vec<f32>,
+    pub attention: Vec<LayerAttention>,
+    pub gates: Vec<LayerGates>,
+}
+
+impl Model {
+    /// Build from a config and a weight set (checked against [`tensor_specs`]).
+    pub fn new(cfg: ModelConfig, weights: Weights) -> Result<Model> {
+        cfg.validate()?;
+        weights.check(&tensor_specs(&cfg))?;
+        let norm = |name: &str| -> Result<Norm> {
+            let w = weights.get(&format!("{name}.weight"))?.to_vec();
+            let b = match cfg.norm.kind {
+                NormKind::Layernorm => Some(weights.get(&format!("{name}.bias"))?.to_vec()),
+                NormKind::Rmsnorm => None,
+            };
+            Ok(Norm::new(&cfg.norm, w, b))
+        };
+        let (d, hid) = (cfg.d_model, cfg.ffn.hidden);
+        let mut blocks = Vec::with_capacity(cfg.n_layers);
+        for i in 0..cfg.n_layers {
+            let lin = |n: &str, out: usize, inp: usize| -> Result<Linear> {
+                Ok(Linear::new(weights.get(&format!("layers.{i}.ffn.{n}"))?.to_vec(), out, inp))
+            };
+            blocks.push(Block {
+                attn_norm: norm(&format!("layers.{i}.attn_norm"))?,
+                ffn_norm: norm(&format!("layers.{i}.ffn_norm"))?,
+                attn: AttnLayer::new(&cfg, i, &weights)?,
+                ffn: Ffn {
+                    kind: cfg.ffn.kind,
+                    gate: if cfg.ffn.kind == FfnKind::Swiglu { Some(lin("w_gate", hid, d)?) } else { None },
+                    up: lin("w_up", hid, d)?,
+                    down: lin("w_down", d, hid)?,
+                },
+            });
+        }
+        let final_norm = norm("final_norm")?;
+        Ok(Model { cfg, weights, final_norm, blocks })
+    }
+
+    /// Parse `config.json` text and `model.safetensors` bytes, validating everything.
+    pub fn from_bytes(config_json: &str, safetensors: &[u8]) -> Result<Model> {
+        let cfg = ModelConfig::from_json(config_json)?;
+        let weights = Weights::from_safetensors(safetensors, &tensor_specs(&cfg))?;
+        Model::new(cfg, weights)
+    }
+
+    /// Seeded random weights for any config (`attnlab init`).
+    pub fn random(cfg: ModelConfig, seed: u64) -> Result<Model> {
+        cfg.validate()?;
+        let weights = Weights::random(&tensor_specs(&cfg), seed);
+        Model::new(cfg, weights)
+    }
+
+    /// Load `config.json` and `model.safetensors` from a model folder (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_dir(dir: &std::path::Path) -> Result<Model> {
+        let cpath = dir.join("config.json");
+        let wpath = dir.join("model.safetensors");
+        let text = std::fs::read_to_string(&cpath).map_err(|e| Error::io(&cpath, e))?;
+        let bytes = std::fs::read(&wpath).map_err(|e| Error::io(&wpath, e))?;
+        Model::from_bytes(&text, &bytes)
+    }
+
+    /// Write `config.json` and `model.safetensors` into `dir` (created if missing).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn save_dir(&self, dir: &std::path::Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let cpath = dir.join("config.json");
+        std::fs::write(&cpath, self.cfg.to_json() + "\n").map_err(|e| Error::io(&cpath, e))?;
+        let wpath = dir.join("model.safetensors");
+        let meta = std::collections::HashMap::from([("format".to_string(), "attnlab".to_string())]);
+        std::fs::write(&wpath, self.weights.to_safetensors(Some(meta))?).map_err(|e| Error::io(&wpath, e))
+    }
+
+    /// The model's config.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The model's weights.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// Prepared attention layer `i` (bias tables, specs).
+    pub fn attention(&self, i: usize) -> Option<&AttnLayer> {
+        self.blocks.get(i).map(|b| &b.attn)
+    }
+
+    /// Replace the attention spec of layer `i` at inference time (slope and kernel-mix sliders).
+    /// The new spec must need the same tensors; the config is revalidated.
+    pub fn set_layer_spec(&mut self, i: usize, spec: crate::config::AttentionSpec) -> Result<()> {
+        if i >= self.cfg.n_layers {
+            return Err(Error::arg(
+                "layer",
+                format!("{i} is out of range (model has {} layers)", self.cfg.n_layers),
+            ));
+        }
+        let mut cfg = self.cfg.clone();
+        cfg.layers[i] = spec;
+        cfg.validate()?;
+        if tensor_specs(&cfg)
+            .iter()
+            .map(|s| (&s.name, &s.shape))
+            .ne(tensor_specs(&self.cfg).iter().map(|s| (&s.name, &s.shape)))
+        {
+            return Err(Error::arg(
+                "spec",
+                "the new attention spec needs different tensors than the trained model has",
+            ));
+        }
+        self.blocks[i].attn = AttnLayer::new(&cfg, i, &self.weights)?;
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    /// A fresh decode session (empty KV caches / zero states).
+    pub fn session(&self) -> Session<'_> {
+        Session { model: self, states: self.blocks.iter().map(|b| b.attn.new_state()).collect(), pos: 0 }
+    }
+
+    /// Prefill `tokens` from position 0 and record the requested introspection.
+    pub fn trace(&self, tokens: &[u32], req: TraceRequest) -> Result<Trace> {
+        let mut s = self.session();
+        let mut trace = Trace::default();
+        trace.logits = s.run(tokens, true, req, Some(&mut trace))?;
+        Ok(trace)
+    }
+
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= self.cfg.vocab_size) {
+            return Err(Error::TokenOutOfRange { id, vocab: self.cfg.vocab_size });
+        }
+        Ok(())
+    }
+
+    fn embed(&self, tokens: &[u32], pos0: usize) -> Result<Vec<f32>> {
+        let d = self.cfg.d_model;
+        let emb = self.weights.get("tok_emb.weight")?;
+        let mut x = Vec::with_capacity(tokens.len() * d);
+        let mut pe = vec![0.0f32; d];
+        for (r, &id) in tokens.iter().enumerate() {
+            let row = &emb[id as usize * d..(id as usize + 1) * d];
+            if self.cfg.absolute_position == AbsolutePosition::Sinusoidal {
+                sinusoidal_embedding(pos0 + r, d, &mut pe);
+                x.extend(row.iter().zip(&pe).map(|(a, b)| a + b));
+            } else {
+                x.extend_from_slice(row);
+            }
+        }
+        Ok(x)
+    }
+
+    fn logits_rows(&self, x: &[f32], t: usize) -> Result<Vec<f32>> {
+        let d = self.cfg.d_model;
+        let h = self.final_norm.apply_rows(x, d);
+        let head = if self.cfg.tie_embeddings {
+            self.weights.get("tok_emb.weight")?
+        } else {
+            self.weights.get("lm_head.weight")?
+        };
+        let v = self.cfg.vocab_size;
+        let mut out = vec![0.0f32; t * v];
+        for (hr, or) in h.chunks_exact(d).zip(out.chunks_exact_mut(v)) {
+            for (o, w) in or.iter_mut().zip(head.chunks_exact(d)) {
+                *o = crate::ops::dot(w, hr);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Decode state of one generation: per-layer KV cache or recurrent state, and the next position.
+#[derive(Debug, Clone)]
+pub struct Session<'m> {
+    model: &'m Model,
+    states: Vec<LayerState>,
+    pos: usize,
+}
+
+impl<'m> Session<'m> {
+    /// Number of tokens consumed so far.
+    pub fn len(&self) -> usize {
+        self.pos
+    }
+
+    /// True before any token was consumed.
+    pub fn is_empty(&self) -> bool {
+        self.pos == 0
+    }
+
+    /// Bytes of KV cache / recurrent state held.
+    pub fn state_bytes(&self) -> usize {
+        self.states.iter().map(LayerState::bytes).sum()
+    }
+
+    /// Consume `tokens` with the parallel/chunked path; returns the logits of the last token.
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        let all = self.run(tokens, false, TraceRequest::default(), None)?;
+        Ok(all)
+    }
+
+    /// Like [`Session::prefill`] but returns `[T, vocab]` logits for every token.
+    pub fn prefill_all(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        self.run(tokens, true, TraceRequest::default(), None)
+    }
+
+    /// One decode step through the recurrent/KV path; returns this token's logits.
+    pub fn step(&mut self, token: u32) -> Result<Vec<f32>> {
+        let m = self.model;
+        m.check_tokens(&[token])?;
+        self.check_room(1)?;
+        let mut x = m.embed(&[token], self.pos)?;
+        let d = m.cfg.d_model;
+        let mut h = vec![0.0f32; d];
+        for (b, st) in m.blocks.iter().zip(self.states.iter_mut()) {
+            b.attn_norm.apply(&x, &mut h);
+            let a = b.attn.step(&h, self.pos, st)?;
+            x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
+            b.ffn_norm.apply(&x, &mut h);
+            let f = b.ffn.apply_rows(&h, 1);
+            x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
+        }
+        self.pos += 1;
+        m.logits_rows(&x, 1)
+    }
+
+    fn check_room(&self, t: usize) -> Result<()> {
+        let max = self.model.cfg.max_context;
+        if self.pos + t > max {
+            return Err(Error::ContextTooLong { requested: self.pos + t, max });
+        }
+        Ok(())
+    }
+
+    fn run(
+        &mut self,
+        tokens: &[u32],
+        all_logits: bool,
+        req: TraceRequest,
+        mut trace: Option<&mut Trace>,
+    ) -> Result<Vec<f32>> {
+        let m = self.model;
+        if tokens.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        m.check_tokens(tokens)?;
+        self.check_room(tokens.len())?;
+        let (t, d) = (tokens.len(), m.cfg.d_model);
+        let mut x = m.embed(tokens, self.pos)?;
+        for (li, (b, st)) in m.blocks.iter().zip(self.states.iter_mut()).enumerate() {
+            let h = b.attn_norm.apply_rows(&x, d);
+            let (a, lt) = b.attn.prefill(&h, t, self.pos, st, req, li)?;
+            x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
+            let h = b.ffn_norm.apply_rows(&x, d);
+            let f = b.ffn.apply_rows(&h, t);
+            x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.attention.extend(lt.attention);
+                tr.gates.extend(lt.gates);
+            }
+        }
+        self.pos += t;
+        if all_logits {
+            m.logits_rows(&x, t)
+        } else {
+            m.logits_rows(&x[(t - 1) * d..], 1)
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Small dense kernels of the CPU reference: row-major matrices, dot products, norms, activations.
+//!
+//! Everything is f32 with straightforward loops; [`dot`] uses eight partial sums so that the compiler
+//! vectorises it. Prefill and decode call the same functions, so they round identically per row.
+
+use crate::config::{NormConfig, NormKind};
+
+/// A weight matrix `W` of shape `[out, inp]` (PyTorch layout): `y = W·x`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Linear {
+    pub w: Vec<f32>,
+    pub out: usize,
+    pub inp: usize,
+}
+
+impl Linear {
+    /// Wrap a row-major `[out, inp]` buffer (length checked by the loader).
+    pub fn new(w: Vec<f32>, out: usize, inp: usize) -> Linear {
+        debug_assert_eq!(w.len(), out * inp);
+        Linear { w, out, inp }
+    }
+
+    /// `y = W·x` for one vector.
+    pub fn apply(&self, x: &[f32], y: &mut [f32]) {
+        for (o, row) in y.iter_mut().zip(self.w.chunks_exact(self.inp)) {
+            *o = dot(row, x);
+        }
+    }
+
+    /// `Y = X·Wᵀ` for `rows` vectors stored row-major in `x`; returns `[rows, out]`.
+    pub fn apply_rows(&self, x: &[f32], rows: usize) -> Vec<f32> {
+        let mut y = vec![0.0; rows * self.out];
+        for (xr, yr) in x.chunks_exact(self.inp).zip(y.chunks_exact_mut(self.out)).take(rows) {
+            self.apply(xr, yr);
+        }
+        y
+    }
+}
+
+/// Dot product with eight independent accumulators (vectorisable, deterministic order).
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; 8];
+    let chunks = n / 8;
+    for c in 0..chunks {
+        let (pa, pb) = (&a[c * 8..c * 8 + 8], &b[c * 8..c * 8 + 8]);
+        for l in 0..8 {
+            acc[l] += pa[l] * pb[l];
+        }
+    }
+    let mut tail = 0.0f32;
+    for i in chunks * 8..n {
+        tail += a[i] * b[i];
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// `y += a·x`.
+#[inline]
+pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi += a * xi;
+    }
+}
+
+/// Residual-stream norm with its parameters (`weight`, and `bias` for LayerNorm).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Norm {
+    pub kind: NormKind,
+    pub eps: f32,
+    pub weight: Vec<f32>,
+    pub bias: Option<Vec<f32>>,
+}
+
+impl Norm {
+    /// Build from the config and loaded tensors.
+    pub fn new(cfg: &NormConfig, weight: Vec<f32>, bias: Option<Vec<f32>>) -> Norm {
+        Norm { kind: cfg.kind, eps: cfg.eps as f32, weight, bias }
+    }
+
+    /// Normalize `x` into `y` (same length).
+    pub fn apply(&self, x: &[f32], y: &mut [f32]) {
+        let n = x.len() as f32;
+        match self.kind {
+            NormKind::Rmsnorm => {
+                let ms = dot(x, x) / n;
+                let inv = 1.0 / (ms + self.eps).sqrt();
+                for ((yi, xi), wi) in y.iter_mut().zip(x).zip(&self.weight) {
+                    *yi = xi * inv * wi;
+                }
+            }
+            NormKind::Layernorm => {
+                let mean = x.iter().sum::<f32>() / n;
+                let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+                let inv = 1.0 / (var + self.eps).sqrt();
+                for (i, (yi, xi)) in y.iter_mut().zip(x).enumerate() {
+                    let b = self.bias.as_ref().map_or(0.0, |b| b[i]);
+                    *yi = (xi - mean) * inv * self.weight[i] + b;
+                }
+            }
+        }
+    }
+
+    /// Normalize every row of a row-major `[rows, dim]` buffer.
+    pub fn apply_rows(&self, x: &[f32], dim: usize) -> Vec<f32> {
+        let mut y = vec![0.0; x.len()];
+        for (xr, yr) in x.chunks_exact(dim).zip(y.chunks_exact_mut(dim)) {
+            self.apply(xr, yr);
+        }
+        y
+    }
+}
+
+/// SiLU / swish: `x·σ(x)`.
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// GELU, tanh approximation.
+#[inline]
+pub fn gelu(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // sqrt(2/π)
+    0.5 * x * (1.0 + (C * (x + 0.044715 * x * x * x)).tanh())
+}
+
+/// In-place softmax over a row (max-subtracted; an all-masked row stays finite because masks are
+/// large finite negatives, never −inf).
+pub fn softmax_inplace(x: &mut [f32]) {
+    let m = x.iter().copied().fold(f32::MIN, f32::max);
+    let mut s = 0.0f32;
+    for v in x.iter_mut() {
+        *v = (*v - m).exp();
+        s += *v;
+    }
+    let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// Sinusoidal absolute position embedding for position `pos` (Vaswani et al.), computed in f64.
+pub fn sinusoidal_embedding(pos: usize, d: usize, out: &mut [f32]) {
+    let half = d / 2;
+    for k in 0..half {
+        let freq = (10000f64).powf(-(2.0 * k as f64) / d as f64);
+        let angle = pos as f64 * freq;
+        out[2 * k] = angle.sin() as f32;
+        out[2 * k + 1] = angle.cos() as f32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_matches_naive_sum() {
+        let a: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i as f32 * 0.11).cos()).collect();
+        let naive: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+        assert!((dot(&a, &b) as f64 - naive).abs() < 1e-5);
+    }
+
+    #[test]
+    fn softmax_rows_sum_to_one_even_with_masks() {
+        let mut row = vec![1.0, -1.0e30, 3.0, 2.0];
+        softmax_inplace(&mut row);
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert_eq!(row[1], 0.0);
+    }
+
+    #[test]
+    fn rmsnorm_has_unit_rms_with_unit_gain() {
+        let norm = Norm { kind: NormKind::Rmsnorm, eps: 1e-6, weight: vec![1.0; 8], bias: None };
+        let x: Vec<f32> = (0..8).map(|i| i as f32 - 3.0).collect();
+        let mut y = vec![0.0; 8];
+        norm.apply(&x, &mut y);
+        let rms = (dot(&y, &y) / 8.0).sqrt();
+        assert!((rms - 1.0).abs() < 1e-4);
+    }
+}
