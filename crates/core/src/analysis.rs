@@ -157,7 +157,7 @@ fn trapezoid(curve: &[f64]) -> f64 {
 #[derive(Debug, Clone, Serialize)]
 pub struct HeadSummary {
     pub head: usize,
-    /// Mean row entropy in nats (of |A| normalised per row).
+    /// Mean row entropy in nats (of |A| normalised per row); all means are over non-zero rows.
     pub entropy: f64,
     /// Mean attended distance Σ_j |A_ij|·(i−j).
     pub mean_distance: f64,
@@ -193,12 +193,14 @@ pub fn summarize_attention(model: &Model, layers: &[LayerAttention]) -> Vec<Laye
                     let l = laa(m, n);
                     mean_curve.iter_mut().zip(&l.curve).for_each(|(a, b)| *a += b / la.heads.len() as f64);
                     let (mut ent, mut dist, mut selfw, mut first) = (0.0, 0.0, 0.0, 0.0);
+                    let mut rows = 0usize;
                     for i in 0..n {
                         let row = &m[i * n..(i + 1) * n];
                         let s: f64 = row.iter().map(|x| x.abs() as f64).sum();
                         if s <= 0.0 {
                             continue;
                         }
+                        rows += 1;
                         for (j, x) in row.iter().enumerate().take(i + 1) {
                             let p = x.abs() as f64 / s;
                             if p > 0.0 {
@@ -209,7 +211,7 @@ pub fn summarize_attention(model: &Model, layers: &[LayerAttention]) -> Vec<Laye
                         selfw += row[i].abs() as f64 / s;
                         first += row[0].abs() as f64 / s;
                     }
-                    let nn = n.max(1) as f64;
+                    let nn = rows.max(1) as f64;
                     HeadSummary {
                         head: h,
                         entropy: ent / nn,

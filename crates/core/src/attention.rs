@@ -82,8 +82,8 @@ pub fn layer_tensor_specs(cfg: &ModelConfig, i: usize, spec: &AttentionSpec) -> 
         }
         AttentionSpec::Lrpe { core, p: pm, theta, seed, .. } => {
             let mut v = Vec::new();
-            if *theta == LrpeTheta::Learned {
-                let n = Lrpe::n_angles(*core, dh);
+            let n = Lrpe::n_angles(*core, dh);
+            if *theta == LrpeTheta::Learned && n > 0 {
                 // Learned angles start at the fixed schedule (LRPE digest §3.3).
                 let init = Lrpe::new(*core, crate::config::LrpeP::Identity, dh, None, None, *seed)
                     .map(|l| l.angles().iter().map(|a| *a as f32).collect())
@@ -397,7 +397,8 @@ impl AttnLayer {
                 Kernel::Linear(LinearLayer { kind: LinearKind::LinearElu { eps: *eps as f32 }, dk: dh })
             }
             AttentionSpec::Lrpe { core, p, theta, normalize, seed } => {
-                let th = if *theta == LrpeTheta::Learned { Some(vecw("lrpe.theta")?) } else { None };
+                let learned = *theta == LrpeTheta::Learned && Lrpe::n_angles(*core, dh) > 0;
+                let th = if learned { Some(vecw("lrpe.theta")?) } else { None };
                 let hv = if *p == crate::config::LrpeP::Householder {
                     Some(vecw("lrpe.householder_v")?)
                 } else {
@@ -558,6 +559,32 @@ impl AttnLayer {
         }
     }
 
+    /// Bias rows of every head for query `i` over keys `j0..j0+n`: `out[h·n + jj] = B_h(i, j0 + jj)`.
+    /// FIRE's MLP runs once per key for all heads.
+    fn fill_bias(sl: &SoftmaxLayer, heads: usize, i: usize, j0: usize, n: usize, out: &mut Vec<f32>, fire_buf: &mut [f64]) {
+        out.clear();
+        out.resize(heads * n, 0.0);
+        match &sl.bias {
+            Bias::None => {}
+            Bias::Table { len, values } => {
+                for h in 0..heads {
+                    for jj in 0..n {
+                        out[h * n + jj] = values[h * len + (i - j0 - jj)];
+                    }
+                }
+            }
+            Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+                for jj in 0..n {
+                    let u = bias::fire_u(i, j0 + jj, *c, *l_mult, *init_l);
+                    bias::fire_mlp(u, w1, b1, w2, b2, fire_buf);
+                    for h in 0..heads {
+                        out[h * n + jj] = fire_buf[h] as f32;
+                    }
+                }
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn softmax_forward(
         &self,
@@ -586,16 +613,20 @@ impl AttnLayer {
         let LayerState::Kv { first, k: kc, v: vc } = state else {
             return Err(Error::arg("state", "softmax layer was given a linear-attention state"));
         };
-        let record = req.attention && pos0 == 0;
+        if req.attention && pos0 != 0 {
+            return Err(Error::arg("trace", "attention matrices are recorded from position 0 only"));
+        }
+        let record = req.attention;
         let mut mats: Vec<Vec<f32>> = if record { vec![vec![0.0; t * t]; h] } else { Vec::new() };
         let mut out = vec![0.0f32; t * a];
         let mut fire_buf = vec![0.0f64; h];
         let mut row = Vec::new();
+        let mut brow = Vec::new();
         for r in 0..t {
             let i = pos0 + r;
             // Append this token's key/value; a Diag layer drops the previous block first.
             if let Window::Block(w) = sl.window {
-                if i % w == 0 {
+                if i.is_multiple_of(w) {
                     kc.clear();
                     vc.clear();
                     *first = i;
@@ -605,13 +636,14 @@ impl AttnLayer {
             vc.extend_from_slice(&v[r * a..(r + 1) * a]);
             let n_keys = kc.len() / a;
             let j0 = *first;
+            Self::fill_bias(sl, h, i, j0, n_keys, &mut brow, &mut fire_buf);
             for hh in 0..h {
                 let qh = &q[r * a + hh * dh..r * a + (hh + 1) * dh];
                 row.clear();
                 for jj in 0..n_keys {
                     let kh = &kc[jj * a + hh * dh..jj * a + (hh + 1) * dh];
                     let logit = sl.scale * dot(qh, kh);
-                    let biased = logit + Self::bias_value(sl, hh, i, j0 + jj, &mut fire_buf);
+                    let biased = logit + brow[hh * n_keys + jj];
                     row.push(biased);
                     if record {
                         match req.stage {
@@ -687,7 +719,6 @@ impl AttnLayer {
             g: Vec::new(),
             r: Vec::new(),
         };
-        let d = x.len() / t.max(1);
         // Gate pre-activations for the whole chunk.
         let gate_pre = match &ll.kind {
             LinearKind::Gla { down, up, .. } => Some(up.apply_rows(&down.apply_rows(x, t), t)),
@@ -702,7 +733,6 @@ impl AttnLayer {
             f.g = vec![0.0; t * a];
             f.r = vec![0.0; t * a];
         }
-        let _ = d;
         let mut buf = vec![0.0f32; dh];
         for r in 0..t {
             let pos = pos0 + r;
@@ -961,7 +991,12 @@ impl AttnLayer {
             return Err(Error::arg("trace", "attention matrices are recorded from position 0 only"));
         }
         let (h, dk) = (self.n_heads, ll.dk);
-        let den = Self::has_denominator(ll);
+        // Only 1+elu features keep every score positive, so only there are the normalised rows the
+        // layer's exact weights; LRPE rotations can make scores (and the denominator) negative.
+        let den = match ll.kind {
+            LinearKind::LinearElu { eps } => Some(eps),
+            _ => None,
+        };
         let mut heads = Vec::with_capacity(h);
         let mut acc = vec![0.0f32; dk];
         for hh in 0..h {
@@ -974,9 +1009,7 @@ impl AttnLayer {
                 let row = &mut m[i * t..(i + 1) * t];
                 for si in (0..=i).rev() {
                     if si < i {
-                        for j in 0..dk {
-                            acc[j] += f.lg[at(si + 1) + j];
-                        }
+                        acc.iter_mut().zip(&f.lg[at(si + 1)..at(si + 1) + dk]).for_each(|(a, l)| *a += l);
                     }
                     let fk = &f.fk[at(si)..at(si) + dk];
                     let mut p = 0.0f32;

@@ -248,7 +248,7 @@ pub enum AttentionSpec {
         #[serde(default = "t5_max_distance")]
         max_distance: usize,
     },
-    /// Sandwich (NeMo form) with sinusoid dimension `dbar` (default head_dim).
+    /// Sandwich (NeMo form) with sinusoid dimension `dbar` (default head_dim rounded down to even, >= 2).
     Sandwich {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dbar: Option<usize>,
@@ -526,6 +526,7 @@ impl ModelConfig {
             }
             Error::ConfigParse(msg)
         })?;
+        reject_extra_keys_of_unit_variants(text)?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -578,6 +579,12 @@ impl ModelConfig {
                 return Err(Error::field(field, format!("{v} exceeds the supported maximum {cap}")));
             }
         }
+        if self.n_heads.saturating_mul(self.max_context) > crate::attention::MAX_BIAS_TABLE {
+            return Err(Error::field(
+                "max_context",
+                format!("n_heads × max_context exceeds {} bias-table entries", crate::attention::MAX_BIAS_TABLE),
+            ));
+        }
         if self.train_context > self.max_context {
             return Err(Error::field("train_context", "must be <= max_context"));
         }
@@ -597,7 +604,7 @@ impl ModelConfig {
                 "layers of variant `sinusoidal` need absolute_position = \"sinusoidal\"",
             ));
         }
-        if self.absolute_position == AbsolutePosition::Sinusoidal && self.d_model % 2 != 0 {
+        if self.absolute_position == AbsolutePosition::Sinusoidal && !self.d_model.is_multiple_of(2) {
             return Err(Error::field("d_model", "must be even for sinusoidal absolute positions"));
         }
         let mut t5_shape: Option<(usize, usize)> = None;
@@ -633,7 +640,7 @@ impl ModelConfig {
         };
         match spec {
             AttentionSpec::Rope { base } => {
-                if self.head_dim % 2 != 0 {
+                if !self.head_dim.is_multiple_of(2) {
                     return Err(Error::field("head_dim", "rope needs an even head_dim"));
                 }
                 if !(base.is_finite() && *base > 1.0) {
@@ -641,7 +648,7 @@ impl ModelConfig {
                 }
             }
             AttentionSpec::Retnet => {
-                if self.head_dim % 2 != 0 {
+                if !self.head_dim.is_multiple_of(2) {
                     return Err(Error::field("head_dim", "retnet (rotary q/k) needs an even head_dim"));
                 }
             }
@@ -687,7 +694,7 @@ impl ModelConfig {
             }
             AttentionSpec::Sandwich { dbar } => {
                 if let Some(d) = dbar {
-                    if *d < 2 || d % 2 != 0 || *d > 4096 {
+                    if *d < 2 || !d.is_multiple_of(2) || *d > 4096 {
                         return Err(Error::field(f("dbar"), "must be even, >= 2 and <= 4096"));
                     }
                 }
@@ -730,6 +737,27 @@ impl ModelConfig {
         }
         Ok(())
     }
+}
+
+/// serde ignores extra keys on parameterless variants of an internally tagged enum; reject them here so
+/// that a typo such as `{"variant": "regla", "gate_rank": 16}` is an error, not silently dropped.
+fn reject_extra_keys_of_unit_variants(text: &str) -> Result<()> {
+    const UNIT: &[&str] = &["nope", "sinusoidal", "kerple-log", "kerple-power", "regla", "retnet"];
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::ConfigParse(e.to_string()))?;
+    let layers = value.get("layers").and_then(|l| l.as_array()).map(Vec::as_slice).unwrap_or(&[]);
+    for (i, layer) in layers.iter().enumerate() {
+        let Some(obj) = layer.as_object() else { continue };
+        let variant = obj.get("variant").and_then(|v| v.as_str()).unwrap_or("");
+        if UNIT.contains(&variant) {
+            if let Some(key) = obj.keys().find(|k| k.as_str() != "variant") {
+                return Err(Error::field(
+                    format!("layers[{i}].{key}"),
+                    format!("unknown field: variant `{variant}` takes no parameters"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Validate a kernel mix; on failure returns (term index, reason). Used by config and runtime overrides.
@@ -775,6 +803,15 @@ mod tests {
         v["layers"][1]["variant"] = "alibi2".into();
         let err = ModelConfig::from_json(&v.to_string()).unwrap_err();
         assert!(matches!(err, Error::UnknownVariant(ref id) if id == "alibi2"), "{err}");
+    }
+
+    #[test]
+    fn parameterless_variants_reject_extra_keys() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&ModelConfig::preset("regla", SizePreset::default()).unwrap().to_json()).unwrap();
+        v["layers"][3]["gate_rank"] = 16.into();
+        let err = ModelConfig::from_json(&v.to_string()).unwrap_err();
+        assert!(err.to_string().contains("layers[3].gate_rank"), "{err}");
     }
 
     #[test]

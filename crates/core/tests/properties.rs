@@ -104,10 +104,10 @@ fn stages_logits_plus_bias_give_biased() {
     let bi =
         m.trace(&toks, TraceRequest { attention: true, stage: AttnStage::Biased, gates: false }).unwrap();
     let slopes = attnlab_core::bias::alibi_slopes(2);
-    for h in 0..2 {
+    for (h, slope) in slopes.iter().enumerate() {
         for i in 0..20 {
             for j in 0..=i {
-                let expect = lg.attention[0].heads[h][i * 20 + j] - slopes[h] as f32 * (i - j) as f32;
+                let expect = lg.attention[0].heads[h][i * 20 + j] - *slope as f32 * (i - j) as f32;
                 assert!((bi.attention[0].heads[h][i * 20 + j] - expect).abs() < 1e-5);
             }
         }
