@@ -561,7 +561,15 @@ impl AttnLayer {
 
     /// Bias rows of every head for query `i` over keys `j0..j0+n`: `out[h·n + jj] = B_h(i, j0 + jj)`.
     /// FIRE's MLP runs once per key for all heads.
-    fn fill_bias(sl: &SoftmaxLayer, heads: usize, i: usize, j0: usize, n: usize, out: &mut Vec<f32>, fire_buf: &mut [f64]) {
+    fn fill_bias(
+        sl: &SoftmaxLayer,
+        heads: usize,
+        i: usize,
+        j0: usize,
+        n: usize,
+        out: &mut Vec<f32>,
+        fire_buf: &mut [f64],
+    ) {
         out.clear();
         out.resize(heads * n, 0.0);
         match &sl.bias {

@@ -70,11 +70,8 @@ pub fn alibi_slopes(n_heads: usize) -> Vec<f64> {
     if n_heads == 0 {
         return Vec::new();
     }
-    let power_of_two = |n: usize| -> Vec<f64> {
-        (1..=n)
-            .map(|k| (-8.0 * k as f64 / n as f64).exp2())
-            .collect()
-    };
+    let power_of_two =
+        |n: usize| -> Vec<f64> { (1..=n).map(|k| (-8.0 * k as f64 / n as f64).exp2()).collect() };
     if n_heads.is_power_of_two() {
         return power_of_two(n_heads);
     }
@@ -243,34 +240,15 @@ pub fn fire_u(i: usize, j: usize, c: f64, l_mult: f64, init_l: f64) -> f64 {
 pub fn fire_mlp(u: f64, w1: &[f32], b1: &[f32], w2: &[f32], b2: &[f32], out: &mut [f64]) {
     let hidden = w1.len();
     let n_heads = out.len();
-    assert_eq!(
-        b1.len(),
-        hidden,
-        "fire_mlp: b1 must have hidden = w1.len() entries"
-    );
-    assert_eq!(
-        b2.len(),
-        n_heads,
-        "fire_mlp: b2 must have H = out.len() entries"
-    );
-    assert_eq!(
-        w2.len(),
-        n_heads * hidden,
-        "fire_mlp: w2 must be [H, hidden]"
-    );
-    let activations: Vec<f64> = w1
-        .iter()
-        .zip(b1)
-        .map(|(&w, &b)| (f64::from(w) * u + f64::from(b)).max(0.0))
-        .collect();
+    assert_eq!(b1.len(), hidden, "fire_mlp: b1 must have hidden = w1.len() entries");
+    assert_eq!(b2.len(), n_heads, "fire_mlp: b2 must have H = out.len() entries");
+    assert_eq!(w2.len(), n_heads * hidden, "fire_mlp: w2 must be [H, hidden]");
+    let activations: Vec<f64> =
+        w1.iter().zip(b1).map(|(&w, &b)| (f64::from(w) * u + f64::from(b)).max(0.0)).collect();
     for (h, (o, &b)) in out.iter_mut().zip(b2).enumerate() {
         // In bounds: w2.len() == n_heads * hidden was asserted above and h < n_heads.
         let row = &w2[h * hidden..(h + 1) * hidden];
-        let dot: f64 = row
-            .iter()
-            .zip(&activations)
-            .map(|(&w, &a)| f64::from(w) * a)
-            .sum();
+        let dot: f64 = row.iter().zip(&activations).map(|(&w, &a)| f64::from(w) * a).sum();
         *o = f64::from(b) + dot;
     }
 }
@@ -379,10 +357,7 @@ pub fn mep_param(a: f64, p: f64, gaussian_slope: f64, wk: f64, wg: f64, d: f64) 
     let kerple_term = (wk > 0.0).then(|| wk.ln() - p * (a * d).ln_1p());
     let gs = gaussian_slope.max(0.0);
     let gaussian_term = (wg > 0.0).then(|| wg.ln() - (gs * d) * d);
-    let log_terms = [kerple_term, gaussian_term]
-        .into_iter()
-        .flatten()
-        .map(saturate);
+    let log_terms = [kerple_term, gaussian_term].into_iter().flatten().map(saturate);
     match log_sum_exp_iter(log_terms) {
         Some(b) => saturate(b),
         None => 0.0,
@@ -408,12 +383,7 @@ mod tests {
     }
 
     fn term(kernel: KernelKind, scale: f64, weight: f64, p: Option<f64>) -> KernelTerm {
-        KernelTerm {
-            kernel,
-            scale,
-            weight,
-            p,
-        }
+        KernelTerm { kernel, scale, weight, p }
     }
 
     // ---- ALiBi slopes: MEP §2 table, RI §1 golden values ----
@@ -423,24 +393,14 @@ mod tests {
         // RI §1: n = 1.
         assert_eq!(alibi_slopes(1), vec![0.00390625]);
         // RI §1: n = 6 (interleaved: get_slopes(4) then get_slopes(8)[0::2][:2]).
-        assert_eq!(
-            alibi_slopes(6),
-            vec![0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]
-        );
+        assert_eq!(alibi_slopes(6), vec![0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]);
         // MEP §2 / RI §1: n = 8, 2^-1 .. 2^-8 (exact powers of two).
-        assert_eq!(
-            alibi_slopes(8),
-            vec![0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625]
-        );
+        assert_eq!(alibi_slopes(8), vec![0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625]);
         // MEP §2 / RI §1: n = 12, the 8-head set then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
         let s12 = alibi_slopes(12);
         assert_eq!(s12.len(), 12);
         assert_eq!(&s12[..8], alibi_slopes(8).as_slice());
-        for (got, printed) in
-            s12[8..]
-                .iter()
-                .zip(["0.7071068", "0.3535534", "0.1767767", "0.0883883"])
-        {
+        for (got, printed) in s12[8..].iter().zip(["0.7071068", "0.3535534", "0.1767767", "0.0883883"]) {
             assert_printed(*got, printed, "H=12 interleaved slope");
         }
         // MEP §2: n = 16, 2^(-k/2) for k = 1..16.
@@ -448,10 +408,7 @@ mod tests {
         assert_eq!(s16.len(), 16);
         for (k, got) in (1..=16).zip(&s16) {
             let want = (-(k as f64) / 2.0).exp2();
-            assert!(
-                (got - want).abs() <= 1e-15 * want,
-                "H=16 k={k}: {got} vs {want}"
-            );
+            assert!((got - want).abs() <= 1e-15 * want, "H=16 k={k}: {got} vs {want}");
         }
         assert!(alibi_slopes(0).is_empty());
     }
@@ -465,11 +422,7 @@ mod tests {
         assert_eq!(alibi(0.25, -8.0), -2.0);
         assert_eq!(gaussian(0.25, -8.0), -16.0);
         // MEP §8 Figure 3 check, head = 6: exp(-511/64) = 0.000341, Gaussian kernel 0.
-        assert_printed(
-            alibi(2f64.powi(-6), 511.0).exp(),
-            "0.000341",
-            "ALiBi K(511)",
-        );
+        assert_printed(alibi(2f64.powi(-6), 511.0).exp(), "0.000341", "ALiBi K(511)");
         assert_eq!(gaussian(2f64.powi(-6), 511.0).exp(), 0.0);
     }
 
@@ -479,12 +432,7 @@ mod tests {
     fn kerple_log_golden() {
         // RI §2: p = 1.5, a = 0.7, d = 0..4.
         assert_eq!(kerple_log(0.7, 1.5, 0.0), 0.0);
-        for (d, printed) in [
-            (1.0, "-0.795942"),
-            (2.0, "-1.313203"),
-            (3.0, "-1.697103"),
-            (4.0, "-2.002502"),
-        ] {
+        for (d, printed) in [(1.0, "-0.795942"), (2.0, "-1.313203"), (3.0, "-1.697103"), (4.0, "-2.002502")] {
             assert_printed(kerple_log(0.7, 1.5, d), printed, "kerple-log");
         }
     }
@@ -493,12 +441,7 @@ mod tests {
     fn kerple_power_golden() {
         // RI §2: a = 0.5, p = 1.2, d = 0..4.
         assert_eq!(kerple_power(0.5, 1.2, 0.0), 0.0);
-        for (d, printed) in [
-            (1.0, "-0.5"),
-            (2.0, "-1.148698"),
-            (3.0, "-1.868596"),
-            (4.0, "-2.639016"),
-        ] {
+        for (d, printed) in [(1.0, "-0.5"), (2.0, "-1.148698"), (3.0, "-1.868596"), (4.0, "-2.639016")] {
             assert_printed(kerple_power(0.5, 1.2, d), printed, "kerple-power");
         }
         // d = 1 is exactly -a for every p.
@@ -606,17 +549,10 @@ mod tests {
         // RI §4c: c = 0.1, L_init = 512, L_mult = 1, thr = max(query position, 512).
         assert_printed(fire_u(10, 0, 0.1, 1.0, 512.0), "0.175255", "u(10, 0)");
         assert_printed(fire_u(1000, 0, 0.1, 1.0, 512.0), "0.99999978", "u(1000, 0)");
-        assert_printed(
-            fire_u(1000, 990, 0.1, 1.0, 512.0),
-            "0.150190",
-            "u(1000, 990)",
-        );
+        assert_printed(fire_u(1000, 990, 0.1, 1.0, 512.0), "0.150190", "u(1000, 990)");
         // u(i, i) = 0, and a negative L_mult enters through |L_mult · init_l|.
         assert_eq!(fire_u(7, 7, 0.1, 1.0, 512.0), 0.0);
-        assert_eq!(
-            fire_u(10, 0, 0.1, -1.0, 512.0),
-            fire_u(10, 0, 0.1, 1.0, 512.0)
-        );
+        assert_eq!(fire_u(10, 0, 0.1, -1.0, 512.0), fire_u(10, 0, 0.1, 1.0, 512.0));
     }
 
     #[test]
@@ -653,27 +589,9 @@ mod tests {
         let terms = KernelTerm::mep_default();
         let ds = [0.0, 1.0, 4.0, 16.0, 64.0, 511.0, 2048.0, 8192.0];
         let rows: [(i32, [&str; 8]); 3] = [
-            (
-                1,
-                [
-                    "-0.0101", "-0.4196", "-1.7947", "-5.0905", "-17.109", "-128.86", "-513.11",
-                    "-2049.11",
-                ],
-            ),
-            (
-                6,
-                [
-                    "-0.0101", "-0.0231", "-0.1201", "-0.5901", "-1.1346", "-5.0826", "-17.109",
-                    "-65.109",
-                ],
-            ),
-            (
-                8,
-                [
-                    "-0.0101", "-0.0133", "-0.0384", "-0.2860", "-0.6011", "-1.7929", "-5.0905",
-                    "-17.109",
-                ],
-            ),
+            (1, ["-0.0101", "-0.4196", "-1.7947", "-5.0905", "-17.109", "-128.86", "-513.11", "-2049.11"]),
+            (6, ["-0.0101", "-0.0231", "-0.1201", "-0.5901", "-1.1346", "-5.0826", "-17.109", "-65.109"]),
+            (8, ["-0.0101", "-0.0133", "-0.0384", "-0.2860", "-0.6011", "-1.7929", "-5.0905", "-17.109"]),
         ];
         for (h, printed_row) in rows {
             let m = 2f64.powi(-h);
@@ -736,26 +654,14 @@ mod tests {
             ];
             let general = mep_log_kernel(&mix, 1.0, d);
             let param = mep_param(0.8, 1.3, 0.1, 0.5, 0.5, d);
-            assert!(
-                (general - param).abs() <= 1e-12 * (1.0 + general.abs()),
-                "d = {d}"
-            );
+            assert!((general - param).abs() <= 1e-12 * (1.0 + general.abs()), "d = {d}");
         }
         // A zero weight removes its term entirely.
-        assert_eq!(
-            mep_param(0.7, 1.5, 0.25, 1.0, 0.0, 3.0),
-            kerple_log(0.7, 1.5, 3.0)
-        );
-        assert_eq!(
-            mep_param(0.7, 1.5, 0.25, 0.0, 1.0, 3.0),
-            gaussian(0.25, 3.0)
-        );
+        assert_eq!(mep_param(0.7, 1.5, 0.25, 1.0, 0.0, 3.0), kerple_log(0.7, 1.5, 3.0));
+        assert_eq!(mep_param(0.7, 1.5, 0.25, 0.0, 1.0, 3.0), gaussian(0.25, 3.0));
         assert_eq!(mep_param(0.7, 1.5, 0.25, 0.0, 0.0, 3.0), 0.0);
         // (a, p) are clamped as Kerple-log.
-        assert_eq!(
-            mep_param(0.0, 0.0, 0.25, 1.0, 0.0, 3.0),
-            kerple_log(0.01, 0.01, 3.0)
-        );
+        assert_eq!(mep_param(0.0, 0.0, 0.25, 1.0, 0.0, 3.0), kerple_log(0.01, 0.01, 3.0));
     }
 
     #[test]
@@ -781,39 +687,22 @@ mod tests {
         let t = term(KernelKind::Exp, 2.0, 0.5, None);
         assert_eq!(kernel_term_log(&t, m, 4.0), Some(0.5f64.ln() - 2.0));
         // Absent terms.
-        assert_eq!(
-            kernel_term_log(&term(KernelKind::Exp, 1.0, 0.0, None), m, 4.0),
-            None
-        );
-        assert_eq!(
-            kernel_term_log(&term(KernelKind::Exp, 1.0, -1.0, None), m, 4.0),
-            None
-        );
+        assert_eq!(kernel_term_log(&term(KernelKind::Exp, 1.0, 0.0, None), m, 4.0), None);
+        assert_eq!(kernel_term_log(&term(KernelKind::Exp, 1.0, -1.0, None), m, 4.0), None);
         // KerpleLog: p defaults to 1 and is clamped >= 0.01; a = scale·slope is not clamped.
         let kl = term(KernelKind::KerpleLog, 2.0, 1.0, None);
         assert_eq!(kernel_term_log(&kl, m, 4.0), Some(-(2.0f64.ln_1p())));
         let kl_small_p = term(KernelKind::KerpleLog, 2.0, 1.0, Some(0.001));
-        assert_eq!(
-            kernel_term_log(&kl_small_p, m, 4.0),
-            Some(-0.01 * 2.0f64.ln_1p())
-        );
+        assert_eq!(kernel_term_log(&kl_small_p, m, 4.0), Some(-0.01 * 2.0f64.ln_1p()));
         let kl_small_a = term(KernelKind::KerpleLog, 0.004, 1.0, Some(1.0));
-        assert_eq!(
-            kernel_term_log(&kl_small_a, 1.0, 10.0),
-            Some(-((0.004f64 * 10.0).ln_1p()))
-        );
+        assert_eq!(kernel_term_log(&kl_small_a, 1.0, 10.0), Some(-((0.004f64 * 10.0).ln_1p())));
         // KerplePower: -(s·m)·d^p, p defaults to 1 and is clamped to [0.01, 2].
         let kp = term(KernelKind::KerplePower, 1.0, 1.0, Some(5.0));
         assert_eq!(kernel_term_log(&kp, m, 4.0), Some(-4.0));
         let kp_default = term(KernelKind::KerplePower, 1.0, 1.0, None);
         assert_eq!(kernel_term_log(&kp_default, m, 4.0), Some(-1.0));
         // Zero scale or zero slope: flat kernel, ln K = 0, for every kind and any distance.
-        for kind in [
-            KernelKind::Exp,
-            KernelKind::Gaussian,
-            KernelKind::KerpleLog,
-            KernelKind::KerplePower,
-        ] {
+        for kind in [KernelKind::Exp, KernelKind::Gaussian, KernelKind::KerpleLog, KernelKind::KerplePower] {
             let flat = term(kind, 0.0, 1.0, Some(2.0));
             assert_eq!(kernel_term_log(&flat, m, 1e300), Some(0.0), "{kind:?}");
             let t = term(kind, 1.0, 1.0, Some(2.0));
@@ -821,10 +710,7 @@ mod tests {
         }
         // Every term absent: flat bias 0.0.
         assert_eq!(mep_log_kernel(&[], m, 3.0), 0.0);
-        assert_eq!(
-            mep_log_kernel(&[term(KernelKind::Exp, 1.0, 0.0, None)], m, 3.0),
-            0.0
-        );
+        assert_eq!(mep_log_kernel(&[term(KernelKind::Exp, 1.0, 0.0, None)], m, 3.0), 0.0);
     }
 
     #[test]
@@ -838,10 +724,7 @@ mod tests {
         let deep = log_sum_exp(&[-2000.0, -2000.0]).expect("non-empty");
         assert!((deep - (-2000.0 + 2f64.ln())).abs() < 1e-12);
         assert_eq!(log_sum_exp(&[f64::NEG_INFINITY, -1.0]), Some(-1.0));
-        assert_eq!(
-            log_sum_exp(&[f64::NEG_INFINITY, f64::NEG_INFINITY]),
-            Some(f64::NEG_INFINITY)
-        );
+        assert_eq!(log_sum_exp(&[f64::NEG_INFINITY, f64::NEG_INFINITY]), Some(f64::NEG_INFINITY));
         assert_eq!(log_sum_exp(&[1.0, f64::INFINITY]), Some(f64::INFINITY));
         assert!(log_sum_exp(&[1.0, f64::NAN]).is_some_and(f64::is_nan));
     }
@@ -902,16 +785,13 @@ mod tests {
             prop::option::of(0.01..3.0f64),
         )
             .prop_map(|(kind, scale, weight, p)| term(kind, scale, weight, p));
-        (
-            prop::collection::vec(one, 1..5),
-            any::<prop::sample::Index>(),
-            1e-3..10.0f64,
-        )
-            .prop_map(|(mut terms, pick, w)| {
+        (prop::collection::vec(one, 1..5), any::<prop::sample::Index>(), 1e-3..10.0f64).prop_map(
+            |(mut terms, pick, w)| {
                 let k = pick.index(terms.len());
                 terms[k].weight = w;
                 terms
-            })
+            },
+        )
     }
 
     proptest! {

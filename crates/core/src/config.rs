@@ -582,7 +582,10 @@ impl ModelConfig {
         if self.n_heads.saturating_mul(self.max_context) > crate::attention::MAX_BIAS_TABLE {
             return Err(Error::field(
                 "max_context",
-                format!("n_heads × max_context exceeds {} bias-table entries", crate::attention::MAX_BIAS_TABLE),
+                format!(
+                    "n_heads × max_context exceeds {} bias-table entries",
+                    crate::attention::MAX_BIAS_TABLE
+                ),
             ));
         }
         if self.train_context > self.max_context {
@@ -743,7 +746,8 @@ impl ModelConfig {
 /// that a typo such as `{"variant": "regla", "gate_rank": 16}` is an error, not silently dropped.
 fn reject_extra_keys_of_unit_variants(text: &str) -> Result<()> {
     const UNIT: &[&str] = &["nope", "sinusoidal", "kerple-log", "kerple-power", "regla", "retnet"];
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::ConfigParse(e.to_string()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| Error::ConfigParse(e.to_string()))?;
     let layers = value.get("layers").and_then(|l| l.as_array()).map(Vec::as_slice).unwrap_or(&[]);
     for (i, layer) in layers.iter().enumerate() {
         let Some(obj) = layer.as_object() else { continue };
@@ -808,7 +812,8 @@ mod tests {
     #[test]
     fn parameterless_variants_reject_extra_keys() {
         let mut v: serde_json::Value =
-            serde_json::from_str(&ModelConfig::preset("regla", SizePreset::default()).unwrap().to_json()).unwrap();
+            serde_json::from_str(&ModelConfig::preset("regla", SizePreset::default()).unwrap().to_json())
+                .unwrap();
         v["layers"][3]["gate_rank"] = 16.into();
         let err = ModelConfig::from_json(&v.to_string()).unwrap_err();
         assert!(err.to_string().contains("layers[3].gate_rank"), "{err}");

@@ -94,10 +94,7 @@ pub fn regla_gate(a_g: f64, a_r: f64) -> RefinedGate {
     let r = sigmoid(a_r);
     let f = (g * (g + 2.0 * r * one_minus_g)).min(1.0);
     let log_g = log_sigmoid(a_g);
-    let log_term = log_add_exp(
-        log_g,
-        std::f64::consts::LN_2 + log_sigmoid(a_r) + log_sigmoid(-a_g),
-    );
+    let log_term = log_add_exp(log_g, std::f64::consts::LN_2 + log_sigmoid(a_r) + log_sigmoid(-a_g));
     let log_f = (log_g + log_term).min(0.0);
     RefinedGate { g, r, f, log_f }
 }
@@ -150,11 +147,7 @@ pub fn simple_rms_norm(x: &mut [f32]) {
 /// # Panics
 /// If `w.len() != x.len()` (caller bug, not data).
 pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
-    assert_eq!(
-        w.len(),
-        x.len(),
-        "rms_norm: gain length must equal input length"
-    );
+    assert_eq!(w.len(), x.len(), "rms_norm: gain length must equal input length");
     if x.is_empty() {
         return;
     }
@@ -165,23 +158,11 @@ pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
     }
 }
 
-fn check_gla_shapes(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    log_gate: &[f32],
-    t: usize,
-    dk: usize,
-    dv: usize,
-) {
+fn check_gla_shapes(q: &[f32], k: &[f32], v: &[f32], log_gate: &[f32], t: usize, dk: usize, dv: usize) {
     assert_eq!(q.len(), t * dk, "gated linear attention: q must be [T, dk]");
     assert_eq!(k.len(), t * dk, "gated linear attention: k must be [T, dk]");
     assert_eq!(v.len(), t * dv, "gated linear attention: v must be [T, dv]");
-    assert_eq!(
-        log_gate.len(),
-        t * dk,
-        "gated linear attention: log_gate must be [T, dk]"
-    );
+    assert_eq!(log_gate.len(), t * dk, "gated linear attention: log_gate must be [T, dk]");
 }
 
 /// Naive recurrent gated linear attention for one head, key-dim gated (GLA layout; ReGLA digest
@@ -263,11 +244,7 @@ pub fn gated_linear_parallel(
     let mut cum = vec![0.0f64; t * dk];
     for step in 0..t {
         for j in 0..dk {
-            let prev = if step == 0 {
-                0.0
-            } else {
-                cum[(step - 1) * dk + j]
-            };
+            let prev = if step == 0 { 0.0 } else { cum[(step - 1) * dk + j] };
             cum[step * dk + j] = prev + log_gate[step * dk + j] as f64;
         }
     }
@@ -333,28 +310,15 @@ mod tests {
         assert!(close(sigmoid(1.0) + sigmoid(-1.0), 1.0, 1e-15));
         assert!(close(softplus(0.0), std::f64::consts::LN_2, 1e-15));
         assert!(close(log_add_exp(0.0, 0.0), std::f64::consts::LN_2, 1e-15));
-        assert_eq!(
-            log_add_exp(f64::NEG_INFINITY, f64::NEG_INFINITY),
-            f64::NEG_INFINITY
-        );
+        assert_eq!(log_add_exp(f64::NEG_INFINITY, f64::NEG_INFINITY), f64::NEG_INFINITY);
         assert_eq!(log_add_exp(f64::NEG_INFINITY, -3.0), -3.0);
     }
 
     /// ReGLA digest §1.5 table: c(d) = 1/(e·sqrt(d(e²−1))) = 0.1455416/sqrt(d).
     #[test]
     fn regla_scale_table() {
-        for (d, want) in [
-            (16, 0.036385),
-            (32, 0.025728),
-            (64, 0.018193),
-            (96, 0.014854),
-            (128, 0.012864),
-        ] {
-            assert!(
-                close(regla_scale(d), want, 5e-7),
-                "c({d}) = {}",
-                regla_scale(d)
-            );
+        for (d, want) in [(16, 0.036385), (32, 0.025728), (64, 0.018193), (96, 0.014854), (128, 0.012864)] {
+            assert!(close(regla_scale(d), want, 5e-7), "c({d}) = {}", regla_scale(d));
         }
         assert!(close(regla_scale(1), 0.145_541_6, 1e-7));
     }
@@ -377,21 +341,13 @@ mod tests {
             assert!(close(gate.g, g, tol), "({ag},{ar}) g {}", gate.g);
             assert!(close(gate.r, r, tol), "({ag},{ar}) r {}", gate.r);
             assert!(close(gate.f, f, tol), "({ag},{ar}) F {}", gate.f);
-            assert!(
-                close(gate.log_f, lf, tol),
-                "({ag},{ar}) log F {}",
-                gate.log_f
-            );
+            assert!(close(gate.log_f, lf, tol), "({ag},{ar}) log F {}", gate.log_f);
             // Eq. 16 literally, and the digest's identity F = g + (2r − 1) g (1 − g).
             let literal = (1.0 - gate.r) * gate.g.powi(2) + gate.r * (1.0 - (1.0 - gate.g).powi(2));
             assert!(close(gate.f, literal, 1e-15));
             let identity = gate.g + (2.0 * gate.r - 1.0) * gate.g * (1.0 - gate.g);
             assert!(close(gate.f, identity, 1e-15));
-            assert!(close(
-                gate.log_f,
-                gate.f.ln(),
-                1e-12 * gate.log_f.abs().max(1.0)
-            ));
+            assert!(close(gate.log_f, gate.f.ln(), 1e-12 * gate.log_f.abs().max(1.0)));
         }
         // Reference-implementations §7 golden value: g = 0.9, r = 0.3 → F = 0.864.
         let logit = |p: f64| (p / (1.0 - p)).ln();
@@ -417,10 +373,7 @@ mod tests {
             let dr = 2.0 * g * (1.0 - g) * r * (1.0 - r);
             let fd_g = (regla_gate(ag + h, ar).f - regla_gate(ag - h, ar).f) / (2.0 * h);
             let fd_r = (regla_gate(ag, ar + h).f - regla_gate(ag, ar - h).f) / (2.0 * h);
-            assert!(
-                close(dg, fd_g, 1e-8) && close(dr, fd_r, 1e-8),
-                "({ag},{ar})"
-            );
+            assert!(close(dg, fd_g, 1e-8) && close(dr, fd_r, 1e-8), "({ag},{ar})");
             assert!(close(dg, dg_want, 1e-6), "({ag},{ar}) dF/da_g {dg}");
             assert!(close(dr, dr_want, 1e-6), "({ag},{ar}) dF/da_r {dr}");
         }
@@ -458,16 +411,8 @@ mod tests {
     /// Reference-implementations §7: GLA gate = logsigmoid(z) / normalizer (α = σ(z)^(1/16)).
     #[test]
     fn gla_log_gate_values() {
-        assert!(close(
-            gla_log_gate(0.0, 16.0),
-            -std::f64::consts::LN_2 / 16.0,
-            1e-15
-        ));
-        assert!(close(
-            gla_log_gate(2.0, 16.0).exp(),
-            sigmoid(2.0).powf(1.0 / 16.0),
-            1e-14
-        ));
+        assert!(close(gla_log_gate(0.0, 16.0), -std::f64::consts::LN_2 / 16.0, 1e-15));
+        assert!(close(gla_log_gate(2.0, 16.0).exp(), sigmoid(2.0).powf(1.0 / 16.0), 1e-14));
         assert!(gla_log_gate(50.0, 1.0) <= 0.0);
         assert!(close(gla_log_gate(-100.0, 10.0), -10.0, 1e-12));
     }
@@ -556,9 +501,7 @@ mod tests {
         let mut out = vec![0.0f64; t * dv];
         for ti in 0..t {
             for si in 0..=ti {
-                let p: f64 = (0..dk)
-                    .map(|j| q[ti * dk + j] as f64 * k[si * dk + j] as f64)
-                    .sum();
+                let p: f64 = (0..dk).map(|j| q[ti * dk + j] as f64 * k[si * dk + j] as f64).sum();
                 for c in 0..dv {
                     out[ti * dv + c] += p * v[si * dv + c] as f64;
                 }
@@ -569,14 +512,8 @@ mod tests {
 
     /// Max |a − b| relative to the largest |b| (plus a floor): the comparison used below.
     fn rel_err(a: &[f32], b: &[f32]) -> f64 {
-        let scale = b
-            .iter()
-            .fold(0.0f64, |m, &x| m.max((x as f64).abs()))
-            .max(1e-30);
-        a.iter()
-            .zip(b)
-            .fold(0.0f64, |m, (&x, &y)| m.max((x as f64 - y as f64).abs()))
-            / scale
+        let scale = b.iter().fold(0.0f64, |m, &x| m.max((x as f64).abs())).max(1e-30);
+        a.iter().zip(b).fold(0.0f64, |m, (&x, &y)| m.max((x as f64 - y as f64).abs())) / scale
     }
 
     proptest! {

@@ -19,3 +19,5 @@ pub mod weights;
 pub use config::{AttentionSpec, ModelConfig};
 pub use error::{Error, Result};
 pub use model::{Model, Session, Trace};
+pub use sampling::{Sampler, SamplingConfig};
+pub use tokenizer::Tokenizer;

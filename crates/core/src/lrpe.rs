@@ -94,17 +94,11 @@ impl Lrpe {
                 if t.len() != n {
                     return Err(Error::arg(
                         "theta",
-                        format!(
-                            "has {} values, the {core:?} core with d = {d} needs {n}",
-                            t.len()
-                        ),
+                        format!("has {} values, the {core:?} core with d = {d} needs {n}", t.len()),
                     ));
                 }
                 if let Some(i) = t.iter().position(|a| !a.is_finite()) {
-                    return Err(Error::arg(
-                        "theta",
-                        format!("value at index {i} is not finite"),
-                    ));
+                    return Err(Error::arg("theta", format!("value at index {i} is not finite")));
                 }
                 t.iter().map(|&a| a as f64).collect()
             }
@@ -129,32 +123,19 @@ impl Lrpe {
                     ));
                 }
                 if let Some(i) = v.iter().position(|a| !a.is_finite()) {
-                    return Err(Error::arg(
-                        "householder_v",
-                        format!("value at index {i} is not finite"),
-                    ));
+                    return Err(Error::arg("householder_v", format!("value at index {i} is not finite")));
                 }
-                let norm = v
-                    .iter()
-                    .map(|&a| (a as f64) * (a as f64))
-                    .sum::<f64>()
-                    .sqrt();
+                let norm = v.iter().map(|&a| (a as f64) * (a as f64)).sum::<f64>().sqrt();
                 if norm == 0.0 {
                     return Err(Error::arg("householder_v", "is the zero vector"));
                 }
                 v.iter().map(|&a| a as f64 / norm).collect()
             }
             (LrpeP::Householder, None) => {
-                return Err(Error::arg(
-                    "householder_v",
-                    "is required when p = householder",
-                ))
+                return Err(Error::arg("householder_v", "is required when p = householder"))
             }
             (_, Some(_)) => {
-                return Err(Error::arg(
-                    "householder_v",
-                    format!("given but p = {p:?} does not use it"),
-                ))
+                return Err(Error::arg("householder_v", format!("given but p = {p:?} does not use it")))
             }
             (_, None) => Vec::new(),
         };
@@ -169,16 +150,7 @@ impl Lrpe {
             (Vec::new(), Vec::new(), Vec::new())
         };
 
-        Ok(Lrpe {
-            core,
-            p,
-            d,
-            angles,
-            householder_v,
-            perm,
-            cycles,
-            cycle_pos,
-        })
+        Ok(Lrpe { core, p, d, angles, householder_v, perm, cycles, cycle_pos })
     }
 
     /// Number of angles the core uses for head dim `d` (the length of a learned θ tensor):
@@ -258,15 +230,8 @@ impl Lrpe {
             LrpeP::Identity => x.iter().map(|&a| a as f64).collect(),
             // P x = x − 2 (x·v̂) v̂  (Eq. 73, O(d)).
             LrpeP::Householder => {
-                let dot: f64 = x
-                    .iter()
-                    .zip(&self.householder_v)
-                    .map(|(&a, &v)| a as f64 * v)
-                    .sum();
-                x.iter()
-                    .zip(&self.householder_v)
-                    .map(|(&a, &v)| a as f64 - 2.0 * dot * v)
-                    .collect()
+                let dot: f64 = x.iter().zip(&self.householder_v).map(|(&a, &v)| a as f64 * v).sum();
+                x.iter().zip(&self.householder_v).map(|(&a, &v)| a as f64 - 2.0 * dot * v).collect()
             }
             // 0-indexed gather y[j] = x[odd_even_index(j, d)] (reference-code form of Eq. 74).
             LrpeP::OddEven => (0..d).map(|j| x[odd_even_index(j, d)] as f64).collect(),
@@ -291,11 +256,7 @@ impl Lrpe {
     /// If `x.len() != d` or `out.len() != out_dim()` (caller bug, not data).
     pub fn apply(&self, s: usize, x: &[f32], out: &mut [f32]) {
         assert_eq!(x.len(), self.d, "lrpe: input length must equal head dim");
-        assert_eq!(
-            out.len(),
-            self.out_dim(),
-            "lrpe: output length must equal out_dim()"
-        );
+        assert_eq!(out.len(), self.out_dim(), "lrpe: output length must equal out_dim()");
         let y = self.apply_p(x);
         let pos = s as f64;
         match self.core {
@@ -488,12 +449,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const CORES: [LrpeCore; 4] = [
-        LrpeCore::Rotation,
-        LrpeCore::Mixed,
-        LrpeCore::Permutation,
-        LrpeCore::Complex,
-    ];
+    const CORES: [LrpeCore; 4] =
+        [LrpeCore::Rotation, LrpeCore::Mixed, LrpeCore::Permutation, LrpeCore::Complex];
     const PS: [LrpeP; 3] = [LrpeP::Identity, LrpeP::Householder, LrpeP::OddEven];
 
     /// Build an Lrpe with reproducible learned θ (when `learned`) and Householder v.
@@ -607,9 +564,8 @@ mod tests {
         let k = seeded_normal(d, 11);
         let (s, tt) = (5usize, 2usize);
         let got = dot(&tf(&l, s, &q), &tf(&l, tt, &k));
-        let want: f64 = (0..d)
-            .map(|j| q[j] as f64 * k[j] as f64 * ((tt as f64 - s as f64) * l.angles()[j]).cos())
-            .sum();
+        let want: f64 =
+            (0..d).map(|j| q[j] as f64 * k[j] as f64 * ((tt as f64 - s as f64) * l.angles()[j]).cos()).sum();
         assert!((got - want).abs() < 1e-5, "{got} vs {want}");
         assert_eq!(l.out_dim(), 2 * d);
     }
@@ -692,10 +648,7 @@ mod tests {
     /// e = round_up_even(d / 2) channels of P x and passes the rest through.
     #[test]
     fn mixed_core_rotates_first_block_only() {
-        assert_eq!(
-            [2, 3, 4, 5, 6, 7, 64].map(mixed_rotated_width),
-            [2, 2, 2, 2, 4, 4, 32]
-        );
+        assert_eq!([2, 3, 4, 5, 6, 7, 64].map(mixed_rotated_width), [2, 2, 2, 2, 4, 4, 32]);
         assert_eq!(Lrpe::n_angles(LrpeCore::Mixed, 64), 16);
         assert_eq!(Lrpe::n_angles(LrpeCore::Rotation, 7), 3);
         assert_eq!(Lrpe::n_angles(LrpeCore::Complex, 7), 7);
@@ -764,11 +717,7 @@ mod tests {
         let mut rng = SplitMix64::new(0);
         assert_eq!(
             [rng.next_u64(), rng.next_u64(), rng.next_u64()],
-            [
-                0xE220_A839_7B1D_CDAF,
-                0x6E78_9E6A_A1B9_65F4,
-                0x06C4_5D18_8009_454F
-            ]
+            [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F]
         );
         assert_eq!(seeded_permutation(8, 0), [2, 5, 0, 3, 4, 6, 1, 7]);
         assert_eq!(seeded_permutation(10, 42), [0, 9, 5, 8, 6, 4, 7, 2, 1, 3]);
@@ -810,8 +759,7 @@ mod tests {
     fn householder_is_normalised_reflection() {
         let d = 6;
         let v: Vec<f32> = vec![3.0, 0.0, 4.0, 0.0, 0.0, 0.0];
-        let l =
-            Lrpe::new(LrpeCore::Rotation, LrpeP::Householder, d, None, Some(&v), 0).expect("valid");
+        let l = Lrpe::new(LrpeCore::Rotation, LrpeP::Householder, d, None, Some(&v), 0).expect("valid");
         let vh = l.householder_v().expect("householder");
         assert!((vh.iter().map(|a| a * a).sum::<f64>() - 1.0).abs() < 1e-15);
         let out = tf(&l, 0, &v);

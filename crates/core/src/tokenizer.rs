@@ -28,8 +28,17 @@ pub struct Tokenizer {
 
 impl Tokenizer {
     /// Parse a `tokenizer.json` document. Errors are [`Error::Tokenizer`] with the parser's message.
+    ///
+    /// The document is first parsed as plain JSON (so truncated or garbled bytes never reach the
+    /// `tokenizers` deserializers, some of which `expect()` on malformed input); a panic that
+    /// still escapes `tokenizers` on a well-formed but invalid document (for example a
+    /// `Precompiled` normalizer without its charsmap) is caught and reported as an error on native
+    /// targets (wasm32 builds abort on panics).
     pub fn from_bytes(bytes: &[u8]) -> Result<Tokenizer> {
-        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let inner = guard("parsing", move || serde_json::from_value::<tokenizers::Tokenizer>(value))?
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
         Self::from_inner(inner)
     }
 
@@ -63,8 +72,8 @@ impl Tokenizer {
 
     /// Encode `text` to ids, adding no special tokens. The empty string gives an empty vector.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let encoding =
-            self.inner.encode(text, false).map_err(|e| Error::Tokenizer(format!("encoding failed: {e}")))?;
+        let encoding = guard("encoding", || self.inner.encode(text, false))?
+            .map_err(|e| Error::Tokenizer(format!("encoding failed: {e}")))?;
         Ok(encoding.get_ids().to_vec())
     }
 
@@ -75,7 +84,8 @@ impl Tokenizer {
         if let Some(&id) = ids.iter().find(|&&id| id as usize >= self.vocab) {
             return Err(Error::TokenOutOfRange { id, vocab: self.vocab });
         }
-        self.inner.decode(ids, false).map_err(|e| Error::Tokenizer(format!("decoding failed: {e}")))
+        guard("decoding", || self.inner.decode(ids, false))?
+            .map_err(|e| Error::Tokenizer(format!("decoding failed: {e}")))
     }
 
     /// The id of a token string (model vocabulary or added token), if it has one.
@@ -88,9 +98,9 @@ impl Tokenizer {
         self.inner.id_to_token(id)
     }
 
-    /// Serialize as a (pretty-printed) `tokenizer.json` document.
+    /// Serialize as a compact (single-line) `tokenizer.json` document.
     pub fn to_json(&self) -> Result<String> {
-        self.inner.to_string(true).map_err(|e| Error::Tokenizer(format!("serialization failed: {e}")))
+        self.inner.to_string(false).map_err(|e| Error::Tokenizer(format!("serialization failed: {e}")))
     }
 
     /// Check that every id this tokenizer can emit is `< model_vocab` (the model's `vocab_size`).
@@ -155,7 +165,24 @@ impl Tokenizer {
     }
 }
 
-#[cfg(test)]
+/// Run a `tokenizers` call, turning a panic inside it into [`Error::Tokenizer`].
+///
+/// `tokenizers` has `expect()`s on some malformed-configuration paths. Its tokenizer state is
+/// only a read-mostly cache of whole entries, so continuing after a caught panic is sound
+/// (hence `AssertUnwindSafe`). On wasm32 (panic = abort) this is a plain call.
+fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown error".into());
+        Error::Tokenizer(format!("{what} failed inside the tokenizers library: {msg}"))
+    })
+}
+
+// The tests train tokenizers, which is native-only.
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
 
@@ -316,6 +343,11 @@ mod tests {
             let r = Tokenizer::from_bytes(bad);
             assert!(matches!(r, Err(Error::Tokenizer(_))), "{:?} → {r:?}", String::from_utf8_lossy(bad));
         }
+        // Well-formed JSON that makes `tokenizers` panic internally: still an error.
+        let mut value: serde_json::Value = serde_json::from_str(&json).expect("value");
+        value["normalizer"] = serde_json::json!({"type": "Precompiled"});
+        let r = Tokenizer::from_bytes(value.to_string().as_bytes());
+        assert!(matches!(r, Err(Error::Tokenizer(_))), "{r:?}");
         let mangled = json.replace("\"vocab\"", "\"vocabulary\"");
         assert!(Tokenizer::from_bytes(mangled.as_bytes()).is_err());
         let msg = Tokenizer::from_bytes(b"{").expect_err("bad").to_string();
