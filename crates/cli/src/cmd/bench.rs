@@ -1,0 +1,225 @@
+//! `attnlab bench`: prefill and decode throughput at several context lengths.
+
+use crate::common::{
+    layer_variants, num, out, print_json, progress_bar, table, write_file, CliError, CliResult, ModelArgs,
+};
+use attnlab_core::Model;
+use clap::Args;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Measure prefill and decode throughput of the model.
+///
+/// For each context C: prefill tokens/s = C / time to prefill C tokens from an empty state; decode
+/// tokens/s = N / time of N single-token steps after a prefill of C − N tokens (so decoding happens at
+/// context C). Each figure is the median of --repeats runs. Token ids are a fixed pseudo-random
+/// sequence (throughput does not depend on the text).
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Context lengths, comma-separated (each at most the model's max_context)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "128,4096")]
+    pub contexts: Vec<usize>,
+    /// Decode steps N measured at each context
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub decode_tokens: u32,
+    /// Repeats per measurement (the median is reported)
+    #[arg(long, value_name = "R", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeats: u32,
+    /// Also write the JSON report to this file
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
+}
+
+/// Deterministic token ids in `0..vocab` (splitmix64).
+fn bench_tokens(n: usize, vocab: usize) -> Vec<u32> {
+    let mut x: u64 = 0x5EED_0FA7_7E00;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+fn machine() -> serde_json::Value {
+    let arch = std::process::Command::new("uname")
+        .arg("-m")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|info| {
+        info.lines()
+            .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu model"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let cores = std::thread::available_parallelism().map(|n| n.get()).ok();
+    json!({ "arch": arch, "os": std::env::consts::OS, "cpu": cpu, "cores": cores })
+}
+
+struct Point {
+    context: usize,
+    prefill_s: f64,
+    decode_s: f64,
+    state_bytes: usize,
+}
+
+fn measure(model: &Model, tokens: &[u32], c: usize, n: usize) -> CliResult<(f64, f64, usize)> {
+    let mut s = model.session();
+    let t = Instant::now();
+    s.prefill(&tokens[..c])?;
+    let prefill = t.elapsed().as_secs_f64();
+    let state_bytes = s.state_bytes();
+    drop(s);
+
+    let mut s = model.session();
+    s.prefill(&tokens[..c - n])?;
+    let t = Instant::now();
+    for &id in &tokens[c - n..c] {
+        s.step(id)?;
+    }
+    Ok((prefill, t.elapsed().as_secs_f64(), state_bytes))
+}
+
+pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
+    a.model.backend.check()?;
+    if a.contexts.is_empty() {
+        return Err(CliError::usage("--contexts is empty"));
+    }
+    let n = a.decode_tokens as usize;
+    let model = a.model.load()?;
+    let cfg = model.config();
+    let max = cfg.max_context;
+    let too_long: Vec<String> = a.contexts.iter().filter(|&&c| c > max).map(usize::to_string).collect();
+    if !too_long.is_empty() {
+        return Err(CliError::usage(format!(
+            "--contexts {} exceed the model's max_context {max}",
+            too_long.join(",")
+        )));
+    }
+    let too_short: Vec<String> = a.contexts.iter().filter(|&&c| c <= n).map(usize::to_string).collect();
+    if !too_short.is_empty() {
+        return Err(CliError::usage(format!(
+            "--contexts {} must be larger than --decode-tokens {n} (decode is measured after a prefill of context − N tokens)",
+            too_short.join(",")
+        )));
+    }
+    let longest = a.contexts.iter().copied().max().unwrap_or(0);
+    let tokens = bench_tokens(longest, cfg.vocab_size);
+    let params = model.weights().num_params();
+
+    let pb = progress_bar((a.contexts.len() * a.repeats as usize) as u64, "bench", json);
+    let mut points = Vec::new();
+    for &c in &a.contexts {
+        pb.set_message(format!("ctx {c}"));
+        let (mut pre, mut dec, mut bytes) = (Vec::new(), Vec::new(), 0);
+        for _ in 0..a.repeats {
+            let (p, d, b) = measure(&model, &tokens, c, n)?;
+            pre.push(p);
+            dec.push(d);
+            bytes = b;
+            pb.inc(1);
+        }
+        points.push(Point { context: c, prefill_s: median(pre), decode_s: median(dec), state_bytes: bytes });
+    }
+    pb.finish_and_clear();
+
+    let tps = |tokens: usize, s: f64| if s > 0.0 { tokens as f64 / s } else { f64::INFINITY };
+    let report = json!({
+        "attnlab_version": env!("CARGO_PKG_VERSION"),
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "backend": a.model.backend.name(),
+        "machine": machine(),
+        "model": {
+            "path": a.model.model.display().to_string(),
+            "name": cfg.name,
+            "params": params,
+            "variants": layer_variants(&model),
+            "vocab_size": cfg.vocab_size,
+            "d_model": cfg.d_model,
+            "n_layers": cfg.n_layers,
+            "n_heads": cfg.n_heads,
+            "head_dim": cfg.head_dim,
+            "max_context": cfg.max_context,
+        },
+        "decode_tokens": n,
+        "repeats": a.repeats,
+        "results": points.iter().map(|p| json!({
+            "context": p.context,
+            "prefill_tokens": p.context,
+            "prefill_s": p.prefill_s,
+            "prefill_tokens_per_s": tps(p.context, p.prefill_s),
+            "decode_from": p.context - n,
+            "decode_tokens": n,
+            "decode_s": p.decode_s,
+            "decode_tokens_per_s": tps(n, p.decode_s),
+            "state_bytes": p.state_bytes,
+        })).collect::<Vec<_>>(),
+    });
+    if let Some(path) = &a.out {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| CliError::runtime(format!("cannot serialize the report: {e}")))?;
+        write_file(path, (text + "\n").as_bytes())?;
+    }
+    if json {
+        return print_json(&report);
+    }
+    let m = &report["machine"];
+    let mut s = format!(
+        "model {} ({}, {} params), backend {}, {} build\nmachine: {} {}, {} cores\n",
+        a.model.model.display(),
+        crate::common::variants_summary(&model),
+        params,
+        a.model.backend.name(),
+        report["build"].as_str().unwrap_or(""),
+        m["arch"].as_str().unwrap_or("?"),
+        m["cpu"].as_str().unwrap_or("unknown CPU"),
+        m["cores"].as_u64().map_or("?".to_string(), |c| c.to_string()),
+    );
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            vec![
+                p.context.to_string(),
+                num(tps(p.context, p.prefill_s), 1),
+                num(p.prefill_s * 1e3, 1),
+                num(tps(n, p.decode_s), 1),
+                num(p.decode_s * 1e3 / n as f64, 3),
+                format!("{:.1}", p.state_bytes as f64 / 1024.0),
+            ]
+        })
+        .collect();
+    s.push_str(&format!(
+        "median of {} repeat(s); decode = {n} steps after a prefill of context − {n}\n",
+        a.repeats
+    ));
+    s.push_str(&table(
+        &["context", "prefill tok/s", "prefill ms", "decode tok/s", "ms/token", "state KiB"],
+        &rows,
+        &[],
+    ));
+    if let Some(path) = &a.out {
+        s.push_str(&format!("report written to {}\n", path.display()));
+    }
+    out(&s)
+}

@@ -1,0 +1,136 @@
+//! `attnlab dump`: logits (and optionally attention matrices and gates) of one forward pass as
+//! safetensors.
+
+use crate::common::{
+    encode_text, layer_variants, load_tokenizer, out, print_json, read_text, spinner, table, to_value,
+    write_file, CliError, CliResult, ModelArgs,
+};
+use attnlab_core::attention::{AttnStage, TraceRequest};
+use attnlab_core::weights::{Tensor, Weights};
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+/// Which stage of the softmax scores `--attention` records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Stage {
+    /// scale·q·k before the position bias
+    Logits,
+    /// scale·q·k + B
+    Biased,
+    /// softmax probabilities (linear layers: the implied matrix)
+    Probabilities,
+}
+
+/// Dump one forward pass over a text to a safetensors file (all tensors F32).
+///
+/// Tensors: `logits` [tokens, vocab]; `tokens` [tokens] (the ids, exact as f32); with --attention
+/// `attention.layer{i}` [heads, tokens, tokens] (rows = queries, zeros above the diagonal); with --gates
+/// `gates.layer{i}.f` [tokens, heads, dim] for gated layers, plus `.g` and `.r` for ReGLA. The header
+/// metadata names the model, the layer variants and each attention matrix's kind.
+#[derive(Debug, Clone, Args)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Input text [default: www/eval/heldout.txt when present]
+    #[arg(long, value_name = "FILE")]
+    pub text: Option<PathBuf>,
+    /// Output file (.safetensors)
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Also dump every layer's attention matrices
+    #[arg(long)]
+    pub attention: bool,
+    /// Which score stage --attention records
+    #[arg(long, value_enum, default_value_t = Stage::Probabilities)]
+    pub stage: Stage,
+    /// Also dump the gates of gated layers (gla, regla, retnet)
+    #[arg(long)]
+    pub gates: bool,
+    /// Use the first N tokens of the text (at most the model's max_context)
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: u32,
+}
+
+pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
+    a.model.backend.check()?;
+    let (path, text) = read_text(a.text.as_deref())?;
+    let model = a.model.load()?;
+    let tok = load_tokenizer(&a.model.model, &model)?;
+    let all = encode_text(&tok, &text, &path)?;
+    let cfg = model.config();
+    let n = all.len().min(a.max_tokens as usize);
+    if n > cfg.max_context {
+        return Err(CliError::usage(format!(
+            "--max-tokens {n} exceeds the model's max_context {}; lower --max-tokens",
+            cfg.max_context
+        )));
+    }
+    let tokens = &all[..n];
+    let stage = match a.stage {
+        Stage::Logits => AttnStage::Logits,
+        Stage::Biased => AttnStage::Biased,
+        Stage::Probabilities => AttnStage::Probabilities,
+    };
+    let pb = spinner(&format!("running {n} tokens"), json);
+    let trace = model.trace(tokens, TraceRequest { attention: a.attention, stage, gates: a.gates })?;
+    pb.finish_and_clear();
+
+    let mut tensors = BTreeMap::new();
+    tensors.insert("logits".to_string(), Tensor { shape: vec![n, cfg.vocab_size], data: trace.logits });
+    tensors.insert(
+        "tokens".to_string(),
+        Tensor { shape: vec![n], data: tokens.iter().map(|&t| t as f32).collect() },
+    );
+    let mut meta = HashMap::from([
+        ("format".to_string(), "attnlab-dump".to_string()),
+        ("model".to_string(), a.model.model.display().to_string()),
+        ("text".to_string(), path.display().to_string()),
+        ("variants".to_string(), layer_variants(&model).join(",")),
+    ]);
+    for la in trace.attention {
+        let data: Vec<f32> = la.heads.concat();
+        let name = format!("attention.layer{}", la.layer);
+        meta.insert(format!("{name}.kind"), to_value(&la.kind)?.as_str().unwrap_or("").to_string());
+        tensors.insert(name, Tensor { shape: vec![la.heads.len(), la.n, la.n], data });
+    }
+    for lg in trace.gates {
+        let shape = vec![lg.n, lg.n_heads, lg.dim];
+        let base = format!("gates.layer{}", lg.layer);
+        meta.insert(format!("{base}.variant"), lg.variant.clone());
+        for (q, v) in [("f", Some(lg.f)), ("g", lg.g), ("r", lg.r)] {
+            if let Some(data) = v {
+                tensors.insert(format!("{base}.{q}"), Tensor { shape: shape.clone(), data });
+            }
+        }
+    }
+    let listing: Vec<(String, Vec<usize>)> =
+        tensors.iter().map(|(k, t)| (k.clone(), t.shape.clone())).collect();
+    let bytes =
+        Weights { tensors }.to_safetensors(Some(meta)).map_err(|e| CliError::runtime(e.to_string()))?;
+    write_file(&a.out, &bytes)?;
+
+    if a.gates && !listing.iter().any(|(k, _)| k.starts_with("gates.")) {
+        crate::common::note(
+            "--gates: this model has no gated layers (gla, regla, retnet); no gate tensors written",
+        );
+    }
+    if json {
+        return print_json(&json!({
+            "out": a.out.display().to_string(),
+            "bytes": bytes.len(),
+            "tokens": n,
+            "tensors": listing.iter().map(|(k, s)| json!({"name": k, "shape": s})).collect::<Vec<_>>(),
+        }));
+    }
+    let rows: Vec<Vec<String>> = listing
+        .iter()
+        .map(|(k, s)| {
+            vec![k.clone(), format!("[{}]", s.iter().map(usize::to_string).collect::<Vec<_>>().join(", "))]
+        })
+        .collect();
+    let mut s = format!("wrote {} ({} bytes, {n} tokens)\n", a.out.display(), bytes.len());
+    s.push_str(&table(&["tensor", "shape"], &rows, &[0, 1]));
+    out(&s)
+}

@@ -1,0 +1,106 @@
+//! `attnlab eval`: perplexity versus context length (analysis::perplexity).
+
+use crate::common::{
+    encode_text, layer_variants, load_tokenizer, num, out, print_json, progress_bar, read_text, table,
+    to_value, CliError, CliResult, ModelArgs,
+};
+use attnlab_core::analysis;
+use clap::Args;
+use serde_json::json;
+use std::path::PathBuf;
+
+const PROTOCOL: &str =
+    "the token stream is cut into non-overlapping windows of `length` tokens from the start; \
+                        each window runs from an empty state and every position but the first is scored";
+
+/// Perplexity versus context length on a text file.
+///
+/// Protocol: the tokenized text is cut into non-overlapping windows of each length from the start; each
+/// window runs from an empty state and every position but the first is scored (so a window of L tokens
+/// contributes L−1 predictions). At most --max-windows windows per length.
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Text to score [default: www/eval/heldout.txt when present]
+    #[arg(long, value_name = "FILE")]
+    pub text: Option<PathBuf>,
+    /// Context lengths to evaluate, comma-separated
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "128,256,512,1024")]
+    pub lengths: Vec<usize>,
+    /// At most this many windows per length (0 = every full window of the text)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_windows: usize,
+}
+
+pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
+    a.model.backend.check()?;
+    if a.lengths.is_empty() {
+        return Err(CliError::usage("--lengths is empty"));
+    }
+    if let Some(l) = a.lengths.iter().find(|&&l| l < 2) {
+        return Err(CliError::usage(format!("--lengths: {l} is too short (each length must be >= 2)")));
+    }
+    let (path, text) = read_text(a.text.as_deref())?;
+    let model = a.model.load()?;
+    let tok = load_tokenizer(&a.model.model, &model)?;
+    let tokens = encode_text(&tok, &text, &path)?;
+    let max = model.config().max_context;
+    let too_long: Vec<String> = a.lengths.iter().filter(|&&l| l > max).map(|l| l.to_string()).collect();
+    if !too_long.is_empty() {
+        return Err(CliError::usage(format!(
+            "--lengths {} exceed the model's max_context {max}",
+            too_long.join(",")
+        )));
+    }
+    let beyond_text: Vec<String> =
+        a.lengths.iter().filter(|&&l| l > tokens.len()).map(|l| l.to_string()).collect();
+    if !beyond_text.is_empty() {
+        return Err(CliError::usage(format!(
+            "--lengths {} are longer than the text `{}` ({} tokens); pass a longer --text or shorter lengths",
+            beyond_text.join(","),
+            path.display(),
+            tokens.len()
+        )));
+    }
+
+    let pb = progress_bar(0, "eval", json);
+    let points = analysis::perplexity(&model, &tokens, &a.lengths, a.max_windows, |done, total| {
+        pb.set_length(total as u64);
+        pb.set_position(done as u64);
+    })?;
+    pb.finish_and_clear();
+
+    if json {
+        return print_json(&json!({
+            "model": a.model.model.display().to_string(),
+            "variants": layer_variants(&model),
+            "text": path.display().to_string(),
+            "text_tokens": tokens.len(),
+            "max_windows": a.max_windows,
+            "protocol": PROTOCOL,
+            "results": to_value(&points)?,
+        }));
+    }
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            vec![
+                p.length.to_string(),
+                p.windows.to_string(),
+                p.tokens.to_string(),
+                num(p.nll, 4),
+                num(p.ppl, 2),
+            ]
+        })
+        .collect();
+    let mut s = format!(
+        "model {} ({}), text {} ({} tokens)\n",
+        a.model.model.display(),
+        crate::common::variants_summary(&model),
+        path.display(),
+        tokens.len()
+    );
+    s.push_str(&table(&["length", "windows", "tokens", "nll", "ppl"], &rows, &[]));
+    out(&s)
+}

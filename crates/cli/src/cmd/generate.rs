@@ -1,0 +1,169 @@
+//! `attnlab generate`: prefill the prompt, then sample token by token through the decode path.
+
+use crate::common::{f32_json, load_tokenizer, out, print_json, CliError, CliResult, ModelArgs};
+use attnlab_core::sampling::{Sampler, SamplingConfig};
+use attnlab_core::tokenizer::EOS_TOKEN;
+use clap::Args;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// Generate text: prefill the prompt, then decode one token at a time, streaming the text to stdout.
+///
+/// Prefill and decode throughput are printed on stderr (or included in the --json output). Generation
+/// stops after --max-tokens tokens, or earlier at the end-of-text token unless --ignore-eos.
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt text (must not be empty)
+    #[arg(long)]
+    pub prompt: String,
+    /// Number of tokens to generate; prompt tokens + this must fit the model's max_context
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: u32,
+    /// Sampling seed (same seed, same text)
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Softmax temperature; 0 = greedy (argmax)
+    #[arg(long, value_name = "T", default_value_t = 1.0, allow_negative_numbers = true)]
+    pub temperature: f32,
+    /// Keep only the K most likely tokens (0 = off)
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches P (1 = off)
+    #[arg(long, value_name = "P", default_value_t = 1.0, allow_negative_numbers = true)]
+    pub top_p: f32,
+    /// Do not stop at the end-of-text token
+    #[arg(long)]
+    pub ignore_eos: bool,
+}
+
+fn tokens_per_s(n: usize, d: Duration) -> Option<f64> {
+    let s = d.as_secs_f64();
+    (n > 0 && s > 0.0).then(|| n as f64 / s)
+}
+
+/// Streams decoded text: holds back a trailing U+FFFD (a multi-byte character still incomplete).
+struct Stream {
+    printed: String,
+    enabled: bool,
+}
+
+impl Stream {
+    fn update(&mut self, full: &str) -> CliResult<()> {
+        let stable = full.trim_end_matches('\u{FFFD}');
+        if stable.len() > self.printed.len() && stable.starts_with(self.printed.as_str()) {
+            if self.enabled {
+                out(&stable[self.printed.len()..])?;
+            }
+            self.printed = stable.to_string();
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, full: &str) -> CliResult<()> {
+        if self.enabled {
+            let rest = full.strip_prefix(self.printed.as_str()).unwrap_or("");
+            out(&format!("{rest}\n"))?;
+        }
+        self.printed = full.to_string();
+        Ok(())
+    }
+}
+
+pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
+    a.model.backend.check()?;
+    if a.prompt.is_empty() {
+        return Err(CliError::usage("empty prompt: give --prompt some text"));
+    }
+    let sampling =
+        SamplingConfig { temperature: a.temperature, top_k: a.top_k, top_p: a.top_p, seed: a.seed };
+    let mut sampler = Sampler::new(sampling)?;
+    let model = a.model.load()?;
+    let tok = load_tokenizer(&a.model.model, &model)?;
+    let prompt_ids = tok.encode(&a.prompt).map_err(|e| CliError::runtime(e.to_string()))?;
+    if prompt_ids.is_empty() {
+        return Err(CliError::usage("empty prompt: the prompt encodes to no tokens"));
+    }
+    let max_tokens = a.max_tokens as usize;
+    let max_context = model.config().max_context;
+    if prompt_ids.len() + max_tokens > max_context {
+        return Err(CliError::usage(format!(
+            "the prompt ({} tokens) plus --max-tokens {max_tokens} is {} tokens, more than the model's max_context \
+             {max_context}; shorten the prompt or lower --max-tokens",
+            prompt_ids.len(),
+            prompt_ids.len() + max_tokens
+        )));
+    }
+    let eos = if a.ignore_eos { None } else { tok.token_to_id(EOS_TOKEN) };
+
+    let mut session = model.session();
+    let t0 = Instant::now();
+    let mut logits = session.prefill(&prompt_ids)?;
+    let prefill_time = t0.elapsed();
+
+    let mut stream = Stream { printed: String::new(), enabled: !json };
+    let mut generated: Vec<u32> = Vec::with_capacity(max_tokens);
+    let mut decode_time = Duration::ZERO;
+    let mut decode_steps = 0usize;
+    let mut stop = "max-tokens";
+    for i in 0..max_tokens {
+        let id = sampler.sample(&logits)?;
+        if Some(id) == eos {
+            stop = "eos";
+            break;
+        }
+        generated.push(id);
+        if !json {
+            let text = tok.decode(&generated).map_err(|e| CliError::runtime(e.to_string()))?;
+            stream.update(&text)?;
+        }
+        if i + 1 < max_tokens {
+            let t = Instant::now();
+            logits = session.step(id)?;
+            decode_time += t.elapsed();
+            decode_steps += 1;
+        }
+    }
+    let text = tok.decode(&generated).map_err(|e| CliError::runtime(e.to_string()))?;
+    stream.finish(&text)?;
+
+    let prefill_tps = tokens_per_s(prompt_ids.len(), prefill_time);
+    let decode_tps = tokens_per_s(decode_steps, decode_time);
+    if json {
+        return print_json(&json!({
+            "prompt": a.prompt,
+            "prompt_tokens": prompt_ids,
+            "text": text,
+            "tokens": generated,
+            "stop": stop,
+            "sampling": {
+                "temperature": f32_json(a.temperature),
+                "top_k": a.top_k,
+                "top_p": f32_json(a.top_p),
+                "seed": a.seed,
+            },
+            "backend": a.model.backend.name(),
+            "timings": {
+                "prefill_tokens": prompt_ids.len(),
+                "prefill_s": prefill_time.as_secs_f64(),
+                "prefill_tokens_per_s": prefill_tps,
+                "decode_tokens": decode_steps,
+                "decode_s": decode_time.as_secs_f64(),
+                "decode_tokens_per_s": decode_tps,
+            },
+        }));
+    }
+    let fmt = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1} tok/s"));
+    eprintln!(
+        "prefill: {} tokens in {:.1} ms ({}); decode: {decode_steps} steps in {:.1} ms ({}); {} tokens generated{}",
+        prompt_ids.len(),
+        prefill_time.as_secs_f64() * 1e3,
+        fmt(prefill_tps),
+        decode_time.as_secs_f64() * 1e3,
+        fmt(decode_tps),
+        generated.len(),
+        if stop == "eos" { ", stopped at end-of-text" } else { "" },
+    );
+    Ok(())
+}

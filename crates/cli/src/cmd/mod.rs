@@ -1,0 +1,9 @@
+//! One module per subcommand: its clap arguments and its `run`.
+
+pub mod analyze;
+pub mod bench;
+pub mod dump;
+pub mod eval;
+pub mod generate;
+pub mod init;
+pub mod kernels;

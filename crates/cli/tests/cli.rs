@@ -1,0 +1,373 @@
+//! End-to-end tests of the `attnlab` binary: every catalog variant through every subcommand on a tiny
+//! model, and bad inputs that must fail with exactly one `error:` line and no panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const TINY: &[&str] = &[
+    "--vocab",
+    "300",
+    "--d-model",
+    "32",
+    "--layers",
+    "2",
+    "--heads",
+    "2",
+    "--head-dim",
+    "16",
+    "--ffn",
+    "48",
+    "--max-context",
+    "512",
+];
+
+const TEXT: &str =
+    "The river ran past the old mill, and the miller's daughter counted the boats that went by. \
+In the morning the fog lay low on the water; by noon it had lifted, and the town across the bridge \
+was loud with carts and voices. She wrote each number in a small book: seven boats on Monday, \
+eleven on Tuesday, none at all on the day of the storm. Years later the book was found in a drawer, \
+its pages soft with age, and the numbers read like a quiet song about the weather and the trade.\n";
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_attnlab"))
+}
+
+/// A fresh, unique folder under the system temp dir.
+fn temp_dir(tag: &str) -> PathBuf {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("attnlab-cli-{tag}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run attnlab")
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Run, require success, return stdout.
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(o.status.success(), "attnlab {args:?} failed:\n{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("error") && !err.contains("panicked"), "attnlab {args:?} stderr:\n{err}");
+    String::from_utf8(o.stdout).expect("utf-8 stdout")
+}
+
+fn ok_json(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let s = ok(&a);
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("attnlab {args:?}: bad JSON ({e}):\n{s}"))
+}
+
+/// Require failure with `code`, exactly one stderr line `error: …` and no panic text; returns it.
+fn fails(args: &[&str], code: i32) -> String {
+    let o = run(args);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(code), "attnlab {args:?}:\n{}", show(&o));
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "attnlab {args:?}: want one stderr line:\n{err}");
+    assert!(lines[0].starts_with("error: "), "attnlab {args:?}: {err}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE") && !err.contains("internal error"));
+    lines[0].to_string()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("utf-8 temp path")
+}
+
+fn init_tiny(variant: &str, out: &Path) -> serde_json::Value {
+    let mut args = vec!["init", "--variant", variant, "--out", p(out)];
+    args.extend_from_slice(TINY);
+    ok_json(&args)
+}
+
+/// Every subcommand on a tiny random model of `variant`.
+fn full_pipeline(variant: &str) {
+    let dir = temp_dir(variant);
+    let model = dir.join("model");
+    let m = p(&model);
+    let text_path = dir.join("text.txt");
+    std::fs::write(&text_path, TEXT.repeat(2)).expect("write text");
+    let text = p(&text_path);
+
+    // init
+    let j = init_tiny(variant, &model);
+    assert!(j["params"].as_u64().unwrap_or(0) > 0);
+    assert_eq!(j["variants"][0], variant);
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        assert!(model.join(f).is_file(), "{f} missing");
+    }
+
+    // generate: JSON and streamed text agree
+    let gen = ["generate", "--model", m, "--prompt", "The river", "--max-tokens", "8", "--seed", "3"];
+    let mut gen_args = gen.to_vec();
+    gen_args.extend_from_slice(&["--temperature", "0.9", "--top-k", "50", "--top-p", "0.95", "--ignore-eos"]);
+    let j = ok_json(&gen_args);
+    assert_eq!(j["tokens"].as_array().map(Vec::len), Some(8), "{j}");
+    assert!(j["timings"]["prefill_tokens_per_s"].as_f64().unwrap_or(0.0) > 0.0);
+    let streamed = ok(&gen_args);
+    assert_eq!(streamed, format!("{}\n", j["text"].as_str().unwrap_or("")));
+
+    // eval
+    let j = ok_json(&["eval", "--model", m, "--text", text, "--lengths", "16,32"]);
+    let res = j["results"].as_array().expect("results");
+    assert_eq!(res.len(), 2);
+    for (r, len) in res.iter().zip([16, 32]) {
+        assert_eq!(r["length"], len);
+        let ppl = r["ppl"].as_f64().expect("ppl");
+        assert!(ppl.is_finite() && ppl > 1.0, "{r}");
+    }
+    let table = ok(&["eval", "--model", m, "--text", text, "--lengths", "16,32", "--max-windows", "2"]);
+    assert!(table.contains("ppl"));
+
+    // kernels: from the model (CSV) and from a random model of the variant (JSON)
+    let csv = ok(&["kernels", "--model", m, "--max-distance", "20"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "layer,head,d,bias,kernel");
+    assert_eq!(lines.len(), 1 + 2 * 20);
+    let j = ok_json(&["kernels", "--variant", variant, "--max-distance", "20"]);
+    assert_eq!(j["heads"].as_array().map(Vec::len), Some(4));
+    assert_eq!(j["heads"][0]["bias"].as_array().map(Vec::len), Some(20));
+
+    // analyze
+    let j = ok_json(&["analyze", "--model", m, "--text", text, "--max-tokens", "40", "--bins", "5"]);
+    assert_eq!(j["tokens"], 40);
+    assert_eq!(j["layers"].as_array().map(Vec::len), Some(2));
+    assert!(j["laa_uniform"]["auc"].as_f64().is_some());
+    let gated = matches!(variant, "gla" | "regla" | "retnet");
+    assert_eq!(!j["gates"].as_array().expect("gates").is_empty(), gated, "gates of {variant}");
+    assert!(ok(&["analyze", "--model", m, "--text", text, "--max-tokens", "24"]).contains("LAA"));
+
+    // dump
+    let dump = dir.join("dump.safetensors");
+    ok(&[
+        "dump",
+        "--model",
+        m,
+        "--text",
+        text,
+        "--out",
+        p(&dump),
+        "--attention",
+        "--gates",
+        "--max-tokens",
+        "30",
+    ]);
+    let bytes = std::fs::read(&dump).expect("dump written");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("dump loads");
+    let logits = st.tensor("logits").expect("logits");
+    assert_eq!(logits.shape(), &[30, 300]);
+    assert_eq!(logits.dtype(), safetensors::Dtype::F32);
+    assert_eq!(st.tensor("tokens").expect("tokens").shape(), &[30]);
+    assert_eq!(st.tensor("attention.layer1").expect("attention").shape(), &[2, 30, 30]);
+    assert_eq!(st.tensor("gates.layer0.f").is_ok(), gated);
+
+    // bench
+    let report = dir.join("bench.json");
+    let j = ok_json(&[
+        "bench",
+        "--model",
+        m,
+        "--contexts",
+        "32",
+        "--decode-tokens",
+        "4",
+        "--repeats",
+        "1",
+        "--out",
+        p(&report),
+    ]);
+    assert_eq!(j["results"][0]["context"], 32);
+    assert!(j["results"][0]["decode_tokens_per_s"].as_f64().unwrap_or(0.0) > 0.0);
+    assert!(report.is_file());
+
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+macro_rules! variant_tests {
+    ($($name:ident => $id:literal),* $(,)?) => {
+        $( #[test] fn $name() { full_pipeline($id); } )*
+
+        #[test]
+        fn the_tests_cover_every_catalog_variant() {
+            let covered = [$($id),*];
+            assert_eq!(covered.as_slice(), attnlab_core::config::VARIANT_IDS);
+        }
+    };
+}
+
+variant_tests! {
+    variant_nope => "nope",
+    variant_sinusoidal => "sinusoidal",
+    variant_rope => "rope",
+    variant_alibi => "alibi",
+    variant_kerple_log => "kerple-log",
+    variant_kerple_power => "kerple-power",
+    variant_t5 => "t5",
+    variant_sandwich => "sandwich",
+    variant_fire => "fire",
+    variant_gaussian => "gaussian",
+    variant_mep => "mep",
+    variant_mep_param => "mep-param",
+    variant_linear_elu => "linear-elu",
+    variant_transnormer => "transnormer",
+    variant_lrpe => "lrpe",
+    variant_gla => "gla",
+    variant_regla => "regla",
+    variant_retnet => "retnet",
+}
+
+/// One tiny alibi model shared by the bad-input tests.
+fn shared_model() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = temp_dir("shared").join("model");
+        init_tiny("alibi", &dir);
+        dir
+    })
+}
+
+#[test]
+fn hybrid_layers_spec() {
+    let dir = temp_dir("hybrid");
+    let out = dir.join("m");
+    let mut args = vec!["init", "--layers-spec", "regla,alibi,transnormer,mep", "--out", p(&out)];
+    args.extend_from_slice(&TINY[..4]);
+    let j = ok_json(&args);
+    assert_eq!(j["variants"], serde_json::json!(["regla", "alibi", "transnormer", "mep"]));
+    let mut bad = vec!["init", "--layers-spec", "regla,alibi", "--layers", "3", "--out", p(&dir)];
+    bad.push("--force");
+    assert!(fails(&bad, 2).contains("must match"));
+    let j = ok_json(&["kernels", "--model", p(&out), "--variant", "mep", "--max-distance", "8"]);
+    assert_eq!(j["layer"], 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn init_refuses_non_empty_dir_without_force() {
+    let m = shared_model();
+    let e = fails(&["init", "--variant", "alibi", "--out", p(m), "--vocab", "300"], 2);
+    assert!(e.contains("--force"), "{e}");
+}
+
+#[test]
+fn kernel_overrides_change_the_bias() {
+    // mep with one exp term: B_h(d) = ln(1·exp(−m_h d)) = −m_h d; head 0 of 4 heads has m = 1/4.
+    let j = ok_json(&["kernels", "--variant", "mep", "--kernels", "exp:1:1", "--max-distance", "5"]);
+    let b: Vec<f64> =
+        j["heads"][0]["bias"].as_array().expect("bias").iter().filter_map(|v| v.as_f64()).collect();
+    for (d, v) in b.iter().enumerate() {
+        assert!((v + 0.25 * d as f64).abs() < 1e-5, "d {d}: {v}");
+    }
+    let j = ok_json(&["kernels", "--variant", "alibi", "--slope-scale", "2", "--max-distance", "3"]);
+    assert!((j["heads"][0]["bias"][1].as_f64().unwrap_or(0.0) + 0.5).abs() < 1e-6, "{j}");
+    // learned biases without a model say they are the random init
+    let j = ok_json(&["kernels", "--variant", "t5", "--max-distance", "3"]);
+    assert!(j["notes"][0].as_str().unwrap_or("").contains("random init"), "{j}");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for cmd in ["init", "generate", "eval", "kernels", "analyze", "dump", "bench"] {
+        let s = ok(&[cmd, "--help"]);
+        assert!(s.contains("Usage: attnlab"), "{cmd}: {s}");
+    }
+    assert!(ok(&["--help"]).contains("bench"));
+}
+
+#[test]
+fn bad_unknown_variant() {
+    let dir = temp_dir("unknown");
+    let e = fails(&["init", "--variant", "alibi2", "--out", p(&dir.join("m"))], 2);
+    assert!(e.contains("unknown variant `alibi2`"), "{e}");
+    fails(&["kernels", "--variant", "alibi2"], 2);
+    fails(&["init", "--layers-spec", "regla,nope2", "--out", p(&dir.join("m"))], 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_missing_model_dir() {
+    let e = fails(&["generate", "--model", "/nonexistent/attnlab-model", "--prompt", "hi"], 1);
+    assert!(e.contains("does not exist") && e.contains("attnlab init"), "{e}");
+    // default model folder relative to the current directory
+    let o = bin().current_dir(std::env::temp_dir()).args(["bench"]).output().expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("www/models/default"));
+}
+
+#[test]
+fn bad_empty_prompt() {
+    let e = fails(&["generate", "--model", p(shared_model()), "--prompt", ""], 2);
+    assert!(e.contains("empty prompt"), "{e}");
+}
+
+#[test]
+fn bad_prompt_longer_than_max_context() {
+    let prompt = TEXT.repeat(8);
+    let e = fails(&["generate", "--model", p(shared_model()), "--prompt", &prompt, "--max-tokens", "4"], 2);
+    assert!(e.contains("max_context 512"), "{e}");
+    let e = fails(&["generate", "--model", p(shared_model()), "--prompt", "hi", "--max-tokens", "600"], 2);
+    assert!(e.contains("600"), "{e}");
+    let e = fails(&["bench", "--model", p(shared_model()), "--contexts", "32,1024,2048"], 2);
+    assert!(e.contains("1024,2048"), "{e}");
+}
+
+#[test]
+fn bad_kernel_syntax() {
+    let e = fails(&["kernels", "--variant", "mep", "--kernels", "exp:1:0.5,gauss:1:0.5"], 2);
+    assert!(e.contains("item 2") && e.contains("gauss"), "{e}");
+    fails(&["kernels", "--variant", "mep", "--kernels", "exp:1"], 2);
+    fails(&["kernels", "--variant", "mep", "--kernels", "exp:one:1"], 2);
+}
+
+#[test]
+fn bad_backend_gpu() {
+    let e = fails(&["generate", "--model", p(shared_model()), "--prompt", "hi", "--backend", "gpu"], 2);
+    assert!(e.contains("the GPU backend is not built yet (issue 4)"), "{e}");
+    fails(&["kernels", "--variant", "alibi", "--backend", "gpu"], 2);
+}
+
+#[test]
+fn bad_corrupt_safetensors() {
+    let dir = temp_dir("corrupt");
+    let m = dir.join("m");
+    init_tiny("alibi", &m);
+    let st = m.join("model.safetensors");
+    let bytes = std::fs::read(&st).expect("read");
+    std::fs::write(&st, &bytes[..bytes.len() / 2]).expect("truncate");
+    let e = fails(&["generate", "--model", p(&m), "--prompt", "hi"], 1);
+    assert!(e.contains("model.safetensors"), "{e}");
+    std::fs::write(&st, b"not a safetensors file at all").expect("garbage");
+    fails(&["eval", "--model", p(&m), "--text", p(&st), "--lengths", "4"], 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_usage_is_one_line() {
+    fails(&["generate", "--no-such-flag"], 2);
+    fails(&["frobnicate"], 2);
+    fails(&[], 2);
+    fails(&["eval", "--lengths", "16,x"], 2);
+    let e = fails(&["eval", "--model", p(shared_model()), "--text", "/nonexistent/text.txt"], 1);
+    assert!(e.contains("/nonexistent/text.txt"), "{e}");
+    // no --text and no www/eval/heldout.txt under the current directory
+    let o = bin()
+        .current_dir(std::env::temp_dir())
+        .args(["eval", "--model", p(shared_model())])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("pass --text"));
+}
