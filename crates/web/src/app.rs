@@ -1,0 +1,552 @@
+//! The page: model loading with progress, the prompt form, streamed generation and throughput.
+//!
+//! Generation runs as a chain of small tasks: prefill in one, then one token per task with a
+//! `setTimeout(0)` yield in between, so the page stays responsive and Stop takes effect at the next
+//! token. All model work goes through [`crate::engine`].
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use gloo_timers::future::TimeoutFuture;
+use wasm_bindgen_futures::spawn_local;
+use web_sys::{HtmlInputElement, HtmlTextAreaElement};
+use yew::html::Scope;
+use yew::prelude::*;
+
+use crate::engine::{Engine, Finish, GenSettings, ModelInfo};
+use crate::fetch;
+
+/// Model files, fetched relative to the page so the site works from a subpath.
+const MODEL_DIR: &str = "models/default/";
+const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
+const MAX_TOKENS_LIMIT: usize = 4096;
+const DEFAULT_PROMPT: &str = "The history of the city";
+
+/// Milliseconds from `performance.now()` (falls back to `Date.now()`).
+fn now_ms() -> f64 {
+    web_sys::window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or_else(js_sys::Date::now)
+}
+
+fn fmt_bytes(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64)
+    } else if n >= 1 << 10 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
+
+fn per_second(count: usize, ms: f64) -> Option<f64> {
+    (count > 0 && ms > 0.0).then(|| count as f64 * 1000.0 / ms)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Loading,
+    Ready,
+    LoadFailed,
+}
+
+/// Prefill throughput of the last run.
+#[derive(Clone, Copy, Default)]
+pub struct PrefillStats {
+    tokens: usize,
+    ms: f64,
+}
+
+/// Decode throughput of the last run: `compute_ms` is time inside the engine, `wall_ms` includes the
+/// yields to the event loop between tokens.
+#[derive(Clone, Copy, Default)]
+pub struct DecodeStats {
+    tokens: usize,
+    compute_ms: f64,
+    wall_ms: f64,
+}
+
+pub struct App {
+    phase: Phase,
+    status: String,
+    /// Load progress in [0, 1]; `None` while the total size is unknown.
+    progress: Option<f64>,
+    engine: Option<Rc<Engine>>,
+    prompt: String,
+    max_tokens: String,
+    temperature: String,
+    top_k: String,
+    top_p: String,
+    seed: String,
+    /// Prompt of the run whose output is shown.
+    shown_prompt: String,
+    output: String,
+    running: bool,
+    stop: Rc<Cell<bool>>,
+    run_id: u32,
+    prefill: Option<PrefillStats>,
+    decode: Option<DecodeStats>,
+    error: Option<String>,
+}
+
+pub enum Field {
+    Prompt,
+    MaxTokens,
+    Temperature,
+    TopK,
+    TopP,
+    Seed,
+}
+
+pub enum Msg {
+    LoadProgress { status: String, fraction: Option<f64> },
+    Loaded(Result<Rc<Engine>, String>),
+    Edit(Field, String),
+    Generate,
+    Stop,
+    DismissError,
+    RunStatus { run: u32, status: String },
+    Prefilled { run: u32, stats: PrefillStats },
+    Token { run: u32, text: String, stats: DecodeStats },
+    Finished { run: u32, result: Result<String, String> },
+}
+
+impl App {
+    fn settings(&self) -> Result<GenSettings, String> {
+        let max_tokens: usize = self
+            .max_tokens
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=MAX_TOKENS_LIMIT).contains(n))
+            .ok_or_else(|| format!("max tokens: enter a whole number from 1 to {MAX_TOKENS_LIMIT}"))?;
+        let temperature: f32 = self
+            .temperature
+            .trim()
+            .parse()
+            .ok()
+            .filter(|t: &f32| t.is_finite() && (0.0..=10.0).contains(t))
+            .ok_or_else(|| "temperature: enter a number from 0 to 10".to_string())?;
+        let top_k: usize = self
+            .top_k
+            .trim()
+            .parse()
+            .map_err(|_| "top-k: enter a whole number (0 = no top-k cut)".to_string())?;
+        let top_p: f32 = self
+            .top_p
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p: &f32| p.is_finite() && *p > 0.0 && *p <= 1.0)
+            .ok_or_else(|| "top-p: enter a number in (0, 1] (1 = no nucleus cut)".to_string())?;
+        let seed: u64 = self
+            .seed
+            .trim()
+            .parse()
+            .map_err(|_| "seed: enter a whole number from 0 to 18446744073709551615".to_string())?;
+        Ok(GenSettings { max_tokens, temperature, top_k, top_p, seed })
+    }
+
+    fn view_load(&self) -> Html {
+        let bar = match (self.phase, self.progress) {
+            (Phase::Loading, Some(f)) => html! {
+                <progress id="load-progress" max="1" value={format!("{f:.4}")}></progress>
+            },
+            (Phase::Loading, None) => html! { <progress id="load-progress"></progress> },
+            _ => html! {},
+        };
+        let info = match self.engine.as_deref().map(Engine::info) {
+            Some(info) => view_model_info(info),
+            None => html! {},
+        };
+        html! {
+            <section class="load">
+                <div id="status" class="status" role="status" aria-live="polite">{ &self.status }</div>
+                { bar }
+                { info }
+            </section>
+        }
+    }
+
+    fn view_stats(&self) -> Html {
+        let prefill_tps = self.prefill.and_then(|p| per_second(p.tokens, p.ms));
+        let decode_tps = self.decode.and_then(|d| per_second(d.tokens, d.compute_ms));
+        let decode_wall_tps = self.decode.and_then(|d| per_second(d.tokens, d.wall_ms));
+        let fmt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".to_string());
+        let raw = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_default();
+        let prefill_detail =
+            self.prefill.map(|p| format!(" ({} tokens in {:.1} ms)", p.tokens, p.ms)).unwrap_or_default();
+        let decode_detail = self
+            .decode
+            .map(|d| format!(" ({} tokens; {} tok/s incl. UI yields)", d.tokens, fmt(decode_wall_tps)))
+            .unwrap_or_default();
+        html! {
+            <div class="stats">
+                <span class="stat">
+                    { "prefill: " }
+                    <b id="prefill-tps" data-value={raw(prefill_tps)}>{ fmt(prefill_tps) }</b>
+                    { " tok/s" }{ prefill_detail }
+                </span>
+                <span class="stat">
+                    { "decode: " }
+                    <b id="decode-tps" data-value={raw(decode_tps)}>{ fmt(decode_tps) }</b>
+                    { " tok/s" }{ decode_detail }
+                </span>
+            </div>
+        }
+    }
+}
+
+fn view_model_info(info: &ModelInfo) -> Html {
+    let variants = info.variants.join(" + ");
+    html! {
+        <p id="model-info" class="model-info">
+            <b>{ &info.name }</b>
+            { format!(
+                " · {variants} · {} layers × {} heads · d_model {} · vocab {} · context {} \
+                 (trained at {})",
+                info.n_layers, info.n_heads, info.d_model, info.vocab_size, info.max_context,
+                info.train_context
+            ) }
+            if !info.description.is_empty() {
+                <br/><span class="muted">{ &info.description }</span>
+            }
+        </p>
+    }
+}
+
+impl Component for App {
+    type Message = Msg;
+    type Properties = ();
+
+    fn create(ctx: &Context<Self>) -> Self {
+        spawn_local(load_model(ctx.link().clone()));
+        let defaults = GenSettings::default();
+        App {
+            phase: Phase::Loading,
+            status: "starting…".to_string(),
+            progress: None,
+            engine: None,
+            prompt: DEFAULT_PROMPT.to_string(),
+            max_tokens: defaults.max_tokens.to_string(),
+            temperature: defaults.temperature.to_string(),
+            top_k: defaults.top_k.to_string(),
+            top_p: defaults.top_p.to_string(),
+            seed: defaults.seed.to_string(),
+            shown_prompt: String::new(),
+            output: String::new(),
+            running: false,
+            stop: Rc::new(Cell::new(false)),
+            run_id: 0,
+            prefill: None,
+            decode: None,
+            error: None,
+        }
+    }
+
+    fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
+        match msg {
+            Msg::LoadProgress { status, fraction } => {
+                self.status = status;
+                self.progress = fraction;
+            }
+            Msg::Loaded(Ok(engine)) => {
+                self.phase = Phase::Ready;
+                self.progress = Some(1.0);
+                self.status = "model loaded: ready".to_string();
+                self.engine = Some(engine);
+            }
+            Msg::Loaded(Err(e)) => {
+                self.phase = Phase::LoadFailed;
+                self.status = "model failed to load".to_string();
+                self.error = Some(format!("Could not load the model: {e}"));
+            }
+            Msg::Edit(field, value) => match field {
+                Field::Prompt => self.prompt = value,
+                Field::MaxTokens => self.max_tokens = value,
+                Field::Temperature => self.temperature = value,
+                Field::TopK => self.top_k = value,
+                Field::TopP => self.top_p = value,
+                Field::Seed => self.seed = value,
+            },
+            Msg::Generate => {
+                if self.running {
+                    return false;
+                }
+                let Some(engine) = self.engine.clone() else {
+                    self.error = Some("The model is not loaded yet.".to_string());
+                    return true;
+                };
+                let settings = match self.settings() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.error = Some(e);
+                        return true;
+                    }
+                };
+                self.error = None;
+                self.run_id = self.run_id.wrapping_add(1);
+                self.running = true;
+                self.stop = Rc::new(Cell::new(false));
+                self.shown_prompt = self.prompt.clone();
+                self.output.clear();
+                self.prefill = None;
+                self.decode = None;
+                self.status = "tokenizing…".to_string();
+                spawn_local(generate(
+                    ctx.link().clone(),
+                    engine,
+                    self.prompt.clone(),
+                    settings,
+                    self.run_id,
+                    self.stop.clone(),
+                ));
+            }
+            Msg::Stop => {
+                if !self.running {
+                    return false;
+                }
+                self.stop.set(true);
+                self.status = "stopping…".to_string();
+            }
+            Msg::DismissError => self.error = None,
+            Msg::RunStatus { run, status } => {
+                if run != self.run_id {
+                    return false;
+                }
+                self.status = status;
+            }
+            Msg::Prefilled { run, stats } => {
+                if run != self.run_id {
+                    return false;
+                }
+                self.prefill = Some(stats);
+                self.status = "generating…".to_string();
+            }
+            Msg::Token { run, text, stats } => {
+                if run != self.run_id {
+                    return false;
+                }
+                self.output = text;
+                self.decode = Some(stats);
+                self.status = format!("generating… {} tokens", stats.tokens);
+            }
+            Msg::Finished { run, result } => {
+                if run != self.run_id {
+                    return false;
+                }
+                self.running = false;
+                match result {
+                    Ok(status) => self.status = status,
+                    Err(e) => {
+                        self.status = "generation failed".to_string();
+                        self.error = Some(format!("Generation failed: {e}"));
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn view(&self, ctx: &Context<Self>) -> Html {
+        let link = ctx.link();
+        let text_input = |field: fn() -> Field| {
+            link.callback(move |e: InputEvent| {
+                Msg::Edit(field(), e.target_unchecked_into::<HtmlInputElement>().value())
+            })
+        };
+        let on_prompt = link.callback(|e: InputEvent| {
+            Msg::Edit(Field::Prompt, e.target_unchecked_into::<HtmlTextAreaElement>().value())
+        });
+        let on_keydown = link.batch_callback(|e: KeyboardEvent| {
+            (e.key() == "Enter" && (e.ctrl_key() || e.meta_key())).then_some(Msg::Generate)
+        });
+        let ready = self.phase == Phase::Ready;
+        let state = match (self.phase, self.running) {
+            (Phase::Loading, _) => "loading",
+            (Phase::LoadFailed, _) => "load-failed",
+            (Phase::Ready, true) => "generating",
+            (Phase::Ready, false) => "ready",
+        };
+        let error = match &self.error {
+            Some(e) => html! {
+                <div id="error" class="error" role="alert">
+                    <span>{ e }</span>
+                    <button class="dismiss" title="Dismiss" onclick={link.callback(|_| Msg::DismissError)}>
+                        { "×" }
+                    </button>
+                </div>
+            },
+            None => html! {},
+        };
+        html! {
+            <main class="app" data-state={state}>
+                <header>
+                    <h1>{ "attnlab" }</h1>
+                    <span id="backend" class="badge">{ "backend: CPU (wasm)" }</span>
+                </header>
+                <p class="tagline">
+                    { "Small language models with steerable attention variants, \
+                       running entirely in your browser." }
+                </p>
+                { self.view_load() }
+                { error }
+                <section class="controls">
+                    <label for="prompt">{ "Prompt" }</label>
+                    <textarea id="prompt" rows="4" value={self.prompt.clone()} oninput={on_prompt}
+                        onkeydown={on_keydown} spellcheck="false"></textarea>
+                    <div class="settings">
+                        <label>{ "max tokens" }
+                            <input id="max-tokens" type="number" min="1" max={MAX_TOKENS_LIMIT.to_string()}
+                                step="1" value={self.max_tokens.clone()}
+                                oninput={text_input(|| Field::MaxTokens)}/>
+                        </label>
+                        <label>{ "temperature" }
+                            <input id="temperature" type="number" min="0" max="10" step="0.05"
+                                value={self.temperature.clone()} oninput={text_input(|| Field::Temperature)}/>
+                        </label>
+                        <label title="0 = off">{ "top-k" }
+                            <input id="top-k" type="number" min="0" step="1"
+                                value={self.top_k.clone()} oninput={text_input(|| Field::TopK)}/>
+                        </label>
+                        <label title="1 = off">{ "top-p" }
+                            <input id="top-p" type="number" min="0.01" max="1" step="0.01"
+                                value={self.top_p.clone()} oninput={text_input(|| Field::TopP)}/>
+                        </label>
+                        <label>{ "seed" }
+                            <input id="seed" type="number" min="0" step="1"
+                                value={self.seed.clone()} oninput={text_input(|| Field::Seed)}/>
+                        </label>
+                    </div>
+                    <div class="buttons">
+                        <button id="generate" class="primary" disabled={!ready || self.running}
+                            onclick={link.callback(|_| Msg::Generate)}>{ "Generate" }</button>
+                        <button id="stop" disabled={!self.running}
+                            onclick={link.callback(|_| Msg::Stop)}>{ "Stop" }</button>
+                        <span class="hint muted">{ "Ctrl+Enter generates" }</span>
+                    </div>
+                </section>
+                <section class="output">
+                    <h2>{ "Output" }</h2>
+                    <pre id="output" aria-live="polite">
+                        <span class="prompt-echo">{ &self.shown_prompt }</span>
+                        <span id="generated" class="generated">{ &self.output }</span>
+                    </pre>
+                    { self.view_stats() }
+                </section>
+            </main>
+        }
+    }
+}
+
+/// Fetch the three model files (headers first, so the total size is known), then build the engine.
+async fn load_model(link: Scope<App>) {
+    let result = load_engine(&link).await.map(Rc::new);
+    link.send_message(Msg::Loaded(result));
+}
+
+async fn load_engine(link: &Scope<App>) -> Result<Engine, String> {
+    link.send_message(Msg::LoadProgress { status: "requesting model files…".to_string(), fraction: None });
+    let mut pending = Vec::with_capacity(MODEL_FILES.len());
+    for file in MODEL_FILES {
+        pending.push(fetch::open(&format!("{MODEL_DIR}{file}")).await?);
+    }
+    let total: Option<u64> = pending.iter().map(|p| p.total).sum();
+    let mut done: u64 = 0;
+    let mut files = Vec::with_capacity(MODEL_FILES.len());
+    for (file, response) in MODEL_FILES.into_iter().zip(pending) {
+        let base = done;
+        let mut last_sent: u64 = 0;
+        let bytes = response
+            .read(|n| {
+                // Throttle re-renders: every 256 KiB is plenty for a progress bar.
+                if n < last_sent + (256 << 10) && n != 0 {
+                    return;
+                }
+                last_sent = n;
+                let so_far = base + n;
+                let (status, fraction) = match total {
+                    Some(t) => (
+                        format!("fetching {file}: {} of {}", fmt_bytes(so_far), fmt_bytes(t)),
+                        Some((so_far as f64 / t.max(1) as f64).min(1.0)),
+                    ),
+                    None => (format!("fetching {file}: {}", fmt_bytes(so_far)), None),
+                };
+                link.send_message(Msg::LoadProgress { status, fraction });
+            })
+            .await?;
+        done += bytes.len() as u64;
+        files.push(bytes);
+    }
+    link.send_message(Msg::LoadProgress {
+        status: format!("validating the model ({})…", fmt_bytes(done)),
+        fraction: Some(1.0),
+    });
+    // Let the status render before the synchronous parse.
+    TimeoutFuture::new(0).await;
+    match files.as_slice() {
+        [config, weights, tokenizer] => Engine::load(config, weights, tokenizer),
+        _ => Err("internal error: expected three model files".to_string()),
+    }
+}
+
+/// One generation: prefill in one task, then one token per task.
+async fn generate(
+    link: Scope<App>,
+    engine: Rc<Engine>,
+    prompt: String,
+    settings: GenSettings,
+    run: u32,
+    stop: Rc<Cell<bool>>,
+) {
+    let result = generate_tokens(&link, &engine, &prompt, settings, run, &stop).await;
+    link.send_message(Msg::Finished { run, result });
+}
+
+async fn generate_tokens(
+    link: &Scope<App>,
+    engine: &Engine,
+    prompt: &str,
+    settings: GenSettings,
+    run: u32,
+    stop: &Cell<bool>,
+) -> Result<String, String> {
+    // Yield first so the cleared output and the status render before any compute.
+    TimeoutFuture::new(0).await;
+    let mut generation = engine.start(prompt, &settings)?;
+    let prompt_tokens = generation.prompt_len();
+    link.send_message(Msg::RunStatus { run, status: format!("prefilling {prompt_tokens} prompt tokens…") });
+    TimeoutFuture::new(0).await;
+    if stop.get() {
+        return Ok("stopped before prefill".to_string());
+    }
+    let t0 = now_ms();
+    generation.prefill()?;
+    let prefill_ms = now_ms() - t0;
+    link.send_message(Msg::Prefilled { run, stats: PrefillStats { tokens: prompt_tokens, ms: prefill_ms } });
+    let wall_start = now_ms();
+    let mut compute_ms = 0.0;
+    loop {
+        TimeoutFuture::new(0).await;
+        if stop.get() {
+            return Ok(format!("stopped after {} tokens", generation.generated_len()));
+        }
+        let t = now_ms();
+        let out = generation.next_token()?;
+        compute_ms += now_ms() - t;
+        let Some(out) = out else {
+            return Ok(format!("done: {} tokens", generation.generated_len()));
+        };
+        let tokens = generation.generated_len();
+        link.send_message(Msg::Token {
+            run,
+            text: out.text,
+            stats: DecodeStats { tokens, compute_ms, wall_ms: now_ms() - wall_start },
+        });
+        let reason = match out.finish {
+            None => continue,
+            Some(Finish::MaxTokens) => "max tokens reached",
+            Some(Finish::ContextFull) => "the model's max_context is reached",
+            Some(Finish::EndOfText) => "end of text",
+        };
+        return Ok(format!("done: {tokens} tokens ({reason})"));
+    }
+}

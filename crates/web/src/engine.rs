@@ -1,0 +1,374 @@
+//! The only module of the web app that names attnlab-core types.
+//!
+//! Everything the UI needs from the runtime goes through [`Engine`] and [`Generation`]: loading the
+//! three model files, tokenizing the prompt, prefill, one decode step at a time, sampling and
+//! detokenization. Errors come back as one-line strings (core's `Display`), ready for the error box.
+//! Nothing here touches the DOM or the clock, so it compiles and is tested natively as well.
+
+use attnlab_core::sampling::{Sampler, SamplingConfig};
+use attnlab_core::tokenizer::{Tokenizer, EOS_TOKEN};
+use attnlab_core::{Model, Session};
+
+/// What the UI shows about the loaded model (read once from its config).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    /// `name` from config.json, or "(unnamed)".
+    pub name: String,
+    /// `description` from config.json (may be empty).
+    pub description: String,
+    /// Variant ids of the layers, deduplicated in layer order (one id unless the model is a hybrid).
+    pub variants: Vec<String>,
+    pub n_layers: usize,
+    pub n_heads: usize,
+    pub d_model: usize,
+    pub vocab_size: usize,
+    pub train_context: usize,
+    pub max_context: usize,
+}
+
+/// Sampling and length settings of one generation, as parsed from the form.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenSettings {
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub seed: u64,
+}
+
+impl Default for GenSettings {
+    fn default() -> Self {
+        GenSettings { max_tokens: 64, temperature: 0.8, top_k: 40, top_p: 0.95, seed: 0 }
+    }
+}
+
+/// Why a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// `max_tokens` were produced.
+    MaxTokens,
+    /// The model's `max_context` is reached; no further token fits.
+    ContextFull,
+    /// The model produced the end-of-text token (not included in the text).
+    EndOfText,
+}
+
+/// A loaded model with its tokenizer.
+pub struct Engine {
+    model: Model,
+    tokenizer: Tokenizer,
+    /// Id of `<|endoftext|>`, when the tokenizer has it: generation stops there.
+    eos: Option<u32>,
+    info: ModelInfo,
+}
+
+impl Engine {
+    /// Parse and validate the three model files (`config.json`, `model.safetensors`,
+    /// `tokenizer.json`). Every failure is reported with the file at fault.
+    pub fn load(config_json: &[u8], safetensors: &[u8], tokenizer_json: &[u8]) -> Result<Engine, String> {
+        let config_text =
+            std::str::from_utf8(config_json).map_err(|e| format!("config.json: not valid UTF-8 ({e})"))?;
+        let model = Model::from_bytes(config_text, safetensors).map_err(|e| e.to_string())?;
+        let tokenizer = Tokenizer::from_bytes(tokenizer_json).map_err(|e| e.to_string())?;
+        let cfg = model.config();
+        tokenizer.check_fits(cfg.vocab_size).map_err(|e| e.to_string())?;
+        let mut variants: Vec<String> = Vec::new();
+        for spec in &cfg.layers {
+            let id = spec.variant_id();
+            if !variants.iter().any(|v| v == id) {
+                variants.push(id.to_string());
+            }
+        }
+        let info = ModelInfo {
+            name: if cfg.name.is_empty() { "(unnamed)".to_string() } else { cfg.name.clone() },
+            description: cfg.description.clone(),
+            variants,
+            n_layers: cfg.n_layers,
+            n_heads: cfg.n_heads,
+            d_model: cfg.d_model,
+            vocab_size: cfg.vocab_size,
+            train_context: cfg.train_context,
+            max_context: cfg.max_context,
+        };
+        let eos = tokenizer.token_to_id(EOS_TOKEN);
+        Ok(Engine { model, tokenizer, eos, info })
+    }
+
+    /// Facts about the loaded model.
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// Tokenize `prompt` and set up sampling; no forward pass yet (call [`Generation::prefill`]).
+    pub fn start(&self, prompt: &str, settings: &GenSettings) -> Result<Generation<'_>, String> {
+        if settings.max_tokens == 0 {
+            return Err("max tokens must be at least 1".to_string());
+        }
+        let prompt_ids = self.tokenizer.encode(prompt).map_err(|e| e.to_string())?;
+        if prompt_ids.is_empty() {
+            return Err(attnlab_core::Error::EmptyPrompt.to_string());
+        }
+        if prompt_ids.len() > self.info.max_context {
+            return Err(attnlab_core::Error::ContextTooLong {
+                requested: prompt_ids.len(),
+                max: self.info.max_context,
+            }
+            .to_string());
+        }
+        let sampler = Sampler::new(SamplingConfig {
+            temperature: settings.temperature,
+            top_k: settings.top_k,
+            top_p: settings.top_p,
+            seed: settings.seed,
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(Generation {
+            session: self.model.session(),
+            sampler,
+            tokenizer: &self.tokenizer,
+            eos: self.eos,
+            prompt_ids,
+            logits: None,
+            generated: Vec::new(),
+            finished: None,
+            max_tokens: settings.max_tokens,
+            max_context: self.info.max_context,
+        })
+    }
+}
+
+/// One generation in progress: the session (KV cache / recurrent state) plus the sampler.
+///
+/// Call [`prefill`](Generation::prefill) once, then [`next_token`](Generation::next_token) until it
+/// returns `Ok(None)`. Each call does one forward pass at most, so the UI can yield between calls.
+pub struct Generation<'m> {
+    session: Session<'m>,
+    sampler: Sampler,
+    tokenizer: &'m Tokenizer,
+    eos: Option<u32>,
+    prompt_ids: Vec<u32>,
+    /// Logits for the next position; `None` before prefill.
+    logits: Option<Vec<f32>>,
+    /// Every sampled id (a final end-of-text id included).
+    generated: Vec<u32>,
+    /// Set once the last token was produced.
+    finished: Option<Finish>,
+    max_tokens: usize,
+    max_context: usize,
+}
+
+/// One produced token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenOut {
+    pub id: u32,
+    /// The whole continuation decoded so far (decoding the full sequence keeps multi-byte
+    /// characters and merged pieces intact, unlike concatenating per-token strings).
+    pub text: String,
+    /// Set when this was the last token of the generation.
+    pub finish: Option<Finish>,
+}
+
+impl Generation<'_> {
+    /// Number of prompt tokens.
+    pub fn prompt_len(&self) -> usize {
+        self.prompt_ids.len()
+    }
+
+    /// Tokens generated so far.
+    pub fn generated_len(&self) -> usize {
+        self.generated.len()
+    }
+
+    /// Run the prompt through the model (one forward pass over all prompt tokens).
+    pub fn prefill(&mut self) -> Result<(), String> {
+        if self.logits.is_some() {
+            return Err("prefill was already run for this generation".to_string());
+        }
+        let logits = self.session.prefill(&self.prompt_ids).map_err(|e| e.to_string())?;
+        self.logits = Some(logits);
+        Ok(())
+    }
+
+    /// Why the generation ended, once it has.
+    pub fn finished(&self) -> Option<Finish> {
+        self.finished
+    }
+
+    /// Sample one token from the current logits and, unless the generation ends with it, run the
+    /// decode step that produces the next logits. `Ok(None)` once the generation has finished.
+    pub fn next_token(&mut self) -> Result<Option<TokenOut>, String> {
+        if self.finished.is_some() {
+            return Ok(None);
+        }
+        let Some(logits) = self.logits.as_ref() else {
+            return Err("next_token called before prefill".to_string());
+        };
+        let id = self.sampler.sample(logits).map_err(|e| e.to_string())?;
+        self.generated.push(id);
+        let finish = if self.eos == Some(id) {
+            Some(Finish::EndOfText)
+        } else if self.generated.len() >= self.max_tokens {
+            Some(Finish::MaxTokens)
+        } else if self.session.len() >= self.max_context {
+            Some(Finish::ContextFull)
+        } else {
+            None
+        };
+        match finish {
+            // The last token is never fed back: no decode step for it.
+            Some(f) => self.finished = Some(f),
+            None => self.logits = Some(self.session.step(id).map_err(|e| e.to_string())?),
+        }
+        let text_ids = match finish {
+            Some(Finish::EndOfText) => &self.generated[..self.generated.len() - 1],
+            _ => &self.generated[..],
+        };
+        let text = self.tokenizer.decode(text_ids).map_err(|e| e.to_string())?;
+        Ok(Some(TokenOut { id, text, finish }))
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use attnlab_core::config::SizePreset;
+    use attnlab_core::tokenizer::INIT_CORPUS;
+    use attnlab_core::ModelConfig;
+
+    const VOCAB: usize = 320;
+
+    /// The three model files of a small random alibi model with a byte-level BPE tokenizer.
+    fn model_files(max_context: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let size = SizePreset {
+            vocab_size: VOCAB,
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 2,
+            head_dim: 16,
+            ffn_hidden: 64,
+            train_context: max_context.min(16),
+            max_context,
+        };
+        let cfg = ModelConfig::preset("alibi", size).expect("preset");
+        let model = Model::random(cfg, 7).expect("random model");
+        let dir = std::env::temp_dir().join(format!(
+            "attnlab-web-engine-{}-{max_context}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        model.save_dir(&dir).expect("save model");
+        let config = std::fs::read(dir.join("config.json")).expect("read config");
+        let weights = std::fs::read(dir.join("model.safetensors")).expect("read weights");
+        let _ = std::fs::remove_dir_all(&dir);
+        let tokenizer = Tokenizer::train_byte_bpe(INIT_CORPUS, VOCAB).expect("train tokenizer");
+        let tokenizer = tokenizer.to_json().expect("tokenizer json").into_bytes();
+        (config, weights, tokenizer)
+    }
+
+    fn engine(max_context: usize) -> Engine {
+        let (c, w, t) = model_files(max_context);
+        Engine::load(&c, &w, &t).expect("load engine")
+    }
+
+    fn settings(max_tokens: usize, seed: u64) -> GenSettings {
+        GenSettings { max_tokens, temperature: 1.0, top_k: 0, top_p: 1.0, seed }
+    }
+
+    /// Runs a whole generation; returns (ids, final text, finish).
+    fn run(engine: &Engine, prompt: &str, s: GenSettings) -> (Vec<u32>, String, Finish, usize) {
+        let mut g = engine.start(prompt, &s).expect("start");
+        g.prefill().expect("prefill");
+        let (mut ids, mut text) = (Vec::new(), String::new());
+        while let Some(out) = g.next_token().expect("next token") {
+            ids.push(out.id);
+            text = out.text;
+            assert_eq!(out.finish, g.finished());
+        }
+        (ids, text, g.finished().expect("finished"), g.prompt_len())
+    }
+
+    #[test]
+    fn info_describes_the_model() {
+        let e = engine(64);
+        let info = e.info();
+        assert_eq!(info.variants, vec!["alibi".to_string()]);
+        assert_eq!((info.n_layers, info.vocab_size, info.max_context), (2, VOCAB, 64));
+    }
+
+    #[test]
+    fn generation_is_seeded_and_streams_decoded_text() {
+        let e = engine(64);
+        let (ids, text, finish, _) = run(&e, "The history of", settings(8, 3));
+        let again = run(&e, "The history of", settings(8, 3));
+        assert_eq!((ids.clone(), text.clone()), (again.0, again.1), "same seed, same tokens");
+        match finish {
+            Finish::MaxTokens => assert_eq!(ids.len(), 8),
+            Finish::EndOfText => assert!(ids.len() <= 8),
+            Finish::ContextFull => panic!("context cannot be full here"),
+        }
+        let shown: Vec<u32> = ids.iter().copied().filter(|&id| Some(id) != e.eos).collect();
+        assert_eq!(text, e.tokenizer.decode(&shown).expect("decode"));
+    }
+
+    #[test]
+    fn greedy_generation_matches_the_session_directly() {
+        let e = engine(64);
+        let s = GenSettings { temperature: 0.0, ..settings(5, 0) };
+        let (ids, _, _, _) = run(&e, "Once upon a time", s);
+        let prompt = e.tokenizer.encode("Once upon a time").expect("encode");
+        let mut session = e.model.session();
+        let mut logits = session.prefill(&prompt).expect("prefill");
+        for &id in &ids {
+            let argmax = logits
+                .iter()
+                .enumerate()
+                .fold((0usize, f32::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best })
+                .0;
+            assert_eq!(id as usize, argmax);
+            logits = session.step(id).expect("step");
+        }
+    }
+
+    #[test]
+    fn stops_when_the_context_is_full() {
+        let e = engine(24);
+        let (ids, _, finish, prompt_len) = run(&e, "The jury said", settings(1000, 1));
+        if finish == Finish::ContextFull {
+            assert_eq!(ids.len(), 24 - prompt_len + 1, "every position up to max_context is used");
+        } else {
+            assert_eq!(finish, Finish::EndOfText);
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_errors() {
+        let e = engine(24);
+        let empty = e.start("", &settings(4, 0)).err().expect("empty prompt must fail");
+        assert!(empty.contains("empty prompt"), "{empty}");
+        let long = "word ".repeat(200);
+        let too_long = e.start(&long, &settings(4, 0)).err().expect("long prompt must fail");
+        assert!(too_long.contains("max_context"), "{too_long}");
+        assert!(e.start("hi", &settings(0, 0)).is_err());
+        let bad_p = GenSettings { top_p: 0.0, ..settings(4, 0) };
+        assert!(e.start("hi", &bad_p).is_err());
+        let mut g = e.start("hi", &settings(4, 0)).expect("start");
+        assert!(g.next_token().is_err(), "next_token before prefill");
+        g.prefill().expect("prefill");
+        assert!(g.prefill().is_err(), "second prefill");
+    }
+
+    #[test]
+    fn corrupt_or_mismatched_files_are_errors_not_panics() {
+        let (c, w, t) = model_files(32);
+        let err = |r: Result<Engine, String>| r.err().expect("must fail");
+        assert!(err(Engine::load(b"\xff\xfe", &w, &t)).contains("config.json"));
+        assert!(!err(Engine::load(b"{ not json", &w, &t)).is_empty());
+        assert!(!err(Engine::load(&c, &w[..w.len() / 2], &t)).is_empty());
+        assert!(!err(Engine::load(&c, &w, b"{}")).is_empty());
+        assert!(!err(Engine::load(&c, &w, &t[..t.len() / 2])).is_empty());
+        // A tokenizer with more ids than the model's vocabulary.
+        let big = Tokenizer::train_byte_bpe(INIT_CORPUS, VOCAB + 200).expect("train");
+        let big = big.to_json().expect("json").into_bytes();
+        assert!(err(Engine::load(&c, &w, &big)).contains("tokenizer"));
+    }
+}

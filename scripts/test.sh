@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Run every test of attnlab: formatting, clippy, unit/integration/doc tests, and the wasm builds.
+# This is exactly what CI runs (.ci/run). Installs missing prerequisites first, idempotently.
+#
+# Fails fast: the first failing step stops the run and is named on stderr.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+# Nothing below may wait for input.
+exec </dev/null
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+export DEBIAN_FRONTEND=noninteractive
+if [[ "${CI:-}" == "true" ]]; then
+    # One-shot builds on a fresh machine: incremental state and full debuginfo only cost time there.
+    export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+    export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+fi
+
+CURRENT_STEP="start"
+STEP_START=$SECONDS
+SUMMARY=()
+
+finish() {
+    local rc=$?
+    if ((rc != 0)); then
+        printf '\nattnlab test.sh: FAILED at step "%s" (exit code %d)\n' "$CURRENT_STEP" "$rc" >&2
+    fi
+}
+trap finish EXIT
+
+# Starts a step: closes the previous one in the summary and prints a banner.
+step() {
+    if [[ "$CURRENT_STEP" != "start" ]]; then
+        SUMMARY+=("$(printf '%5ds  %s' $((SECONDS - STEP_START)) "$CURRENT_STEP")")
+    fi
+    CURRENT_STEP="$*"
+    STEP_START=$SECONDS
+    banner "$*"
+}
+
+# ---- Debian packages needed by the tests --------------------------------------------------------
+# Add packages here (installed only when missing), e.g. for GPU tests on Mesa lavapipe and the
+# browser tests:  mesa-vulkan-drivers libvulkan1 chromium
+APT_PACKAGES=()
+# ---------------------------------------------------------------------------------------------------
+
+step "prerequisites"
+ensure_cargo
+ensure_components
+ensure_wasm_target
+ensure_apt_packages "${APT_PACKAGES[@]}"
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "clippy (native, all targets)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+if cargo nextest --version >/dev/null 2>&1; then
+    nextest_args=(--workspace)
+    if cargo nextest run --help 2>/dev/null | grep -q -- '--no-tests'; then
+        nextest_args+=(--no-tests=warn)
+    fi
+    step "tests (cargo nextest run)"
+    cargo nextest run "${nextest_args[@]}"
+    step "doc tests (cargo test --doc)"
+    cargo test --workspace --doc
+else
+    step "tests (cargo test)"
+    cargo test --workspace
+fi
+
+step "build attnlab-core for wasm32"
+cargo build -p attnlab-core --target "$WASM_TARGET"
+
+step "clippy attnlab-web (wasm32)"
+cargo clippy -p attnlab-web --target "$WASM_TARGET" -- -D warnings
+
+step "build attnlab-web for wasm32 (release)"
+cargo build -p attnlab-web --target "$WASM_TARGET" --release
+
+step "done"
+printf '%s\n' "${SUMMARY[@]}"
+printf '\nattnlab test.sh: all steps passed in %ds\n' "$SECONDS"
