@@ -92,7 +92,7 @@ ensure_wasm_bindgen() {
     fi
     info "installing wasm-bindgen-cli $want (found: ${have:-none})"
     if ! cargo install wasm-bindgen-cli --version "$want" --locked --force; then
-        # The lockfile published with 0.2.130 pins a webpki-roots release that this registry does
+        # The lockfile published with 0.2.130 pins a webpki-roots release that the registry does
         # not serve; a fresh resolution of the same version works.
         info "the --locked install failed; retrying with a fresh dependency resolution"
         cargo install wasm-bindgen-cli --version "$want" --force

@@ -6,7 +6,8 @@
 # when it is absent. trunk runs offline: it never downloads tools, it uses the installed wasm-bindgen,
 # and wasm-opt is disabled in index.html.
 #
-# Environment: PORT (default 8080), ADDRESS (default 127.0.0.1).
+# Environment: PORT (default 8080), ADDRESS (default 127.0.0.1), RELEASE=1 to serve an optimized
+# build (slower to rebuild, much faster inference).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -38,6 +39,11 @@ for f in config.json model.safetensors tokenizer.json; do
     [[ -f "$MODEL_DIR/$f" ]] || die "$MODEL_DIR/$f is missing (the page loads config.json, model.safetensors and tokenizer.json)"
 done
 
+trunk_args=(serve --offline --skip-version-check --disable-address-lookup --address "$ADDRESS" --port "$PORT")
+if [[ "${RELEASE:-0}" == "1" ]]; then
+    trunk_args+=(--release)
+fi
+
 banner "trunk serve"
 info "serving on http://$ADDRESS:$PORT/ (the first build takes a few minutes; Ctrl+C stops)"
-exec trunk serve --offline --skip-version-check --address "$ADDRESS" --port "$PORT"
+exec trunk "${trunk_args[@]}"

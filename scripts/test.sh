@@ -59,18 +59,30 @@ cargo fmt --all -- --check
 step "clippy (native, all targets)"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# Doc tests first, so that the last test-runner summary in the log is the full suite's.
+step "doc tests (cargo test --doc)"
+cargo test --workspace --doc
+
+TEST_LOG="$(mktemp)"
 if cargo nextest --version >/dev/null 2>&1; then
     nextest_args=(--workspace)
     if cargo nextest run --help 2>/dev/null | grep -q -- '--no-tests'; then
-        nextest_args+=(--no-tests=warn)
+        nextest_args+=(--no-tests=fail)
     fi
     step "tests (cargo nextest run)"
-    cargo nextest run "${nextest_args[@]}"
-    step "doc tests (cargo test --doc)"
-    cargo test --workspace --doc
+    cargo nextest run "${nextest_args[@]}" 2>&1 | tee "$TEST_LOG"
+    read -r PASSED FAILED < <(sed -nE 's/.* tests run: ([0-9]+) passed(, ([0-9]+) failed)?.*/\1 \3/p' "$TEST_LOG" | tail -n 1)
 else
     step "tests (cargo test)"
-    cargo test --workspace
+    cargo test --workspace --lib --bins --tests 2>&1 | tee "$TEST_LOG"
+    PASSED=$(sed -nE 's/^test result: .*\. ([0-9]+) passed.*/\1/p' "$TEST_LOG" | awk '{s += $1} END {print s + 0}')
+    FAILED=0
+fi
+PASSED="${PASSED:-0}"
+FAILED="${FAILED:-0}"
+rm -f "$TEST_LOG"
+if ((PASSED == 0)); then
+    die "the test runner executed no test"
 fi
 
 step "build attnlab-core for wasm32"
@@ -85,3 +97,5 @@ cargo build -p attnlab-web --target "$WASM_TARGET" --release
 step "done"
 printf '%s\n' "${SUMMARY[@]}"
 printf '\nattnlab test.sh: all steps passed in %ds\n' "$SECONDS"
+# Plain closing line for CI: the suite's counts.
+printf 'tests: %d passed, %d failed\n' "$PASSED" "$FAILED"

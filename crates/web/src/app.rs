@@ -1,13 +1,12 @@
 //! The page: model loading with progress, the prompt form, streamed generation and throughput.
 //!
-//! Generation runs as a chain of small tasks: prefill in one, then one token per task with a
-//! `setTimeout(0)` yield in between, so the page stays responsive and Stop takes effect at the next
-//! token. All model work goes through [`crate::engine`].
+//! Generation runs as a chain of small tasks: prefill in one, then one token per task with a yield
+//! to the event loop in between (see `yield_now`), so the page stays responsive and Stop takes effect
+//! at the next token. All model work goes through [`crate::engine`].
 
 use std::cell::Cell;
 use std::rc::Rc;
 
-use gloo_timers::future::TimeoutFuture;
 use wasm_bindgen_futures::spawn_local;
 use web_sys::{HtmlInputElement, HtmlTextAreaElement};
 use yew::html::Scope;
@@ -15,6 +14,7 @@ use yew::prelude::*;
 
 use crate::engine::{Engine, Finish, GenSettings, ModelInfo};
 use crate::fetch;
+use crate::yield_now::{next_paint, yield_now};
 
 /// Model files, fetched relative to the page so the site works from a subpath.
 const MODEL_DIR: &str = "models/default/";
@@ -481,7 +481,7 @@ async fn load_engine(link: &Scope<App>) -> Result<Engine, String> {
         fraction: Some(1.0),
     });
     // Let the status render before the synchronous parse.
-    TimeoutFuture::new(0).await;
+    next_paint().await;
     match files.as_slice() {
         [config, weights, tokenizer] => Engine::load(config, weights, tokenizer),
         _ => Err("internal error: expected three model files".to_string()),
@@ -510,11 +510,11 @@ async fn generate_tokens(
     stop: &Cell<bool>,
 ) -> Result<String, String> {
     // Yield first so the cleared output and the status render before any compute.
-    TimeoutFuture::new(0).await;
+    yield_now().await;
     let mut generation = engine.start(prompt, &settings)?;
     let prompt_tokens = generation.prompt_len();
     link.send_message(Msg::RunStatus { run, status: format!("prefilling {prompt_tokens} prompt tokens…") });
-    TimeoutFuture::new(0).await;
+    next_paint().await;
     if stop.get() {
         return Ok("stopped before prefill".to_string());
     }
@@ -525,7 +525,7 @@ async fn generate_tokens(
     let wall_start = now_ms();
     let mut compute_ms = 0.0;
     loop {
-        TimeoutFuture::new(0).await;
+        yield_now().await;
         if stop.get() {
             return Ok(format!("stopped after {} tokens", generation.generated_len()));
         }

@@ -9,6 +9,8 @@ pub mod engine;
 mod app;
 #[cfg(target_arch = "wasm32")]
 mod fetch;
+#[cfg(target_arch = "wasm32")]
+mod yield_now;
 
 /// Mount the app on `<body>`. Called by the binary's `main` in the browser.
 #[cfg(target_arch = "wasm32")]
