@@ -71,7 +71,7 @@ if cargo nextest --version >/dev/null 2>&1; then
     fi
     step "tests (cargo nextest run)"
     cargo nextest run "${nextest_args[@]}" 2>&1 | tee "$TEST_LOG"
-    read -r PASSED FAILED < <(sed -nE 's/.* tests run: ([0-9]+) passed(, ([0-9]+) failed)?.*/\1 \3/p' "$TEST_LOG" | tail -n 1)
+    read -r PASSED FAILED < <(sed -nE 's/.* tests run: ([0-9]+) passed(, ([0-9]+) failed)?.*/\1 \3/p' "$TEST_LOG" | tail -n 1) || true
 else
     step "tests (cargo test)"
     cargo test --workspace --lib --bins --tests 2>&1 | tee "$TEST_LOG"
