@@ -488,8 +488,10 @@ impl AttnLayer {
                         return Err(Error::ContextTooLong { requested: n, max: *len });
                     }
                 }
-                let mut buf = vec![0.0f64; self.n_heads];
-                Ok((0..n).map(|d| Self::bias_value(sl, head, n - 1, n - 1 - d, &mut buf)).collect())
+                // Row of the query at n − 1 over keys 0..n, reversed into distance order.
+                let (mut rows, mut buf) = (Vec::new(), vec![0.0f64; self.n_heads]);
+                Self::fill_bias(sl, self.n_heads, n - 1, 0, n, &mut rows, &mut buf);
+                Ok(rows[head * n..(head + 1) * n].iter().rev().copied().collect())
             }
             Kernel::Linear(_) => Ok(vec![0.0; n]),
         }
@@ -545,19 +547,6 @@ impl AttnLayer {
     }
 
     // ---------------------------------------------------------------- softmax family
-
-    /// Bias of head `h` for query position `i` and key position `j <= i`.
-    fn bias_value(sl: &SoftmaxLayer, h: usize, i: usize, j: usize, fire_buf: &mut [f64]) -> f32 {
-        match &sl.bias {
-            Bias::None => 0.0,
-            Bias::Table { len, values } => values[h * len + (i - j)],
-            Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
-                let u = bias::fire_u(i, j, *c, *l_mult, *init_l);
-                bias::fire_mlp(u, w1, b1, w2, b2, fire_buf);
-                fire_buf[h] as f32
-            }
-        }
-    }
 
     /// Bias rows of every head for query `i` over keys `j0..j0+n`: `out[h·n + jj] = B_h(i, j0 + jj)`.
     /// FIRE's MLP runs once per key for all heads.

@@ -40,19 +40,11 @@ pub struct Rng {
     s: [u64; 4],
 }
 
-fn splitmix64(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 impl Rng {
     /// A generator whose state is seeded from `seed` with SplitMix64.
     pub fn new(seed: u64) -> Rng {
-        let mut x = seed;
-        let s = [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)];
+        let mut sm = crate::lrpe::SplitMix64::new(seed);
+        let s = [sm.next_u64(), sm.next_u64(), sm.next_u64(), sm.next_u64()];
         Rng { s }
     }
 
@@ -302,8 +294,7 @@ mod tests {
         let got: Vec<u64> = (0..4).map(|_| r.next_u64()).collect();
         assert_eq!(got, [11520, 0, 1509978240, 1215971899390074240]);
         // SplitMix64 from seed 0: first output 0xE220A8397B1DCDAF.
-        let mut x = 0u64;
-        assert_eq!(splitmix64(&mut x), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(crate::lrpe::SplitMix64::new(0).next_u64(), 0xE220_A839_7B1D_CDAF);
         assert_eq!(Rng::new(0).s[0], 0xE220_A839_7B1D_CDAF);
     }
 
