@@ -5,6 +5,7 @@
 //! at the next token. All model work goes through [`crate::engine`].
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use wasm_bindgen_futures::spawn_local;
@@ -14,6 +15,10 @@ use yew::prelude::*;
 
 use crate::engine::{Engine, Finish, GenSettings, ModelInfo};
 use crate::fetch;
+use crate::lab::BiasEdit;
+use crate::views::{
+    EngineRef, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, TraceKind, TraceViewComp,
+};
 use crate::yield_now::{next_paint, yield_now};
 
 /// Model files, fetched relative to the page so the site works from a subpath.
@@ -21,6 +26,26 @@ const MODEL_DIR: &str = "models/default/";
 const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 const MAX_TOKENS_LIMIT: usize = 4096;
 const DEFAULT_PROMPT: &str = "The history of the city";
+/// Held-out text of the extrapolation view (test documents of the training corpus).
+const HELDOUT_URL: &str = "eval/heldout.txt";
+
+/// The lab's views.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Kernels,
+    Attention,
+    Extrapolation,
+    Laa,
+    Gates,
+}
+
+const TABS: [(Tab, &str, &str); 5] = [
+    (Tab::Kernels, "tab-kernels", "Kernels"),
+    (Tab::Attention, "tab-attention", "Attention"),
+    (Tab::Extrapolation, "tab-extrapolation", "Perplexity vs length"),
+    (Tab::Laa, "tab-laa", "LAA"),
+    (Tab::Gates, "tab-gates", "Gates"),
+];
 
 /// Milliseconds from `performance.now()` (falls back to `Date.now()`).
 fn now_ms() -> f64 {
@@ -69,7 +94,18 @@ pub struct App {
     status: String,
     /// Load progress in [0, 1]; `None` while the total size is unknown.
     progress: Option<f64>,
+    /// The engine in use: the trained model with the bias sliders' edit applied.
     engine: Option<Rc<Engine>>,
+    /// The model as trained (what "reset to trained" returns to).
+    base: Option<Rc<Engine>>,
+    edit: BiasEdit,
+    tab: Tab,
+    /// Held-out text and where it came from.
+    heldout: Option<(Rc<String>, String)>,
+    trained_ppl: Option<PplCurve>,
+    laa_overlay: Rc<LaaOverlay>,
+    /// Text of the trace views (prompt + output of the last run), fixed while a run streams.
+    trace_text: Rc<String>,
     prompt: String,
     max_tokens: String,
     temperature: String,
@@ -107,6 +143,11 @@ pub enum Msg {
     Prefilled { run: u32, stats: PrefillStats },
     Token { run: u32, text: String, stats: DecodeStats },
     Finished { run: u32, result: Result<String, String> },
+    Tab(Tab),
+    BiasEdited(BiasEdit),
+    Heldout(Result<String, String>),
+    PplDone(EngineRef, PplCurve),
+    Laa(String, Vec<LayerLaa>),
 }
 
 impl App {
@@ -195,6 +236,59 @@ impl App {
     }
 }
 
+impl App {
+    fn view_lab(&self, ctx: &Context<Self>) -> Html {
+        let (Some(engine), Some(_)) = (&self.engine, &self.base) else {
+            return html! {};
+        };
+        let link = ctx.link();
+        let engine = EngineRef(engine.clone());
+        let tabs = TABS.iter().map(|&(tab, id, label)| {
+            html! {
+                <button id={id} role="tab" aria-selected={(tab == self.tab).to_string()}
+                    class={classes!("tab", (tab == self.tab).then_some("active"))}
+                    onclick={link.callback(move |_| Msg::Tab(tab))}>{ label }</button>
+            }
+        });
+        let on_laa = link.callback(|(name, layers)| Msg::Laa(name, layers));
+        let trace = |kind| {
+            html! { <TraceViewComp kind={kind} engine={engine.clone()} text={self.trace_text.clone()}
+            laa_overlay={self.laa_overlay.clone()} on_laa={on_laa.clone()} /> }
+        };
+        let body = match self.tab {
+            Tab::Kernels => html! {
+                <KernelView engine={engine.clone()} edit={self.edit.clone()}
+                    on_edit={link.callback(Msg::BiasEdited)} />
+            },
+            Tab::Extrapolation => match &self.heldout {
+                Some((text, source)) => html! {
+                    <PplView engine={engine.clone()} text={text.clone()} text_source={source.clone()}
+                        trained={self.trained_ppl.clone()}
+                        on_done={link.callback(|(e, p)| Msg::PplDone(e, p))} />
+                },
+                None => html! { <p class="muted">{ "loading the held-out text…" }</p> },
+            },
+            Tab::Attention => trace(TraceKind::Attention),
+            Tab::Laa => trace(TraceKind::Laa),
+            Tab::Gates => trace(TraceKind::Gates),
+        };
+        let edited = if self.edit.is_identity() { "as trained" } else { "bias edited by the sliders" };
+        html! {
+            <section class="lab">
+                <div class="tabs" role="tablist">{ for tabs }</div>
+                <p class="muted" id="bias-state">{ format!("model: {edited}") }</p>
+                { body }
+            </section>
+        }
+    }
+}
+
+/// Fetch a text file from the page's origin.
+async fn fetch_text(path: &str) -> Result<String, String> {
+    let bytes = fetch::open(path).await?.read(|_| {}).await?;
+    String::from_utf8(bytes).map_err(|_| format!("{path}: not valid UTF-8"))
+}
+
 fn view_model_info(info: &ModelInfo) -> Html {
     let variants = info.variants.join(" + ");
     html! {
@@ -225,6 +319,13 @@ impl Component for App {
             status: "starting…".to_string(),
             progress: None,
             engine: None,
+            base: None,
+            edit: BiasEdit::default(),
+            tab: Tab::Kernels,
+            heldout: None,
+            trained_ppl: None,
+            laa_overlay: Rc::new(BTreeMap::new()),
+            trace_text: Rc::new(DEFAULT_PROMPT.to_string()),
             prompt: DEFAULT_PROMPT.to_string(),
             max_tokens: defaults.max_tokens.to_string(),
             temperature: defaults.temperature.to_string(),
@@ -252,7 +353,16 @@ impl Component for App {
                 self.phase = Phase::Ready;
                 self.progress = Some(1.0);
                 self.status = "model loaded: ready".to_string();
+                self.base = Some(engine.clone());
                 self.engine = Some(engine);
+                self.edit = BiasEdit::default();
+                self.trained_ppl = None;
+                if self.heldout.is_none() {
+                    let link = ctx.link().clone();
+                    spawn_local(
+                        async move { link.send_message(Msg::Heldout(fetch_text(HELDOUT_URL).await)) },
+                    );
+                }
             }
             Msg::Loaded(Err(e)) => {
                 self.phase = Phase::LoadFailed;
@@ -334,6 +444,7 @@ impl Component for App {
                     return false;
                 }
                 self.running = false;
+                self.trace_text = Rc::new(format!("{}{}", self.shown_prompt, self.output));
                 match result {
                     Ok(status) => self.status = status,
                     Err(e) => {
@@ -341,6 +452,41 @@ impl Component for App {
                         self.error = Some(format!("Generation failed: {e}"));
                     }
                 }
+            }
+            Msg::Tab(tab) => self.tab = tab,
+            Msg::BiasEdited(edit) => {
+                let Some(base) = self.base.clone() else {
+                    return false;
+                };
+                match base.edited(&edit) {
+                    Ok(engine) => {
+                        self.engine = Some(Rc::new(engine));
+                        self.edit = edit;
+                        self.error = None;
+                    }
+                    // Keep the last valid model; the sliders show the refused value's neighbour.
+                    Err(e) => self.error = Some(format!("That bias setting was not applied: {e}")),
+                }
+            }
+            Msg::Heldout(result) => {
+                self.heldout = Some(match result {
+                    Ok(text) if !text.trim().is_empty() => (Rc::new(text), HELDOUT_URL.to_string()),
+                    Ok(_) | Err(_) => (
+                        Rc::new(crate::lab::FALLBACK_TEXT.to_string()),
+                        format!("{HELDOUT_URL} is missing: the built-in sample text instead"),
+                    ),
+                });
+            }
+            Msg::PplDone(engine, points) => {
+                if self.base.as_ref().is_some_and(|b| Rc::ptr_eq(b, &engine.0)) {
+                    self.trained_ppl = Some(points);
+                }
+            }
+            Msg::Laa(name, layers) => {
+                let mut overlay = (*self.laa_overlay).clone();
+                overlay.insert(name, layers);
+                self.laa_overlay = Rc::new(overlay);
+                return false;
             }
         }
         true
@@ -432,6 +578,7 @@ impl Component for App {
                     </pre>
                     { self.view_stats() }
                 </section>
+                { self.view_lab(ctx) }
             </main>
         }
     }

@@ -3,7 +3,8 @@
 //! Everything the UI needs from the runtime goes through [`Engine`] and [`Generation`]: loading the
 //! three model files, tokenizing the prompt, prefill, one decode step at a time, sampling and
 //! detokenization. Errors come back as one-line strings (core's `Display`), ready for the error box.
-//! Nothing here touches the DOM or the clock, so it compiles and is tested natively as well.
+//! Nothing here touches the DOM or the clock, so it compiles and is tested natively as well; the
+//! analyses of the lab views (bias steering, perplexity, traces) extend [`Engine`] in `lab.rs`.
 
 use attnlab_core::sampling::{Sampler, SamplingConfig};
 use attnlab_core::tokenizer::{Tokenizer, EOS_TOKEN};
@@ -55,11 +56,13 @@ pub enum Finish {
 
 /// A loaded model with its tokenizer.
 pub struct Engine {
-    model: Model,
-    tokenizer: Tokenizer,
+    pub(crate) model: Model,
+    pub(crate) tokenizer: Tokenizer,
     /// Id of `<|endoftext|>`, when the tokenizer has it: generation stops there.
-    eos: Option<u32>,
-    info: ModelInfo,
+    pub(crate) eos: Option<u32>,
+    pub(crate) info: ModelInfo,
+    /// Attention specs as trained (what "reset to trained" restores).
+    pub(crate) trained: Vec<attnlab_core::AttentionSpec>,
 }
 
 impl Engine {
@@ -91,7 +94,8 @@ impl Engine {
             max_context: cfg.max_context,
         };
         let eos = tokenizer.token_to_id(EOS_TOKEN);
-        Ok(Engine { model, tokenizer, eos, info })
+        let trained = cfg.layers.clone();
+        Ok(Engine { model, tokenizer, eos, info, trained })
     }
 
     /// Facts about the loaded model.

@@ -1,14 +1,22 @@
 //! attnlab-web: the browser app (yew, client-side rendering), built by trunk from the root index.html.
 //!
-//! `engine` is the only module that calls attnlab-core; it is plain Rust and is also compiled (and
-//! unit-tested) on native targets. The UI modules exist only on wasm32.
+//! `engine` and `lab` run the model (plain Rust, also compiled and unit-tested natively), `colors`
+//! holds the colormaps (tested natively too); the UI modules exist only on wasm32.
 
+pub mod colors;
 pub mod engine;
+pub mod lab;
 
 #[cfg(target_arch = "wasm32")]
 mod app;
 #[cfg(target_arch = "wasm32")]
 mod fetch;
+#[cfg(target_arch = "wasm32")]
+mod heatmap;
+#[cfg(target_arch = "wasm32")]
+mod plot;
+#[cfg(target_arch = "wasm32")]
+mod views;
 #[cfg(target_arch = "wasm32")]
 mod yield_now;
 

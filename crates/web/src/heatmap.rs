@@ -1,0 +1,294 @@
+//! Attention heatmaps drawn as pixels: one canvas `ImageData` per matrix (never a DOM node per cell),
+//! scaled up by CSS with `image-rendering: pixelated`.
+//!
+//! The zoomed map reads out the cell under the pointer; a click locks it, the arrow keys move it
+//! (with an aria-live read-out), and "copy as CSV" puts the matrix on the clipboard.
+
+use std::rc::Rc;
+
+use wasm_bindgen::{Clamped, JsCast};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement, ImageData};
+use yew::prelude::*;
+
+use crate::colors::{Scale, MASKED};
+
+/// Paint `matrix` (`[n, n]`, row = query) into `canvas`; cells above the diagonal are masked.
+pub fn paint(canvas: &HtmlCanvasElement, matrix: &[f32], n: usize, scale: &Scale) -> Result<(), String> {
+    if n == 0 || matrix.len() < n * n {
+        return Err(format!("heatmap: matrix has {} values, expected {n}×{n}", matrix.len()));
+    }
+    canvas.set_width(n as u32);
+    canvas.set_height(n as u32);
+    let ctx: CanvasRenderingContext2d = canvas
+        .get_context("2d")
+        .map_err(|_| "heatmap: canvas 2d context failed".to_string())?
+        .ok_or_else(|| "heatmap: no canvas 2d context".to_string())?
+        .dyn_into()
+        .map_err(|_| "heatmap: unexpected context type".to_string())?;
+    let mut rgba = vec![255u8; n * n * 4];
+    for i in 0..n {
+        for j in 0..n {
+            let c = if j > i { MASKED } else { scale.color(matrix[i * n + j]) };
+            let o = (i * n + j) * 4;
+            rgba[o..o + 3].copy_from_slice(&c);
+        }
+    }
+    let image = ImageData::new_with_u8_clamped_array_and_sh(Clamped(&rgba), n as u32, n as u32)
+        .map_err(|_| "heatmap: ImageData failed".to_string())?;
+    ctx.put_image_data(&image, 0.0, 0.0).map_err(|_| "heatmap: putImageData failed".to_string())
+}
+
+/// Properties of a zoomed heatmap.
+#[derive(Properties, PartialEq)]
+pub struct HeatmapProps {
+    pub id: AttrValue,
+    pub title: AttrValue,
+    /// `[n, n]` row-major.
+    pub matrix: Rc<Vec<f32>>,
+    pub n: usize,
+    /// Token label per position (axis labels and read-out).
+    pub labels: Rc<Vec<String>>,
+    /// Diverging map (logits, biases, signed linear scores) instead of sequential.
+    pub signed: bool,
+    /// What the values are (for the colorbar), e.g. "probability".
+    pub value_name: AttrValue,
+}
+
+pub enum HeatMsg {
+    Hover(i32, i32, f64, f64),
+    Leave,
+    Click,
+    Key(KeyboardEvent),
+    Copy,
+    Copied(Result<(), String>),
+}
+
+/// The zoomed heatmap with read-out, keyboard navigation, colorbar and CSV export.
+pub struct Heatmap {
+    canvas: NodeRef,
+    hover: Option<(usize, usize)>,
+    locked: Option<(usize, usize)>,
+    copy_status: String,
+    error: Option<String>,
+}
+
+impl Heatmap {
+    fn scale(props: &HeatmapProps) -> Scale {
+        let n = props.n;
+        let m = &props.matrix;
+        Scale::fit((0..n).flat_map(|i| (0..=i).map(move |j| (i, j))).map(|(i, j)| m[i * n + j]), props.signed)
+    }
+
+    fn cell_text(props: &HeatmapProps, (i, j): (usize, usize)) -> String {
+        let label = |k: usize| props.labels.get(k).map(|s| format!("{s:?}")).unwrap_or_default();
+        let value = if j > i {
+            "masked (future key)".to_string()
+        } else {
+            format!("{:.6}", props.matrix[i * props.n + j])
+        };
+        format!("query {i} {} → key {j} {}: {value}", label(i), label(j))
+    }
+}
+
+impl Component for Heatmap {
+    type Message = HeatMsg;
+    type Properties = HeatmapProps;
+
+    fn create(_ctx: &Context<Self>) -> Self {
+        Heatmap {
+            canvas: NodeRef::default(),
+            hover: None,
+            locked: None,
+            copy_status: String::new(),
+            error: None,
+        }
+    }
+
+    fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
+        if ctx.props().n != old.n {
+            self.locked = None;
+            self.hover = None;
+        }
+        true
+    }
+
+    fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
+        let n = ctx.props().n;
+        match msg {
+            HeatMsg::Hover(x, y, w, h) => {
+                if n == 0 || w <= 0.0 || h <= 0.0 {
+                    return false;
+                }
+                let j = ((x as f64 / w) * n as f64).floor().clamp(0.0, (n - 1) as f64) as usize;
+                let i = ((y as f64 / h) * n as f64).floor().clamp(0.0, (n - 1) as f64) as usize;
+                if self.hover == Some((i, j)) {
+                    return false;
+                }
+                self.hover = Some((i, j));
+            }
+            HeatMsg::Leave => self.hover = None,
+            HeatMsg::Click => {
+                self.locked = match (self.locked, self.hover) {
+                    (Some(l), Some(h)) if l == h => None,
+                    (_, Some(h)) => Some(h),
+                    (l, None) => l,
+                }
+            }
+            HeatMsg::Key(e) => {
+                if n == 0 {
+                    return false;
+                }
+                let (i, j) = self.locked.or(self.hover).unwrap_or((0, 0));
+                let next = match e.key().as_str() {
+                    "ArrowUp" => (i.saturating_sub(1), j),
+                    "ArrowDown" => ((i + 1).min(n - 1), j),
+                    "ArrowLeft" => (i, j.saturating_sub(1)),
+                    "ArrowRight" => (i, (j + 1).min(n - 1)),
+                    "Home" => (i, 0),
+                    "End" => (i, i),
+                    "Escape" => {
+                        self.locked = None;
+                        return true;
+                    }
+                    _ => return false,
+                };
+                e.prevent_default();
+                self.locked = Some(next);
+            }
+            HeatMsg::Copy => {
+                let props = ctx.props();
+                let csv = crate::lab::matrix_csv(&props.labels, &props.matrix, n);
+                let link = ctx.link().clone();
+                wasm_bindgen_futures::spawn_local(async move {
+                    link.send_message(HeatMsg::Copied(copy_text(&csv).await));
+                });
+                self.copy_status = "copying…".to_string();
+            }
+            HeatMsg::Copied(r) => {
+                self.copy_status = match r {
+                    Ok(()) => format!("copied {n}×{n} matrix as CSV"),
+                    Err(e) => format!("copy failed: {e}"),
+                }
+            }
+        }
+        true
+    }
+
+    fn rendered(&mut self, ctx: &Context<Self>, _first: bool) {
+        let props = ctx.props();
+        if let Some(canvas) = self.canvas.cast::<HtmlCanvasElement>() {
+            self.error = paint(&canvas, &props.matrix, props.n, &Self::scale(props)).err();
+        }
+    }
+
+    fn view(&self, ctx: &Context<Self>) -> Html {
+        let props = ctx.props();
+        let n = props.n;
+        let link = ctx.link();
+        let scale = Self::scale(props);
+        let onmousemove = link.callback(|e: MouseEvent| {
+            let target: web_sys::Element = e.target_unchecked_into();
+            let rect = target.get_bounding_client_rect();
+            HeatMsg::Hover(
+                e.client_x() - rect.left() as i32,
+                e.client_y() - rect.top() as i32,
+                rect.width(),
+                rect.height(),
+            )
+        });
+        let selected = self.locked.or(self.hover);
+        let readout = selected
+            .map(|c| Self::cell_text(props, c))
+            .unwrap_or_else(|| "hover a cell; click to lock it; arrow keys move it".to_string());
+        let (sel_attr, val_attr) = match selected {
+            Some((i, j)) if j <= i => (format!("{i},{j}"), format!("{}", props.matrix[i * n + j])),
+            Some((i, j)) => (format!("{i},{j}"), "masked".to_string()),
+            None => (String::new(), String::new()),
+        };
+        let crosshair = self.locked.map(|(i, j)| {
+            let (x, y) = (100.0 * (j as f64 + 0.5) / n as f64, 100.0 * (i as f64 + 0.5) / n as f64);
+            html! { <div class="crosshair" style={format!("left:{x:.3}%;top:{y:.3}%")}></div> }
+        });
+        let tick = |k: usize| props.labels.get(k).cloned().unwrap_or_default();
+        let axis_ticks: Vec<usize> = if n <= 1 { vec![0] } else { (0..5).map(|t| t * (n - 1) / 4).collect() };
+        html! {
+            <div class="heatmap" id={props.id.clone()} data-n={n.to_string()} data-selected={sel_attr} data-value={val_attr}>
+                <div class="heatmap-title">{ &props.title }</div>
+                <div class="heatmap-body">
+                    <div class="y-axis" aria-hidden="true">
+                        { for axis_ticks.iter().map(|&k| html! { <span>{ format!("{k} {}", tick(k)) }</span> }) }
+                    </div>
+                    <div class="canvas-wrap">
+                        <canvas ref={self.canvas.clone()} tabindex="0" role="grid"
+                            aria-label={format!("{} heatmap, {n} by {n}; arrow keys move the selected cell", props.title)}
+                            onmousemove={onmousemove} onmouseleave={link.callback(|_| HeatMsg::Leave)}
+                            onclick={link.callback(|_| HeatMsg::Click)}
+                            onkeydown={link.callback(HeatMsg::Key)}></canvas>
+                        { for crosshair }
+                    </div>
+                </div>
+                <div class="x-axis" aria-hidden="true">
+                    { for axis_ticks.iter().map(|&k| html! { <span>{ format!("{k} {}", tick(k)) }</span> }) }
+                </div>
+                <div class="colorbar">
+                    <span>{ format!("{:.3}", scale.lo) }</span>
+                    <div class="colorbar-ramp" style={format!("background:{}", scale.css_gradient())}></div>
+                    <span>{ format!("{:.3}", scale.hi) }</span>
+                    <span class="muted">{ format!(" {} · ", props.value_name) }</span>
+                    <span class="masked-swatch"></span><span class="muted">{ " masked" }</span>
+                </div>
+                <p class="readout" aria-live="polite">{ readout }</p>
+                <div class="buttons">
+                    <button class="copy-csv" onclick={link.callback(|_| HeatMsg::Copy)}>{ "copy as CSV" }</button>
+                    <span class="muted">{ &self.copy_status }</span>
+                </div>
+                if let Some(e) = &self.error { <p class="error">{ e }</p> }
+            </div>
+        }
+    }
+}
+
+/// Put `text` on the clipboard (needs a secure context: https or localhost).
+async fn copy_text(text: &str) -> Result<(), String> {
+    let window = web_sys::window().ok_or("no window")?;
+    let clipboard = window.navigator().clipboard();
+    JsFuture::from(clipboard.write_text(text)).await.map(|_| ()).map_err(|e| crate::fetch::js_error_text(&e))
+}
+
+/// Properties of a thumbnail in the layer × head grid.
+#[derive(Properties, PartialEq)]
+pub struct ThumbProps {
+    pub matrix: Rc<Vec<f32>>,
+    pub n: usize,
+    pub signed: bool,
+    pub selected: bool,
+    pub label: AttrValue,
+    pub onselect: Callback<()>,
+}
+
+/// A small, clickable heatmap.
+#[function_component(Thumb)]
+pub fn thumb(props: &ThumbProps) -> Html {
+    let canvas = use_node_ref();
+    {
+        let canvas = canvas.clone();
+        let (matrix, n, signed) = (props.matrix.clone(), props.n, props.signed);
+        use_effect_with((matrix, n, signed), move |(matrix, n, signed)| {
+            if let Some(c) = canvas.cast::<HtmlCanvasElement>() {
+                let m = matrix.as_slice();
+                let nn = *n;
+                let scale = Scale::fit((0..nn).flat_map(|i| (0..=i).map(move |j| m[i * nn + j])), *signed);
+                let _ = paint(&c, m, nn, &scale);
+            }
+        });
+    }
+    let onselect = props.onselect.clone();
+    html! {
+        <button class={classes!("thumb", props.selected.then_some("selected"))} title={props.label.clone()}
+            aria-pressed={props.selected.to_string()} onclick={move |_| onselect.emit(())}>
+            <canvas ref={canvas}></canvas>
+            <span>{ &props.label }</span>
+        </button>
+    }
+}

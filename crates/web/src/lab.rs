@@ -1,0 +1,520 @@
+//! The lab views' runtime side: steering the position bias live, and the analyses the views plot.
+//!
+//! Like `engine`, this module names attnlab-core types and touches neither the DOM nor the clock, so
+//! it is compiled and tested natively. Everything returns one-line `String` errors for the page's
+//! error box; out-of-range slider values are clamped here (and the clamped value is what the page
+//! shows), so no input can put a NaN into a plot.
+
+use attnlab_core::analysis::{self, GateStats, KernelCurve, LayerSummary, PplPoint};
+use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, TraceRequest};
+use attnlab_core::bias::alibi_slopes;
+use attnlab_core::config::{KernelKind, KernelTerm};
+use attnlab_core::sampling::log_softmax;
+use attnlab_core::{AttentionSpec, Model, Session};
+
+use crate::engine::Engine;
+
+/// Longest text the attention/LAA/gate views trace on the CPU: every layer's `H × n × n` matrices are
+/// kept, so 512 tokens of a 4-layer, 4-head model is 16 MiB. Longer texts are cut to this many tokens
+/// (the view says so).
+pub const MAX_TRACE_TOKENS: usize = 512;
+/// Largest value a slope or kernel-scale slider may set (larger is clamped).
+pub const MAX_SCALE: f64 = 1024.0;
+/// Largest kernel-mix weight (larger is clamped).
+pub const MAX_WEIGHT: f64 = 100.0;
+/// Tokens scored per length in the in-browser perplexity sweep (windows are capped to fit).
+pub const PPL_TOKEN_BUDGET: usize = 4096;
+/// Tokens per forward slice of the perplexity sweep: the page yields to the browser between slices.
+pub const PPL_SLICE: usize = 128;
+/// Histogram bins of the gate view.
+pub const GATE_BINS: usize = 20;
+/// Text of the extrapolation view when the held-out sample is not on the server.
+pub const FALLBACK_TEXT: &str = attnlab_core::tokenizer::INIT_CORPUS;
+
+/// A live edit of the position bias of every steerable layer (alibi, gaussian, mep).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BiasEdit {
+    /// Multiplies every head's slope m_h (1 = as trained).
+    pub slope_scale: f64,
+    /// MEP Table 4 presets: every head gets this slope before `slope_scale` applies.
+    pub uniform_slope: Option<f64>,
+    /// Replaces the layer's kernel with this mix (the α, β, γ sliders); `None` keeps the layer's own.
+    pub mix: Option<Vec<KernelTerm>>,
+}
+
+impl Default for BiasEdit {
+    fn default() -> Self {
+        BiasEdit { slope_scale: 1.0, uniform_slope: None, mix: None }
+    }
+}
+
+impl BiasEdit {
+    /// True when the edit changes nothing (the trained model).
+    pub fn is_identity(&self) -> bool {
+        *self == BiasEdit::default()
+    }
+
+    /// The same edit with every number clamped into the range the sliders allow (NaN → default).
+    pub fn clamped(&self) -> BiasEdit {
+        let clamp = |v: f64, max: f64, fallback: f64| if v.is_nan() { fallback } else { v.clamp(0.0, max) };
+        BiasEdit {
+            slope_scale: clamp(self.slope_scale, MAX_SCALE, 1.0),
+            uniform_slope: self.uniform_slope.map(|u| clamp(u, MAX_SCALE, 1.0)),
+            mix: self.mix.as_ref().map(|terms| {
+                terms
+                    .iter()
+                    .map(|t| KernelTerm {
+                        scale: clamp(t.scale, MAX_SCALE, 1.0),
+                        weight: clamp(t.weight, MAX_WEIGHT, 0.0),
+                        p: t.p.map(|p| if p.is_finite() && p > 0.0 { p.min(2.0) } else { 1.0 }),
+                        ..*t
+                    })
+                    .collect()
+            }),
+        }
+    }
+}
+
+/// Whether the sliders can steer a layer: parameter-free slope biases only (learned biases such as
+/// KERPLE, T5 and FIRE are what training produced and are shown, not edited).
+pub fn is_steerable(spec: &AttentionSpec) -> bool {
+    matches!(spec, AttentionSpec::Alibi { .. } | AttentionSpec::Gaussian { .. } | AttentionSpec::Mep { .. })
+}
+
+/// The kernel mix a steerable layer was trained with, written as MEP terms (ALiBi = one exp kernel).
+pub fn trained_mix(spec: &AttentionSpec) -> Option<Vec<KernelTerm>> {
+    let one = |kernel| vec![KernelTerm { kernel, scale: 1.0, weight: 1.0, p: None }];
+    match spec {
+        AttentionSpec::Alibi { .. } => Some(one(KernelKind::Exp)),
+        AttentionSpec::Gaussian { .. } => Some(one(KernelKind::Gaussian)),
+        AttentionSpec::Mep { kernels, .. } => Some(kernels.clone()),
+        _ => None,
+    }
+}
+
+/// `spec` with `edit` applied; layers that are not steerable come back unchanged.
+pub fn edited_spec(spec: &AttentionSpec, edit: &BiasEdit, n_heads: usize) -> Result<AttentionSpec, String> {
+    let edit = edit.clamped();
+    let base = match spec {
+        AttentionSpec::Alibi { slopes }
+        | AttentionSpec::Gaussian { slopes }
+        | AttentionSpec::Mep { slopes, .. } => slopes.clone().unwrap_or_else(|| alibi_slopes(n_heads)),
+        other => return Ok(other.clone()),
+    };
+    let slopes: Vec<f64> = match edit.uniform_slope {
+        Some(u) => vec![u * edit.slope_scale; n_heads],
+        None => base.iter().map(|m| m * edit.slope_scale).collect(),
+    };
+    let slopes = Some(slopes);
+    Ok(match (&edit.mix, spec) {
+        (Some(mix), _) => {
+            attnlab_core::config::validate_kernel_terms(mix)
+                .map_err(|(k, reason)| format!("kernel {}: {reason}", k + 1))?;
+            AttentionSpec::Mep { kernels: mix.clone(), slopes }
+        }
+        (None, AttentionSpec::Alibi { .. }) => AttentionSpec::Alibi { slopes },
+        (None, AttentionSpec::Gaussian { .. }) => AttentionSpec::Gaussian { slopes },
+        (None, AttentionSpec::Mep { kernels, .. }) => AttentionSpec::Mep { kernels: kernels.clone(), slopes },
+        (None, other) => other.clone(),
+    })
+}
+
+/// What a trace of the current text gives the attention, LAA and gate views.
+pub struct TraceView {
+    /// Readable label of every traced token (its own decoded text).
+    pub labels: Vec<String>,
+    /// Tokens of the text beyond [`MAX_TRACE_TOKENS`] that were left out.
+    pub cut: usize,
+    pub attention: Vec<LayerAttention>,
+    pub summaries: Vec<LayerSummary>,
+    pub gates: Vec<GateStats>,
+}
+
+impl Engine {
+    /// Attention specs the model was trained with.
+    pub fn trained_specs(&self) -> &[AttentionSpec] {
+        &self.trained
+    }
+
+    /// Current attention spec of every layer (after slider edits).
+    pub fn current_specs(&self) -> &[AttentionSpec] {
+        &self.model.config().layers
+    }
+
+    /// Whether any layer can be steered by the bias sliders.
+    pub fn has_steerable_layers(&self) -> bool {
+        self.trained.iter().any(is_steerable)
+    }
+
+    /// A copy of this engine with `edit` applied to the trained specs of every steerable layer.
+    pub fn edited(&self, edit: &BiasEdit) -> Result<Engine, String> {
+        let mut model = self.model.clone();
+        let h = self.info.n_heads;
+        for (i, spec) in self.trained.iter().enumerate() {
+            let new = edited_spec(spec, edit, h)?;
+            if new != model.config().layers[i] {
+                model.set_layer_spec(i, new).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(Engine {
+            model,
+            tokenizer: self.tokenizer.clone(),
+            eos: self.eos,
+            info: self.info.clone(),
+            trained: self.trained.clone(),
+        })
+    }
+
+    /// B_h(d) and exp(B_h(d)) of every head of `layer` for d = 0..n (n capped at max_context).
+    pub fn kernel_curves(&self, layer: usize, n: usize) -> Result<Vec<KernelCurve>, String> {
+        let n = n.clamp(1, self.info.max_context);
+        analysis::kernel_curves(&self.model, layer, n).map_err(|e| e.to_string())
+    }
+
+    /// Tokenize `text` (no special tokens).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.tokenizer.encode(text).map_err(|e| e.to_string())
+    }
+
+    /// Trace `text` (cut to [`MAX_TRACE_TOKENS`]): attention matrices at `stage`, LAA summaries
+    /// (always from the probabilities stage) and gate statistics.
+    pub fn trace(&self, text: &str, stage: AttnStage) -> Result<TraceView, String> {
+        let ids = self.encode(text)?;
+        if ids.is_empty() {
+            return Err(attnlab_core::Error::EmptyPrompt.to_string());
+        }
+        let limit = MAX_TRACE_TOKENS.min(self.info.max_context);
+        let n = ids.len().min(limit);
+        let ids = &ids[..n];
+        let cut = self.encode(text)?.len() - n;
+        let req = TraceRequest { attention: true, stage, gates: true };
+        let trace = self.model.trace(ids, req).map_err(|e| e.to_string())?;
+        let summaries = if stage == AttnStage::Probabilities {
+            analysis::summarize_attention(&self.model, &trace.attention)
+        } else {
+            let probs = self
+                .model
+                .trace(ids, TraceRequest { attention: true, stage: AttnStage::Probabilities, gates: false })
+                .map_err(|e| e.to_string())?;
+            analysis::summarize_attention(&self.model, &probs.attention)
+        };
+        let labels =
+            ids.iter().map(|&id| self.tokenizer.decode(&[id]).unwrap_or_else(|_| format!("#{id}"))).collect();
+        Ok(TraceView {
+            labels,
+            cut,
+            attention: trace.attention,
+            summaries,
+            gates: analysis::gate_stats(&trace.gates, GATE_BINS),
+        })
+    }
+
+    /// The default perplexity-sweep lengths: 1×, 2×, …, 32× the training length, keeping those that
+    /// fit both `max_context` and a text of `text_tokens` tokens.
+    pub fn sweep_lengths(&self, text_tokens: usize) -> Vec<usize> {
+        let t = self.info.train_context.max(2);
+        (0..6).map(|k| t << k).filter(|&n| n <= self.info.max_context && n <= text_tokens).collect()
+    }
+}
+
+/// Is a matrix of this kind drawn with the diverging colormap (signed values)?
+pub fn is_signed(kind: AttnMatrixKind) -> bool {
+    matches!(kind, AttnMatrixKind::Scores | AttnMatrixKind::SignedNormalized)
+}
+
+/// Perplexity versus context length in slices of [`PPL_SLICE`] tokens, so the page can yield between
+/// slices. Same protocol as [`analysis::perplexity`] (non-overlapping windows from the start, a
+/// fresh state per window, every position but the first scored); windows per length are capped so
+/// that about [`PPL_TOKEN_BUDGET`] tokens are scored per length.
+pub struct PplSweep<'m> {
+    model: &'m Model,
+    tokens: Vec<u32>,
+    /// (length, windows) per length.
+    plan: Vec<(usize, usize)>,
+    length_idx: usize,
+    window: usize,
+    /// Next position inside the current window.
+    pos: usize,
+    session: Session<'m>,
+    nll: f64,
+    count: usize,
+    points: Vec<PplPoint>,
+    done_tokens: usize,
+    total_tokens: usize,
+}
+
+impl<'m> PplSweep<'m> {
+    /// Plan a sweep of `engine` over `tokens` at `lengths`.
+    pub fn new(engine: &'m Engine, tokens: Vec<u32>, lengths: &[usize]) -> Result<PplSweep<'m>, String> {
+        if lengths.is_empty() {
+            return Err("no context length fits this text and model (the text is too short?)".to_string());
+        }
+        let mut plan = Vec::with_capacity(lengths.len());
+        for &len in lengths {
+            if len < 2 {
+                return Err(format!("context length {len} is too short (need at least 2)"));
+            }
+            if len > engine.info.max_context {
+                return Err(format!("context length {len} exceeds max_context {}", engine.info.max_context));
+            }
+            let windows = (tokens.len() / len).min((PPL_TOKEN_BUDGET / len).max(1));
+            if windows == 0 {
+                return Err(format!(
+                    "context length {len} is longer than the text ({} tokens)",
+                    tokens.len()
+                ));
+            }
+            plan.push((len, windows));
+        }
+        let total_tokens = plan.iter().map(|(l, w)| l * w).sum();
+        Ok(PplSweep {
+            model: &engine.model,
+            tokens,
+            plan,
+            length_idx: 0,
+            window: 0,
+            pos: 0,
+            session: engine.model.session(),
+            nll: 0.0,
+            count: 0,
+            points: Vec::new(),
+            done_tokens: 0,
+            total_tokens,
+        })
+    }
+
+    /// Run one slice. Returns `true` once every length is done.
+    pub fn advance(&mut self) -> Result<bool, String> {
+        let Some(&(len, windows)) = self.plan.get(self.length_idx) else {
+            return Ok(true);
+        };
+        let start = self.window * len;
+        let win = &self.tokens[start..start + len];
+        let end = (self.pos + PPL_SLICE).min(len);
+        let logits = self.session.prefill_all(&win[self.pos..end]).map_err(|e| e.to_string())?;
+        let v = self.model.config().vocab_size;
+        for (r, row) in logits.chunks_exact(v).enumerate() {
+            let p = self.pos + r;
+            if p + 1 < len {
+                self.nll -= log_softmax(row)[win[p + 1] as usize];
+                self.count += 1;
+            }
+        }
+        self.done_tokens += end - self.pos;
+        self.pos = end;
+        if self.pos == len {
+            self.pos = 0;
+            self.window += 1;
+            self.session = self.model.session();
+            if self.window == windows {
+                let mean = self.nll / self.count.max(1) as f64;
+                self.points.push(PplPoint {
+                    length: len,
+                    windows,
+                    tokens: self.count,
+                    nll: mean,
+                    ppl: mean.exp(),
+                });
+                self.nll = 0.0;
+                self.count = 0;
+                self.window = 0;
+                self.length_idx += 1;
+            }
+        }
+        Ok(self.length_idx == self.plan.len())
+    }
+
+    /// Fraction of the sweep's tokens processed, in [0, 1].
+    pub fn progress(&self) -> f64 {
+        self.done_tokens as f64 / self.total_tokens.max(1) as f64
+    }
+
+    /// Points of the lengths finished so far.
+    pub fn points(&self) -> &[PplPoint] {
+        &self.points
+    }
+}
+
+/// Text of a matrix as CSV: a header row of key labels, then one row per query.
+pub fn matrix_csv(labels: &[String], matrix: &[f32], n: usize) -> String {
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let mut out = String::from("query\\key");
+    for l in labels.iter().take(n) {
+        out.push(',');
+        out.push_str(&quote(l));
+    }
+    out.push('\n');
+    for i in 0..n {
+        out.push_str(&quote(labels.get(i).map(String::as_str).unwrap_or("")));
+        for j in 0..n {
+            out.push(',');
+            if j <= i {
+                out.push_str(&format!("{}", matrix[i * n + j]));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use attnlab_core::config::SizePreset;
+    use attnlab_core::tokenizer::INIT_CORPUS;
+    use attnlab_core::{ModelConfig, Tokenizer};
+
+    const VOCAB: usize = 320;
+
+    fn engine(variant: &str) -> Engine {
+        let size = SizePreset {
+            vocab_size: VOCAB,
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 4,
+            head_dim: 8,
+            ffn_hidden: 64,
+            train_context: 16,
+            max_context: 256,
+        };
+        let cfg = ModelConfig::preset(variant, size).expect("preset");
+        let model = Model::random(cfg.clone(), 3).expect("model");
+        let dir = std::env::temp_dir().join(format!("attnlab-web-lab-{variant}-{}", std::process::id()));
+        model.save_dir(&dir).expect("save");
+        let c = std::fs::read(dir.join("config.json")).expect("config");
+        let w = std::fs::read(dir.join("model.safetensors")).expect("weights");
+        let _ = std::fs::remove_dir_all(&dir);
+        let t = Tokenizer::train_byte_bpe(INIT_CORPUS, VOCAB).expect("tokenizer").to_json().expect("json");
+        Engine::load(&c, &w, t.as_bytes()).expect("engine")
+    }
+
+    fn curve0(e: &Engine) -> Vec<f64> {
+        e.kernel_curves(0, 64).expect("curves")[1].bias.clone()
+    }
+
+    /// MEP digest §3.6: ALiBi is B = −m·d, so scaling every slope scales the curve.
+    #[test]
+    fn slope_scale_scales_the_alibi_curve() {
+        let e = engine("alibi");
+        let base = curve0(&e);
+        let edited = e.edited(&BiasEdit { slope_scale: 2.0, ..Default::default() }).expect("edit");
+        let scaled = curve0(&edited);
+        for (b, s) in base.iter().zip(&scaled) {
+            assert!((2.0 * b - s).abs() < 1e-4 * (1.0 + b.abs()), "{b} {s}");
+        }
+        assert_ne!(base, scaled);
+        // Reset: an identity edit gives the trained curve back.
+        let reset = edited.edited(&BiasEdit::default()).expect("reset");
+        assert_eq!(curve0(&reset), base);
+    }
+
+    /// MEP Table 4 presets: uniform slopes give every head the same curve −u·d.
+    #[test]
+    fn uniform_slope_preset_gives_identical_heads() {
+        let e = engine("alibi");
+        let u = 2f64.powi(-6);
+        let edited = e.edited(&BiasEdit { uniform_slope: Some(u), ..Default::default() }).expect("edit");
+        let curves = edited.kernel_curves(0, 32).expect("curves");
+        for c in &curves {
+            assert_eq!(c.bias, curves[0].bias);
+            assert!((c.bias[10] + 10.0 * u).abs() < 1e-6, "{}", c.bias[10]);
+        }
+    }
+
+    /// MEP digest §3.9 / §3.12: the mix sliders turn an ALiBi model into a kernel mix evaluated by
+    /// log-sum-exp; moving one weight changes the curve, and the all-on-one-kernel mix is that kernel.
+    #[test]
+    fn mix_weights_change_the_curve_and_extremes_stay_finite() {
+        let e = engine("alibi");
+        let mix = |w: [f64; 3]| BiasEdit {
+            mix: Some(vec![
+                KernelTerm { kernel: KernelKind::Exp, scale: 1.0, weight: w[0], p: None },
+                KernelTerm { kernel: KernelKind::Exp, scale: 0.5, weight: w[1], p: None },
+                KernelTerm { kernel: KernelKind::Gaussian, scale: 1.0, weight: w[2], p: None },
+            ]),
+            ..Default::default()
+        };
+        let a = curve0(&e.edited(&mix([1.0, 1.0, 1.0])).expect("a"));
+        let b = curve0(&e.edited(&mix([1.0, 0.2, 1.0])).expect("b"));
+        assert_ne!(a, b);
+        // All weight on the first kernel = ALiBi (up to the weight's log, which is 0 at w = 1).
+        let only_exp = curve0(&e.edited(&mix([1.0, 0.0, 0.0])).expect("exp"));
+        let alibi = curve0(&e);
+        for (x, y) in only_exp.iter().zip(&alibi) {
+            assert!((x - y).abs() < 1e-4, "{x} {y}");
+        }
+        // Extremes: zero slopes, huge slopes, all weights zero (an error, not a NaN).
+        let zero = e.edited(&BiasEdit { slope_scale: 0.0, ..mix([1.0, 1.0, 1.0]) }).expect("zero");
+        assert!(curve0(&zero).iter().all(|v| v.is_finite()));
+        let huge = e.edited(&BiasEdit { slope_scale: 1e9, ..mix([1.0, 1.0, 1.0]) }).expect("huge");
+        assert!(curve0(&huge).iter().all(|v| v.is_finite()));
+        let none = e.edited(&mix([0.0, 0.0, 0.0])).err().expect("all-zero weights must be refused");
+        assert!(none.contains("weight"), "{none}");
+        let nan = BiasEdit { slope_scale: f64::NAN, ..Default::default() }.clamped();
+        assert_eq!(nan.slope_scale, 1.0);
+    }
+
+    #[test]
+    fn learned_biases_are_not_steered() {
+        let e = engine("kerple-log");
+        assert!(!e.has_steerable_layers());
+        let edited = e.edited(&BiasEdit { slope_scale: 3.0, ..Default::default() }).expect("edit");
+        assert_eq!(edited.current_specs(), e.trained_specs());
+    }
+
+    /// The sliced sweep reproduces analysis::perplexity (ARCHITECTURE §8) for both families.
+    #[test]
+    fn sliced_perplexity_matches_the_reference_protocol() {
+        for variant in ["alibi", "regla"] {
+            let e = engine(variant);
+            let ids = e.encode(INIT_CORPUS).expect("encode");
+            let lengths = e.sweep_lengths(ids.len());
+            assert_eq!(lengths, vec![16, 32, 64, 128, 256]);
+            let mut sweep = PplSweep::new(&e, ids.clone(), &lengths).expect("sweep");
+            let mut slices = 0;
+            while !sweep.advance().expect("advance") {
+                slices += 1;
+                assert!(sweep.progress() < 1.0 + 1e-12);
+            }
+            assert!(slices > lengths.len(), "long windows are cut into slices");
+            for p in sweep.points() {
+                let windows = p.windows;
+                let reference = analysis::perplexity(&e.model, &ids, &[p.length], windows, |_, _| {})
+                    .expect("reference")[0]
+                    .clone();
+                assert_eq!(reference.tokens, p.tokens);
+                assert!(
+                    (reference.nll - p.nll).abs() < 1e-4,
+                    "{variant} {}: {} vs {}",
+                    p.length,
+                    reference.nll,
+                    p.nll
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn trace_gives_matrices_labels_laa_and_gates() {
+        let e = engine("regla");
+        let view = e.trace(INIT_CORPUS, AttnStage::Probabilities).expect("trace");
+        assert_eq!(view.labels.len(), MAX_TRACE_TOKENS.min(256));
+        assert!(view.cut > 0);
+        assert_eq!(view.attention.len(), 2);
+        assert_eq!(view.summaries.len(), 2);
+        assert!(view.summaries.iter().all(|s| s.laa.auc.is_finite() && s.laa.auc > 0.0));
+        assert!(view.gates.iter().any(|g| g.quantity == "f" && g.head.is_none()));
+        let soft = engine("alibi");
+        let logits = soft.trace("The jury said it", AttnStage::Logits).expect("logits");
+        assert!(is_signed(logits.attention[0].kind));
+        assert!(soft.trace("", AttnStage::Logits).is_err());
+    }
+
+    #[test]
+    fn csv_has_a_header_and_one_row_per_query() {
+        let labels = vec!["a".to_string(), "b\"".to_string()];
+        let csv = matrix_csv(&labels, &[1.0, 0.0, 0.25, 0.75], 2);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines, vec!["query\\key,\"a\",\"b\"\"\"", "\"a\",1,", "\"b\"\"\",0.25,0.75"]);
+    }
+}

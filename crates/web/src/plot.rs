@@ -1,0 +1,240 @@
+//! Small SVG charts (line charts and histograms) drawn from data, with axes, ticks and a legend.
+//!
+//! Every chart carries its plotted numbers in `data-*` attributes, so the end-to-end tests read
+//! values back from the page instead of comparing pixels.
+
+use yew::prelude::*;
+
+/// Categorical palette (Okabe–Ito, colour-blind safe).
+pub const PALETTE: [&str; 8] =
+    ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"];
+
+/// One line of a line chart.
+#[derive(Clone, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub color: String,
+    pub points: Vec<(f64, f64)>,
+    /// Dashed (reference series, e.g. the shipped table or the uniform baseline).
+    pub dashed: bool,
+}
+
+/// A line chart.
+#[derive(Clone, PartialEq)]
+pub struct LineChart {
+    pub id: String,
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub log_x: bool,
+    pub log_y: bool,
+    pub series: Vec<Series>,
+    /// Vertical markers `(x, label)`, e.g. the training length.
+    pub markers: Vec<(f64, String)>,
+}
+
+const W: f64 = 560.0;
+const H: f64 = 300.0;
+const ML: f64 = 58.0;
+const MR: f64 = 12.0;
+const MT: f64 = 26.0;
+const MB: f64 = 42.0;
+
+fn fmt_tick(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".to_string()
+    } else if !(1e-3..1e5).contains(&a) {
+        format!("{v:.0e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.2}").trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// "Nice" tick values covering [lo, hi] (about five).
+fn ticks(lo: f64, hi: f64, log: bool) -> Vec<f64> {
+    if log {
+        let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        let step = ((b - a) / 6).max(1);
+        return (a..=b)
+            .step_by(step as usize)
+            .map(|e| 10f64.powi(e))
+            .filter(|v| *v >= lo && *v <= hi)
+            .collect();
+    }
+    let span = (hi - lo).max(1e-12);
+    let raw = span / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| span / s <= 6.0).unwrap_or(10.0 * mag);
+    let mut t = (lo / step).ceil() * step;
+    let mut out = Vec::new();
+    while t <= hi + 1e-9 * step && out.len() < 12 {
+        out.push(if t.abs() < 1e-12 * step { 0.0 } else { t });
+        t += step;
+    }
+    out
+}
+
+/// Maps data to pixels; log axes drop non-positive values.
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    p0: f64,
+    p1: f64,
+}
+
+impl Axis {
+    fn new(values: impl Iterator<Item = f64>, log: bool, p0: f64, p1: f64) -> Axis {
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+        if lo > hi {
+            (lo, hi) = if log { (0.1, 1.0) } else { (0.0, 1.0) };
+        }
+        if hi - lo < 1e-12 * hi.abs().max(1.0) {
+            if log {
+                (lo, hi) = (lo / 2.0, hi * 2.0);
+            } else {
+                (lo, hi) = (lo - 0.5, hi + 0.5);
+            }
+        }
+        Axis { lo, hi, log, p0, p1 }
+    }
+
+    fn map(&self, v: f64) -> Option<f64> {
+        if !v.is_finite() || (self.log && v <= 0.0) {
+            return None;
+        }
+        let t = if self.log {
+            (v.ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        };
+        Some(self.p0 + t * (self.p1 - self.p0))
+    }
+}
+
+/// Render a line chart as SVG.
+pub fn line_chart(c: &LineChart) -> Html {
+    let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(c.markers.iter().map(|m| m.0));
+    let x = Axis::new(xs, c.log_x, ML, W - MR);
+    let y = Axis::new(c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), c.log_y, H - MB, MT);
+    let paths = c.series.iter().map(|s| {
+        let mut d = String::new();
+        let mut pen_up = true;
+        for &(px, py) in &s.points {
+            match (x.map(px), y.map(py)) {
+                (Some(a), Some(b)) => {
+                    d.push_str(&format!("{}{a:.1},{b:.1} ", if pen_up { "M" } else { "L" }));
+                    pen_up = false;
+                }
+                _ => pen_up = true,
+            }
+        }
+        let values: Vec<String> = s.points.iter().map(|p| format!("{}", p.1)).collect();
+        let dash = if s.dashed { "5 4" } else { "" };
+        let dots: Html = if s.points.len() <= 16 {
+            s.points
+                .iter()
+                .filter_map(|&(px, py)| Some((x.map(px)?, y.map(py)?)))
+                .map(|(a, b)| html! { <circle cx={format!("{a:.1}")} cy={format!("{b:.1}")} r="2.5" fill={s.color.clone()} /> })
+                .collect()
+        } else {
+            Html::default()
+        };
+        html! {
+            <g class="series" data-label={s.label.clone()} data-values={values.join(",")}>
+                <path d={d} fill="none" stroke={s.color.clone()} stroke-width="1.6" stroke-dasharray={dash}>
+                    <title>{ &s.label }</title>
+                </path>
+                { dots }
+            </g>
+        }
+    });
+    let xticks = ticks(x.lo, x.hi, x.log).into_iter().filter_map(|t| Some((t, x.map(t)?))).map(|(t, px)| {
+        html! {
+            <g class="tick">
+                <line x1={format!("{px:.1}")} x2={format!("{px:.1}")} y1={format!("{}", H - MB)} y2={format!("{}", H - MB + 4.0)} stroke="currentColor" />
+                <text x={format!("{px:.1}")} y={format!("{}", H - MB + 16.0)} text-anchor="middle">{ fmt_tick(t) }</text>
+            </g>
+        }
+    });
+    let yticks = ticks(y.lo, y.hi, y.log).into_iter().filter_map(|t| Some((t, y.map(t)?))).map(|(t, py)| {
+        html! {
+            <g class="tick">
+                <line x1={format!("{ML}")} x2={format!("{}", W - MR)} y1={format!("{py:.1}")} y2={format!("{py:.1}")} class="grid" />
+                <text x={format!("{}", ML - 6.0)} y={format!("{:.1}", py + 4.0)} text-anchor="end">{ fmt_tick(t) }</text>
+            </g>
+        }
+    });
+    let markers = c.markers.iter().filter_map(|(v, label)| Some((x.map(*v)?, label))).map(|(px, label)| {
+        html! {
+            <g class="marker">
+                <line x1={format!("{px:.1}")} x2={format!("{px:.1}")} y1={format!("{MT}")} y2={format!("{}", H - MB)} stroke-dasharray="3 3" />
+                <text x={format!("{:.1}", px + 4.0)} y={format!("{}", MT + 10.0)}>{ label }</text>
+            </g>
+        }
+    });
+    let legend = c.series.iter().take(12).enumerate().map(|(k, s)| {
+        let ly = MT + 4.0 + 14.0 * k as f64;
+        html! {
+            <g class="legend-item">
+                <line x1={format!("{}", W - MR - 120.0)} x2={format!("{}", W - MR - 104.0)} y1={format!("{ly}")} y2={format!("{ly}")} stroke={s.color.clone()} stroke-width="2" stroke-dasharray={if s.dashed { "4 3" } else { "" }} />
+                <text x={format!("{}", W - MR - 100.0)} y={format!("{:.1}", ly + 4.0)}>{ &s.label }</text>
+            </g>
+        }
+    });
+    html! {
+        <figure class="chart">
+            <svg id={c.id.clone()} viewBox={format!("0 0 {W} {H}")} role="img" aria-label={c.title.clone()}
+                data-log-y={c.log_y.to_string()}>
+                <text class="chart-title" x={format!("{ML}")} y="16">{ &c.title }</text>
+                { for yticks }
+                { for xticks }
+                <line x1={format!("{ML}")} x2={format!("{}", W - MR)} y1={format!("{}", H - MB)} y2={format!("{}", H - MB)} stroke="currentColor" />
+                <line x1={format!("{ML}")} x2={format!("{ML}")} y1={format!("{MT}")} y2={format!("{}", H - MB)} stroke="currentColor" />
+                { for markers }
+                { for paths }
+                { for legend }
+                <text x={format!("{:.1}", (ML + W - MR) / 2.0)} y={format!("{}", H - 6.0)} text-anchor="middle" class="axis-label">{ &c.x_label }</text>
+                <text transform={format!("translate(14 {:.1}) rotate(-90)", (MT + H - MB) / 2.0)} text-anchor="middle" class="axis-label">{ &c.y_label }</text>
+            </svg>
+        </figure>
+    }
+}
+
+/// A histogram over [0, 1] with equal bins.
+pub fn histogram(id: &str, title: &str, counts: &[u64], color: &str) -> Html {
+    let total: u64 = counts.iter().sum::<u64>().max(1);
+    let max = counts.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let (w, h, ml, mb, mt) = (260.0, 130.0, 8.0, 18.0, 16.0);
+    let bw = (w - 2.0 * ml) / counts.len().max(1) as f64;
+    let bars = counts.iter().enumerate().map(|(k, &c)| {
+        let bh = (h - mb - mt) * c as f64 / max;
+        html! {
+            <rect x={format!("{:.1}", ml + k as f64 * bw)} y={format!("{:.1}", h - mb - bh)} width={format!("{:.1}", (bw - 1.0).max(0.5))}
+                height={format!("{bh:.1}")} fill={color.to_string()}>
+                <title>{ format!("[{:.2}, {:.2}): {} ({:.1}%)", k as f64 / counts.len() as f64, (k + 1) as f64 / counts.len() as f64, c, 100.0 * c as f64 / total as f64) }</title>
+            </rect>
+        }
+    });
+    let counts_attr: Vec<String> = counts.iter().map(|c| c.to_string()).collect();
+    html! {
+        <svg id={id.to_string()} class="histogram" viewBox={format!("0 0 {w} {h}")} role="img" aria-label={title.to_string()}
+            data-counts={counts_attr.join(",")}>
+            <text class="chart-title" x={format!("{ml}")} y="11">{ title }</text>
+            { for bars }
+            <line x1={format!("{ml}")} x2={format!("{}", w - ml)} y1={format!("{}", h - mb)} y2={format!("{}", h - mb)} stroke="currentColor" />
+            <text x={format!("{ml}")} y={format!("{}", h - 4.0)}>{ "0" }</text>
+            <text x={format!("{}", w / 2.0)} y={format!("{}", h - 4.0)} text-anchor="middle">{ "0.5" }</text>
+            <text x={format!("{}", w - ml)} y={format!("{}", h - 4.0)} text-anchor="end">{ "1" }</text>
+        </svg>
+    }
+}
