@@ -22,7 +22,7 @@ use crate::views::{
 use crate::yield_now::{next_paint, yield_now};
 
 /// Model files, fetched relative to the page so the site works from a subpath.
-const MODEL_DIR: &str = "models/default/";
+const DEFAULT_MODEL: &str = "default";
 const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 const MAX_TOKENS_LIMIT: usize = 4096;
 const DEFAULT_PROMPT: &str = "The history of the city";
@@ -591,10 +591,12 @@ async fn load_model(link: Scope<App>) {
 }
 
 async fn load_engine(link: &Scope<App>) -> Result<Engine, String> {
+    let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
+    let model = crate::lab::model_from_query(&search)?.unwrap_or_else(|| DEFAULT_MODEL.to_string());
     link.send_message(Msg::LoadProgress { status: "requesting model files…".to_string(), fraction: None });
     let mut pending = Vec::with_capacity(MODEL_FILES.len());
     for file in MODEL_FILES {
-        pending.push(fetch::open(&format!("{MODEL_DIR}{file}")).await?);
+        pending.push(fetch::open(&format!("models/{model}/{file}")).await?);
     }
     let total: Option<u64> = pending.iter().map(|p| p.total).sum();
     let mut done: u64 = 0;

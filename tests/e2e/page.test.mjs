@@ -1,0 +1,256 @@
+// End-to-end tests of the attnlab page in headless Debian Chromium, driven by playwright-core.
+//
+// Run by tests/e2e/run.sh (from scripts/test.sh), which builds the site with trunk, puts random
+// models in it with `attnlab init`, and sets:
+//   SITE        the built site (dist/ plus models/default = alibi, models/regla = regla)
+//   ATTNLAB     the attnlab CLI binary (numbers from the page are checked against it)
+//   SHOTS       folder for the screenshots of every view (CI artifacts)
+// Every assertion reads numbers back from the page (data-* attributes), not pixels.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+import { serve } from "./serve.mjs";
+
+const SITE = process.env.SITE;
+const ATTNLAB = process.env.ATTNLAB;
+const SHOTS = process.env.SHOTS ?? join(tmpdir(), "attnlab-shots");
+const PREFIX = "/sub/attnlab/";
+// The page's default prompt: the trace views show it before anything is generated.
+const DEFAULT_PROMPT = "The history of the city";
+const LOAD_MS = 60_000;
+
+assert.ok(SITE && ATTNLAB, "run through tests/e2e/run.sh (SITE and ATTNLAB must be set)");
+mkdirSync(SHOTS, { recursive: true });
+
+let server;
+let browser;
+
+const FLAGS = [
+  "--headless=new",
+  "--no-sandbox",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-quic",
+];
+const WEBGPU = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader", "--enable-unsafe-swiftshader"];
+
+before(async () => {
+  server = await serve(SITE, PREFIX);
+  browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: [...FLAGS, ...WEBGPU] });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+/** A fresh page on `query` (e.g. "?model=regla"), with every request outside the site refused. */
+async function open(query = "") {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 1400 } });
+  const page = await context.newPage();
+  const outside = [];
+  await page.route("**/*", (route) => {
+    const url = route.request().url();
+    if (url.startsWith(server.url) || url.startsWith("data:")) return route.continue();
+    outside.push(url);
+    return route.abort();
+  });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(server.url + query);
+  await page.waitForSelector('main[data-state="ready"]', { timeout: LOAD_MS });
+  return { page, context, outside, errors };
+}
+
+const attr = (page, sel, name) => page.locator(sel).first().getAttribute(name);
+const numbers = (s) => (s ?? "").split(",").filter((x) => x !== "").map(Number);
+
+/** Set a range input's value the way a user's drag does (fires `input`). */
+async function slide(page, sel, value) {
+  await page.locator(sel).evaluate((el, v) => {
+    el.value = String(v);
+    el.dispatchEvent(new Event("input", { bubbles: true }));
+  }, value);
+}
+
+async function kernelValues(page) {
+  return numbers(await attr(page, "#kernel-chart g.series", "data-values"));
+}
+
+async function pplValues(page) {
+  await page.click("#tab-extrapolation");
+  await page.waitForSelector('#ppl-view[data-running="false"] #ppl-chart g.series[data-values*="."]', {
+    timeout: 120_000,
+  });
+  return numbers(await attr(page, "#ppl-chart g.series", "data-values"));
+}
+
+/** Parse a safetensors file: { name: { shape, data: Float32Array } }. */
+function readSafetensors(path) {
+  const buf = readFileSync(path);
+  const n = Number(buf.readBigUInt64LE(0));
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString("utf8"));
+  const out = {};
+  for (const [name, t] of Object.entries(header)) {
+    if (name === "__metadata__") continue;
+    const [a, b] = t.data_offsets;
+    const bytes = buf.subarray(8 + n + a, 8 + n + b);
+    out[name] = { shape: t.shape, data: new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)) };
+  }
+  return out;
+}
+
+function cli(args) {
+  return execFileSync(ATTNLAB, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+function promptFile() {
+  const dir = mkdtempSync(join(tmpdir(), "attnlab-e2e-"));
+  const file = join(dir, "prompt.txt");
+  writeFileSync(file, DEFAULT_PROMPT);
+  return file;
+}
+
+test("loads from a subpath and generates 32 tokens on the CPU, with throughput shown", async () => {
+  const { page, context, outside, errors } = await open();
+  await page.fill("#max-tokens", "32");
+  await page.fill("#seed", "7");
+  await page.click("#generate");
+  await page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, {
+    timeout: LOAD_MS,
+  });
+  const status = await page.textContent("#status");
+  const generated = await page.textContent("#generated");
+  assert.match(status, /done: (32|\d+) tokens/);
+  assert.ok(generated.length > 0, "some text was generated");
+  const prefill = Number(await attr(page, "#prefill-tps", "data-value"));
+  const decode = Number(await attr(page, "#decode-tps", "data-value"));
+  assert.ok(prefill > 0 && decode > 0, `tokens/s shown: prefill ${prefill}, decode ${decode}`);
+  console.log(`# CPU (wasm) in headless Chromium: prefill ${prefill.toFixed(1)} tok/s, decode ${decode.toFixed(1)} tok/s`);
+  await page.screenshot({ path: join(SHOTS, "generate.png"), fullPage: true });
+  assert.deepEqual(outside, [], "no request leaves the page's origin");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("slope and mix sliders change the kernel curves and the perplexity plot", async () => {
+  const { page, context, errors } = await open();
+  await page.click("#tab-kernels");
+  await page.waitForSelector("#kernel-chart g.series");
+  const before = await kernelValues(page);
+  assert.ok(before.length > 10 && before.every(Number.isFinite));
+  await page.screenshot({ path: join(SHOTS, "kernels.png"), fullPage: true });
+
+  const pplBefore = await pplValues(page);
+  assert.ok(pplBefore.length >= 1 && pplBefore.every((v) => Number.isFinite(v) && v > 1), `${pplBefore}`);
+  await page.screenshot({ path: join(SHOTS, "extrapolation.png"), fullPage: true });
+
+  await page.click("#tab-kernels");
+  await slide(page, "#slope-scale", 2); // ×4
+  await page.waitForFunction(() => document.querySelector("#slope-scale-value")?.textContent === "×4.0000");
+  const scaled = await kernelValues(page);
+  assert.notDeepEqual(scaled, before, "the slope slider changes B(d)");
+  // ALiBi: B = −m·d, so ×4 slopes is ×4 bias (MEP digest §3.6).
+  assert.ok(Math.abs(scaled[10] - 4 * before[10]) < 1e-3 * Math.abs(before[10]) + 1e-6, `${scaled[10]} vs ${before[10]}`);
+
+  await slide(page, "#mix-weight-1", 0.8); // switch on kernel β (exp(m/2)): the model becomes a mix
+  await page.waitForFunction((b) => {
+    const v = document.querySelector("#kernel-chart g.series")?.getAttribute("data-values");
+    return v && v !== b;
+  }, scaled.join(","));
+  const mixed = await kernelValues(page);
+  assert.notDeepEqual(mixed, scaled, "the mix-weight slider changes B(d)");
+  assert.ok(mixed.every(Number.isFinite));
+
+  const pplAfter = await pplValues(page);
+  assert.equal(pplAfter.length, pplBefore.length);
+  assert.notDeepEqual(pplAfter, pplBefore, "the perplexity plot follows the sliders");
+
+  // Extremes stay finite: zero slopes, and all weight on one kernel.
+  await page.click("#tab-kernels");
+  await slide(page, "#slope-scale", -6);
+  await slide(page, "#mix-weight-0", 0);
+  await slide(page, "#mix-weight-1", 1);
+  assert.ok((await kernelValues(page)).every(Number.isFinite));
+  await page.click("#reset-trained");
+  await page.waitForFunction(() => document.querySelector("#bias-state")?.textContent?.includes("as trained"));
+  assert.deepEqual(await kernelValues(page), before, "reset to trained restores the curves");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a heatmap cell read by keyboard equals attnlab dump; LAA AUC equals attnlab analyze", async () => {
+  const { page, context, errors } = await open();
+  await page.click("#tab-attention");
+  await page.waitForSelector("#heatmap canvas");
+  await page.focus("#heatmap canvas");
+  for (let k = 0; k < 3; k++) await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowRight");
+  await page.waitForFunction(() => document.querySelector("#heatmap")?.getAttribute("data-selected") === "3,1");
+  const shown = Number(await attr(page, "#heatmap", "data-value"));
+  const readout = await page.textContent("#heatmap .readout");
+  assert.match(readout, /query 3 .* key 1 .*: /);
+  await page.screenshot({ path: join(SHOTS, "attention.png"), fullPage: true });
+
+  const file = promptFile();
+  const dump = join(tmpdir(), `attnlab-e2e-${process.pid}.safetensors`);
+  cli(["dump", "--model", join(SITE, "models/default"), "--text", file, "--out", dump, "--attention"]);
+  const t = readSafetensors(dump)["attention.layer0"];
+  const n = t.shape[1];
+  const expected = t.data[0 * n * n + 3 * n + 1];
+  assert.ok(Math.abs(shown - expected) < 1e-5, `page ${shown} vs CLI ${expected}`);
+
+  await page.click("#tab-laa");
+  await page.waitForSelector("#laa-table tr[data-auc]");
+  const aucs = await page.$$eval("#laa-table tr[data-auc]", (rows) => rows.map((r) => Number(r.dataset.auc)));
+  const analyzed = JSON.parse(cli(["analyze", "--model", join(SITE, "models/default"), "--text", file, "--json"]));
+  const cliAucs = analyzed.layers.map((l) => l.laa.auc);
+  assert.equal(aucs.length, cliAucs.length);
+  aucs.forEach((a, i) => assert.ok(Math.abs(a - cliAucs[i]) < 1e-6, `layer ${i}: page ${a} vs CLI ${cliAucs[i]}`));
+  await page.screenshot({ path: join(SHOTS, "laa.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("gate saturation of a ReGLA model equals attnlab analyze", async () => {
+  const { page, context, errors } = await open("?model=regla");
+  await page.click("#tab-gates");
+  await page.waitForSelector('.gate-cell[data-quantity="f"]');
+  const shown = await page.$$eval('.gate-cell[data-quantity="f"]', (cells) =>
+    cells.map((c) => [Number(c.dataset.layer), Number(c.dataset.saturation)]),
+  );
+  const file = promptFile();
+  const analyzed = JSON.parse(
+    cli(["analyze", "--model", join(SITE, "models/regla"), "--text", file, "--json", "--bins", "20"]),
+  );
+  const cliSat = analyzed.gates.filter((g) => g.quantity === "f" && g.head === null);
+  assert.equal(shown.length, cliSat.length);
+  for (const [layer, sat] of shown) {
+    const c = cliSat.find((g) => g.layer === layer);
+    assert.ok(c && Math.abs(c.saturation - sat) < 1e-9, `layer ${layer}: page ${sat} vs CLI ${c?.saturation}`);
+  }
+  await page.screenshot({ path: join(SHOTS, "gates.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("bad input keeps the prompt and shows a clear message", async () => {
+  const { page, context, errors } = await open();
+  await page.fill("#prompt", "");
+  await page.click("#generate");
+  await page.waitForSelector("#error");
+  assert.match(await page.textContent("#error"), /empty prompt/i);
+  const long = "word ".repeat(20000);
+  await page.fill("#prompt", long);
+  await page.click("#generate");
+  await page.waitForFunction(() => /max_context/.test(document.querySelector("#error")?.textContent ?? ""));
+  assert.equal((await page.inputValue("#prompt")).length, long.length, "the prompt is kept");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
