@@ -85,10 +85,9 @@ async function kernelValues(page) {
 
 async function pplValues(page) {
   await page.click("#tab-extrapolation");
-  await page.waitForSelector('#ppl-view[data-running="false"] #ppl-chart g.series[data-values*="."]', {
-    timeout: 120_000,
-  });
-  return numbers(await attr(page, "#ppl-chart g.series", "data-values"));
+  const current = '#ppl-chart g.series[data-label="current settings"]';
+  await page.waitForSelector(`#ppl-view[data-running="false"] ${current}[data-values*="."]`, { timeout: 120_000 });
+  return numbers(await attr(page, current, "data-values"));
 }
 
 /** Parse a safetensors file: { name: { shape, data: Float32Array } }. */

@@ -71,6 +71,8 @@ pub struct Heatmap {
     locked: Option<(usize, usize)>,
     copy_status: String,
     error: Option<String>,
+    /// Set by a key press: the next render gives the canvas the focus back, so arrow keys keep working.
+    refocus: bool,
 }
 
 impl Heatmap {
@@ -102,6 +104,7 @@ impl Component for Heatmap {
             locked: None,
             copy_status: String::new(),
             error: None,
+            refocus: false,
         }
     }
 
@@ -155,6 +158,7 @@ impl Component for Heatmap {
                 };
                 e.prevent_default();
                 self.locked = Some(next);
+                self.refocus = true;
             }
             HeatMsg::Copy => {
                 let props = ctx.props();
@@ -179,6 +183,9 @@ impl Component for Heatmap {
         let props = ctx.props();
         if let Some(canvas) = self.canvas.cast::<HtmlCanvasElement>() {
             self.error = paint(&canvas, &props.matrix, props.n, &Self::scale(props)).err();
+            if std::mem::take(&mut self.refocus) {
+                let _ = canvas.focus();
+            }
         }
     }
 
@@ -211,13 +218,19 @@ impl Component for Heatmap {
             html! { <div class="crosshair" style={format!("left:{x:.3}%;top:{y:.3}%")}></div> }
         });
         let tick = |k: usize| props.labels.get(k).cloned().unwrap_or_default();
-        let axis_ticks: Vec<usize> = if n <= 1 { vec![0] } else { (0..5).map(|t| t * (n - 1) / 4).collect() };
+        // Up to five labelled positions, each at its cell's centre.
+        let mut axis_ticks: Vec<usize> =
+            if n <= 1 { vec![0] } else { (0..5).map(|t| t * (n - 1) / 4).collect() };
+        axis_ticks.dedup();
+        let pos = |k: usize| 100.0 * (k as f64 + 0.5) / n.max(1) as f64;
         html! {
             <div class="heatmap" id={props.id.clone()} data-n={n.to_string()} data-selected={sel_attr} data-value={val_attr}>
                 <div class="heatmap-title">{ &props.title }</div>
                 <div class="heatmap-body">
                     <div class="y-axis" aria-hidden="true">
-                        { for axis_ticks.iter().map(|&k| html! { <span>{ format!("{k} {}", tick(k)) }</span> }) }
+                        { for axis_ticks.iter().map(|&k| html! {
+                            <span style={format!("top:{:.3}%", pos(k))}>{ format!("{k} {}", tick(k)) }</span>
+                        }) }
                     </div>
                     <div class="canvas-wrap">
                         <canvas ref={self.canvas.clone()} tabindex="0" role="grid"
@@ -229,7 +242,9 @@ impl Component for Heatmap {
                     </div>
                 </div>
                 <div class="x-axis" aria-hidden="true">
-                    { for axis_ticks.iter().map(|&k| html! { <span>{ format!("{k} {}", tick(k)) }</span> }) }
+                    { for axis_ticks.iter().map(|&k| html! {
+                        <span style={format!("left:{:.3}%", pos(k))}>{ format!("{k} {}", tick(k)) }</span>
+                    }) }
                 </div>
                 <div class="colorbar">
                     <span>{ format!("{:.3}", scale.lo) }</span>

@@ -288,11 +288,11 @@ pub fn kernel_view(props: &KernelProps) -> Html {
                         }) }
                     </select>
                 </label>
-                <label><input type="radio" name="curve-kind" checked={*kind == CurveKind::Bias}
+                <label class="inline"><input type="radio" name="curve-kind" checked={*kind == CurveKind::Bias}
                     onchange={{ let kind = kind.clone(); Callback::from(move |_| kind.set(CurveKind::Bias)) }}/>{ " B(d)" }</label>
-                <label><input type="radio" name="curve-kind" checked={*kind == CurveKind::Kernel}
+                <label class="inline"><input type="radio" name="curve-kind" checked={*kind == CurveKind::Kernel}
                     onchange={{ let kind = kind.clone(); Callback::from(move |_| kind.set(CurveKind::Kernel)) }}/>{ " exp(B(d))" }</label>
-                <label><input id="kernel-log-y" type="checkbox" checked={*log_y} disabled={*kind == CurveKind::Bias}
+                <label class="inline"><input id="kernel-log-y" type="checkbox" checked={*log_y} disabled={*kind == CurveKind::Bias}
                     onchange={{ let log_y = log_y.clone(); Callback::from(move |_| log_y.set(!*log_y)) }}/>{ " log y" }</label>
             </div>
             { chart }
@@ -376,7 +376,8 @@ impl Component for PplView {
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
         if ctx.props().engine != old.engine || ctx.props().text != old.text {
             self.run = self.run.wrapping_add(1);
-            self.running = false;
+            self.running = true;
+            self.points.clear();
             self.schedule(ctx);
         }
         true
@@ -574,7 +575,7 @@ impl TraceViewComp {
             }
         });
         let stage_btn = |s: AttnStage, label: &str| {
-            html! { <label><input type="radio" name="stage" checked={self.stage == s}
+            html! { <label class="inline"><input type="radio" name="stage" checked={self.stage == s}
             onchange={link.callback(move |_| TraceMsg::Stage(s))}/>{ format!(" {label}") }</label> }
         };
         html! {
