@@ -174,12 +174,15 @@ pub fn check_options(opts: &TrainOptions, model: &TrainModel, data: &TokenData) 
     Ok(())
 }
 
-/// The `[batch, seq_len + 1]` token windows of step `step`: random offsets from a SplitMix64 seeded by
-/// `(seed, step)`.
+/// The `[batch, seq_len + 1]` token windows of step `step`: random offsets from a SplitMix64 whose
+/// state is a hash of `(seed, step)`.
 pub fn batch_for_step(data: &[u32], opts: &TrainOptions, step: usize) -> Vec<u32> {
     let w = opts.seq_len + 1;
     let span = (data.len() - w + 1) as u64;
-    let mut rng = SplitMix64::new(opts.seed ^ (step as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    // Hash (seed, step) into a fresh state: seeding with a linear function of the step would make
+    // consecutive steps' streams shifted copies of one another (overlapping batches).
+    let key = SplitMix64::new(step as u64).next_u64() ^ opts.seed.rotate_left(29);
+    let mut rng = SplitMix64::new(SplitMix64::new(key).next_u64());
     let mut out = Vec::with_capacity(opts.batch * w);
     for _ in 0..opts.batch {
         let o = (rng.next_u64() % span) as usize;

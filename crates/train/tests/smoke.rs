@@ -116,6 +116,27 @@ fn an_interrupted_run_resumes_to_the_same_weights() {
 }
 
 #[test]
+fn batches_of_different_steps_do_not_share_windows() {
+    let data: Vec<u32> = (0..100_000).collect();
+    let o = TrainOptions { batch: 8, seq_len: 16, ..TrainOptions::default() };
+    let starts = |step: usize| -> Vec<u32> {
+        attnlab_train::trainer::batch_for_step(&data, &o, step).chunks(17).map(|w| w[0]).collect()
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for step in 0..20 {
+        for s in starts(step) {
+            assert!(seen.insert(s), "window start {s} repeats (step {step})");
+        }
+    }
+    assert_eq!(starts(3), starts(3), "batches are reproducible");
+    let o2 = TrainOptions { seed: 1, ..o.clone() };
+    assert_ne!(
+        attnlab_train::trainer::batch_for_step(&data, &o2, 3),
+        attnlab_train::trainer::batch_for_step(&data, &o, 3)
+    );
+}
+
+#[test]
 fn bad_options_and_data_fail_with_one_clear_line() {
     let data = data();
     let model = TrainModel::random(tiny_cfg(data.vocab), 1).expect("model");
