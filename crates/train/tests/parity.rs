@@ -148,7 +148,7 @@ fn trainer_logits_match_core_for_every_variant() {
     }
     let mut worst = Vec::new();
     for (name, cfg) in &configs {
-        // 80 tokens cross the core's prefill chunk (64), the trainer's gated chunk (32) and Diag blocks (8).
+        // 80 tokens cross the core's prefill chunk (64), the trainer's gated chunk (16) and Diag blocks (8).
         let err = parity_error(cfg, 11, 80);
         println!("parity {name:40} rel err {err:.3e}");
         worst.push((name.clone(), err));
