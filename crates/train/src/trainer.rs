@@ -144,6 +144,9 @@ pub fn check_options(opts: &TrainOptions, model: &TrainModel, data: &TokenData) 
     if !(0.0..=1.0).contains(&opts.min_lr_ratio) {
         return Err(TrainError::option("min-lr-ratio", "must be in [0, 1]"));
     }
+    if !(opts.adamw.weight_decay.is_finite() && (0.0..1.0).contains(&(opts.lr * opts.adamw.weight_decay))) {
+        return Err(TrainError::option("weight-decay", "must be finite, >= 0 and below 1/lr"));
+    }
     if !(opts.grad_clip.is_finite() && opts.grad_clip >= 0.0) {
         return Err(TrainError::option("grad-clip", "must be finite and >= 0"));
     }

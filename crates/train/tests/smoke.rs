@@ -160,6 +160,7 @@ fn a_non_finite_loss_stops_the_run_naming_the_step() {
     o.lr = 1e30;
     o.warmup = 0;
     o.grad_clip = 0.0;
+    o.adamw.weight_decay = 0.0;
     let out = tmp("nan");
     let e = train(model, &data, &o, &out, false, false).expect_err("the loss must blow up");
     assert!(matches!(e, TrainError::NonFiniteLoss { .. }), "{e}");
