@@ -8,11 +8,12 @@
 //! Linear family (§5.6): `o_i = Σ_{s≤i} (Σ_j φq_i[j] φk_s[j] e^{b_i[j] − b_s[j]}) v_s`.
 //! * no decay (linear-elu, TransNormer Norm, LRPE): `P = (φq φkᵀ) ⊙ causal`, one matmul;
 //! * per-head scalar decay (RetNet): `P = (φq φkᵀ) ⊙ Γ` with the constant `Γ[h,i,s] = γ_h^{i−s}`;
-//! * per-channel gates (GLA, ReGLA): the chunked form with chunk [`GATED_CHUNK`]. Inside a chunk the
-//!   pairwise weights are built from the `[B, H, C, C, dk]` tensor of exponents `b_i − b_s`, which are
-//!   masked to 0 above the diagonal *before* `exp`, so every exponentiated value is `≤ 0` (no
-//!   overflow, finite gradients); between chunks a `[B, H, dk, dh]` state is carried exactly as in the
-//!   core's chunked prefill.
+//! * per-channel gates (GLA, ReGLA): the chunked form with chunk [`GATED_CHUNK`]. Inside a chunk,
+//!   if the cumulative log-gate stays above `FACTORED_MIN_LOG_DECAY` the weights are the matmul of
+//!   `φq ⊙ e^{b}` and `φk ⊙ e^{−b}`; otherwise they are built from the `[B, H, C, C, dk]` tensor of
+//!   exponents `b_i − b_s`, masked to 0 above the diagonal *before* `exp`, so every exponentiated
+//!   value is `≤ 0` (no overflow, finite gradients). Between chunks a `[B, H, dk, dh]` state is
+//!   carried exactly as in the core's chunked prefill.
 
 // Reference math: several tensors are indexed in parallel.
 #![allow(clippy::needless_range_loop)]
@@ -31,6 +32,10 @@ use candle_core::{DType, Device, Tensor, D};
 /// Chunk length of the gated (GLA, ReGLA) training form. Any value gives the same result up to
 /// rounding; 16 bounds the `[B, H, C, C, dk]` intermediate and measured fastest (8 and 32 are slower).
 pub const GATED_CHUNK: usize = 16;
+
+/// Smallest chunk-local cumulative log-decay for which [`gated_chunked`] factors `e^{b_i − b_s}` into
+/// `e^{b_i}·e^{−b_s}` (so no factor exceeds `e^{40}`); below it the exact pairwise form is used.
+const FACTORED_MIN_LOG_DECAY: f32 = -40.0;
 
 /// Additive mask value of the softmax family (the core's `bias::MASKED`).
 const MASKED: f64 = bias::MASKED as f64;
@@ -566,12 +571,21 @@ fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor) -> Result<Te
         let bc = lg.narrow(2, c0, n)?.contiguous()?.cumsum(2)?;
         // Inter-chunk: (φq ⊙ e^{b_i}) · S_start.
         let inter = (&q * bc.exp()?)?.matmul(&state)?;
-        // Intra-chunk: exponents b_i − b_s masked to 0 above the diagonal before exp.
-        let mask = window_mask(n, Window::Causal, dev)?.reshape((1, 1, n, n, 1))?;
-        let diff = bc.unsqueeze(3)?.broadcast_sub(&bc.unsqueeze(2)?)?; // [B,H,i,s,dk]
-        let e = diff.broadcast_mul(&mask)?.exp()?.broadcast_mul(&mask)?;
-        let qk = q.unsqueeze(3)?.broadcast_mul(&k.unsqueeze(2)?)?;
-        let p = (qk * e)?.sum(D::Minus1)?; // [B,H,n,n]
+        let p = if bc.min_all()?.to_scalar::<f32>()? >= FACTORED_MIN_LOG_DECAY {
+            // Mild decay inside the chunk: e^{b_i − b_s} = e^{b_i}·e^{−b_s} with e^{−b_s} ≤ e^{40}, so
+            // the pairwise weights are one masked matmul.
+            let mask = window_mask(n, Window::Causal, dev)?.reshape((1, 1, n, n))?;
+            let qd = (&q * bc.exp()?)?;
+            let kd = (&k * bc.neg()?.exp()?)?;
+            qd.matmul(&kd.t()?.contiguous()?)?.broadcast_mul(&mask)?
+        } else {
+            // Strong decay: exponents b_i − b_s masked to 0 above the diagonal before exp.
+            let mask = window_mask(n, Window::Causal, dev)?.reshape((1, 1, n, n, 1))?;
+            let diff = bc.unsqueeze(3)?.broadcast_sub(&bc.unsqueeze(2)?)?; // [B,H,i,s,dk]
+            let e = diff.broadcast_mul(&mask)?.exp()?.broadcast_mul(&mask)?;
+            let qk = q.unsqueeze(3)?.broadcast_mul(&k.unsqueeze(2)?)?;
+            (qk * e)?.sum(D::Minus1)? // [B,H,n,n]
+        };
         outs.push((inter + p.matmul(&vv)?)?);
         // Carry: S ← e^{b_last} ⊙ S + (φk ⊙ e^{b_last − b_s})ᵀ v.
         let last = bc.narrow(2, n - 1, 1)?; // [B,H,1,dk]
@@ -580,4 +594,55 @@ fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor) -> Result<Te
         c0 += n;
     }
     Ok(Tensor::cat(&outs, 2)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Naive f64 reference of §5.6: `o_i = Σ_{s≤i} Σ_j φq_i[j] φk_s[j] e^{Σ_{s<u≤i} lg_u[j]} v_s`.
+    fn naive(fq: &[f32], fk: &[f32], v: &[f32], lg: &[f32], t: usize, dk: usize, dh: usize) -> Vec<f64> {
+        let mut o = vec![0.0f64; t * dh];
+        for i in 0..t {
+            for s in 0..=i {
+                let mut p = 0.0f64;
+                for j in 0..dk {
+                    let decay: f64 = (s + 1..=i).map(|u| lg[u * dk + j] as f64).sum();
+                    p += fq[i * dk + j] as f64 * fk[s * dk + j] as f64 * decay.exp();
+                }
+                for c in 0..dh {
+                    o[i * dh + c] += p * v[s * dh + c] as f64;
+                }
+            }
+        }
+        o
+    }
+
+    /// Both the factored (mild gates) and the pairwise (strong gates, cumulative decay far below
+    /// −40 within a chunk) paths equal the naive reference and stay finite.
+    #[test]
+    fn gated_chunked_matches_the_naive_recurrence_for_mild_and_strong_gates() {
+        let (t, dk, dh) = (37, 4, 3);
+        let dev = Device::Cpu;
+        let val = |i: usize, a: f32| (i as f32 * a).sin() * 0.9;
+        let fq: Vec<f32> = (0..t * dk).map(|i| val(i, 0.37).abs() + 0.1).collect();
+        let fk: Vec<f32> = (0..t * dk).map(|i| val(i, 0.71).abs() + 0.1).collect();
+        let v: Vec<f32> = (0..t * dh).map(|i| val(i, 1.3)).collect();
+        for scale in [0.05f32, 9.0] {
+            let lg: Vec<f32> = (0..t * dk).map(|i| -scale * (val(i, 0.53).abs() + 0.05)).collect();
+            let tq = |x: &[f32], w: usize| Tensor::from_vec(x.to_vec(), (1, 1, t, w), &dev).expect("tensor");
+            let got = gated_chunked(&tq(&fq, dk), &tq(&fk, dk), &tq(&v, dh), &tq(&lg, dk))
+                .expect("chunked")
+                .flatten_all()
+                .expect("flat")
+                .to_vec1::<f32>()
+                .expect("vec");
+            let want = naive(&fq, &fk, &v, &lg, t, dk, dh);
+            let max_ref = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            for (g, w) in got.iter().zip(&want) {
+                assert!(g.is_finite());
+                assert!((*g as f64 - w).abs() <= 1e-5 * max_ref, "scale {scale}: {g} vs {w}");
+            }
+        }
+    }
 }
