@@ -43,7 +43,7 @@ const MASKED: f64 = bias::MASKED as f64;
 /// One attention layer: normed input `u: [B, T, d]` → `Wo · Attn(u)`, `[B, T, d]`.
 pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
     let cfg = m.config();
-    let (b, t, _) = u.dims3()?;
+    let t = u.dim(1)?;
     let (h, dh) = (cfg.n_heads, cfg.head_dim);
     let dev = m.device();
     let p = |n: &str| format!("layers.{i}.attn.{n}");
@@ -152,7 +152,6 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
             (o * linear(u, m.w(&p("retnet.out_gate"))?)?.silu()?)?
         }
     };
-    let _ = b;
     linear(&out, m.w(&p("wo"))?)
 }
 
