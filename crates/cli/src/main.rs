@@ -41,6 +41,8 @@ enum Command {
     Analyze(cmd::analyze::AnalyzeArgs),
     Dump(cmd::dump::DumpArgs),
     Bench(cmd::bench::BenchArgs),
+    Data(cmd::data::DataArgs),
+    Train(cmd::train::TrainArgs),
 }
 
 fn run(cli: Cli) -> CliResult<()> {
@@ -53,6 +55,8 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Analyze(a) => cmd::analyze::run(a, json),
         Command::Dump(a) => cmd::dump::run(a, json),
         Command::Bench(a) => cmd::bench::run(a, json),
+        Command::Data(a) => cmd::data::run(a, json),
+        Command::Train(a) => cmd::train::run(a, json),
     }
 }
 
@@ -66,7 +70,8 @@ fn clap_message(err: &clap::Error) -> String {
     let rendered = err.render().to_string();
     let first = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    const COMMANDS: &[&str] = &["init", "generate", "eval", "kernels", "analyze", "dump", "bench"];
+    const COMMANDS: &[&str] =
+        &["init", "generate", "eval", "kernels", "analyze", "dump", "bench", "data", "train"];
     let sub = std::env::args().skip(1).find(|a| COMMANDS.contains(&a.as_str()));
     let help = sub.map_or("attnlab --help".to_string(), |s| format!("attnlab {s} --help"));
     format!("{} (see `{help}`)", one_line(first))
@@ -98,7 +103,7 @@ fn main() {
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
                     eprintln!(
                         "error: no command given; run `attnlab --help` for the list \
-                         (init, generate, eval, kernels, analyze, dump, bench)"
+                         (init, generate, eval, kernels, analyze, dump, bench, data, train)"
                     );
                     std::process::exit(EXIT_USAGE);
                 }

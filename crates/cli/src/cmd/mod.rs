@@ -2,8 +2,10 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod data;
 pub mod dump;
 pub mod eval;
 pub mod generate;
 pub mod init;
 pub mod kernels;
+pub mod train;

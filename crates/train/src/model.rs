@@ -1,0 +1,209 @@
+//! [`TrainModel`]: the trainable model. One `Var` per tensor of `tensor_specs(cfg)`, the
+//! training-form forward pass (embeddings → pre-norm blocks → final norm → logits, §5 of
+//! docs/model-format.md) and conversion to and from the core's model folder.
+
+use crate::attn;
+use crate::error::{Result, TrainError};
+use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
+use attnlab_core::model::tensor_specs;
+use attnlab_core::weights::{Tensor as CoreTensor, Weights};
+use attnlab_core::Model;
+use candle_core::{DType, Device, Tensor, Var, D};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A model whose every tensor is a trainable candle `Var` (CPU, f32).
+#[derive(Debug)]
+pub struct TrainModel {
+    cfg: ModelConfig,
+    /// Tensor names in the canonical order of `tensor_specs`.
+    names: Vec<String>,
+    vars: BTreeMap<String, Var>,
+    device: Device,
+}
+
+impl TrainModel {
+    /// Build from a config and a core weight set (checked against `tensor_specs`).
+    pub fn from_weights(cfg: ModelConfig, weights: &Weights) -> Result<TrainModel> {
+        cfg.validate()?;
+        let specs = tensor_specs(&cfg);
+        weights.check(&specs)?;
+        let device = Device::Cpu;
+        let mut vars = BTreeMap::new();
+        let mut names = Vec::with_capacity(specs.len());
+        for s in &specs {
+            let data = weights.get(&s.name)?.to_vec();
+            let t = Tensor::from_vec(data, s.shape.as_slice(), &device)?;
+            vars.insert(s.name.clone(), Var::from_tensor(&t)?);
+            names.push(s.name.clone());
+        }
+        Ok(TrainModel { cfg, names, vars, device })
+    }
+
+    /// Copy the weights of a core model (parity tests use exactly the same numbers).
+    pub fn from_core(model: &Model) -> Result<TrainModel> {
+        TrainModel::from_weights(model.config().clone(), model.weights())
+    }
+
+    /// Seeded random initialisation, identical to `attnlab init` (`Model::random`).
+    pub fn random(cfg: ModelConfig, seed: u64) -> Result<TrainModel> {
+        TrainModel::from_core(&Model::random(cfg, seed)?)
+    }
+
+    /// Load a model folder (`config.json` + `model.safetensors`) with the core's validation.
+    pub fn load_dir(dir: &Path) -> Result<TrainModel> {
+        TrainModel::from_core(&Model::load_dir(dir)?)
+    }
+
+    /// The model's config.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The device (always the CPU).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// `(name, var)` pairs in the canonical tensor order.
+    pub fn named_vars(&self) -> Vec<(&str, &Var)> {
+        self.names.iter().filter_map(|n| self.vars.get(n).map(|v| (n.as_str(), v))).collect()
+    }
+
+    /// Number of scalar parameters.
+    pub fn num_params(&self) -> usize {
+        self.vars.values().map(|v| v.elem_count()).sum()
+    }
+
+    /// The current values as a core weight set.
+    pub fn to_weights(&self) -> Result<Weights> {
+        let mut tensors = BTreeMap::new();
+        for (name, var) in self.named_vars() {
+            let data = var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
+            tensors.insert(name.to_string(), CoreTensor { shape: var.dims().to_vec(), data });
+        }
+        Ok(Weights { tensors })
+    }
+
+    /// The current values as a validated core model.
+    pub fn to_core(&self) -> Result<Model> {
+        Ok(Model::new(self.cfg.clone(), self.to_weights()?)?)
+    }
+
+    /// Write `config.json` and `model.safetensors` through the core (metadata `{"format":"attnlab"}`).
+    pub fn save_dir(&self, dir: &Path) -> Result<()> {
+        Ok(self.to_core()?.save_dir(dir)?)
+    }
+
+    /// Overwrite every parameter with the values of `weights` (same names and shapes).
+    pub fn set_weights(&self, weights: &Weights) -> Result<()> {
+        weights.check(&tensor_specs(&self.cfg))?;
+        for (name, var) in self.named_vars() {
+            let t = Tensor::from_vec(weights.get(name)?.to_vec(), var.dims(), &self.device)?;
+            var.set(&t)?;
+        }
+        Ok(())
+    }
+
+    /// The tensor `name` (a bug if absent: names come from `tensor_specs`).
+    pub(crate) fn w(&self, name: &str) -> Result<&Tensor> {
+        self.vars
+            .get(name)
+            .map(|v| v.as_tensor())
+            .ok_or_else(|| TrainError::Core(attnlab_core::Error::MissingTensor(name.to_string())))
+    }
+
+    /// Logits `[B, T, V]` for token ids `[B, T]` (u32), all positions from 0.
+    pub fn forward(&self, tokens: &Tensor) -> Result<Tensor> {
+        let (b, t) = tokens.dims2()?;
+        let cfg = &self.cfg;
+        let d = cfg.d_model;
+        if t > cfg.max_context {
+            return Err(TrainError::option(
+                "seq-len",
+                format!("{t} exceeds the model's max_context {}", cfg.max_context),
+            ));
+        }
+        let emb = self.w("tok_emb.weight")?;
+        let mut x = emb.index_select(&tokens.flatten_all()?, 0)?.reshape((b, t, d))?;
+        if cfg.absolute_position == AbsolutePosition::Sinusoidal {
+            let mut pe = vec![0.0f32; t * d];
+            for (p, row) in pe.chunks_exact_mut(d).enumerate() {
+                attnlab_core::ops::sinusoidal_embedding(p, d, row);
+            }
+            x = x.broadcast_add(&Tensor::from_vec(pe, (t, d), &self.device)?)?;
+        }
+        for i in 0..cfg.n_layers {
+            let h = self.norm(&x, &format!("layers.{i}.attn_norm"))?;
+            x = (x + attn::forward(self, i, &h)?)?;
+            let h = self.norm(&x, &format!("layers.{i}.ffn_norm"))?;
+            x = (x + self.ffn(i, &h)?)?;
+        }
+        let h = self.norm(&x, "final_norm")?;
+        let head = if cfg.tie_embeddings { self.w("tok_emb.weight")? } else { self.w("lm_head.weight")? };
+        linear(&h, head)
+    }
+
+    /// Mean next-token cross-entropy of `tokens[:, :-1] → tokens[:, 1:]` for a `[B, T+1]` batch.
+    pub fn loss(&self, tokens: &Tensor) -> Result<Tensor> {
+        let (b, t1) = tokens.dims2()?;
+        if t1 < 2 {
+            return Err(TrainError::option("seq-len", "a batch needs at least 2 tokens per row"));
+        }
+        let inp = tokens.narrow(1, 0, t1 - 1)?;
+        let tgt = tokens.narrow(1, 1, t1 - 1)?.flatten_all()?;
+        let logits = self.forward(&inp)?.reshape((b * (t1 - 1), self.cfg.vocab_size))?;
+        Ok(candle_nn::loss::cross_entropy(&logits, &tgt)?)
+    }
+
+    /// Residual-stream norm `name` (RMSNorm or LayerNorm with `norm.eps`) over the last dim.
+    fn norm(&self, x: &Tensor, name: &str) -> Result<Tensor> {
+        let eps = self.cfg.norm.eps as f32 as f64;
+        let w = self.w(&format!("{name}.weight"))?;
+        match self.cfg.norm.kind {
+            NormKind::Rmsnorm => {
+                let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
+                Ok(x.broadcast_div(&(ms + eps)?.sqrt()?)?.broadcast_mul(w)?)
+            }
+            NormKind::Layernorm => {
+                let mean = x.mean_keepdim(D::Minus1)?;
+                let xc = x.broadcast_sub(&mean)?;
+                let var = xc.sqr()?.mean_keepdim(D::Minus1)?;
+                let b = self.w(&format!("{name}.bias"))?;
+                Ok(xc.broadcast_div(&(var + eps)?.sqrt()?)?.broadcast_mul(w)?.broadcast_add(b)?)
+            }
+        }
+    }
+
+    fn ffn(&self, i: usize, x: &Tensor) -> Result<Tensor> {
+        let p = |n: &str| format!("layers.{i}.ffn.{n}");
+        let up = linear(x, self.w(&p("w_up"))?)?;
+        let hidden = match self.cfg.ffn.kind {
+            FfnKind::Swiglu => (linear(x, self.w(&p("w_gate"))?)?.silu()? * up)?,
+            FfnKind::Gelu => up.gelu()?,
+        };
+        linear(&hidden, self.w(&p("w_down"))?)
+    }
+}
+
+/// `y = x·Wᵀ` for `x: [..., in]` and `W: [out, in]`.
+pub(crate) fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let dims = x.dims().to_vec();
+    let (inp, rows) = match dims.split_last() {
+        Some((&inp, lead)) => (inp, lead.iter().product::<usize>()),
+        None => return Err(TrainError::Candle(candle_core::Error::Msg("linear on a scalar".into()))),
+    };
+    let out = w.dim(0)?;
+    let y = x.reshape((rows, inp))?.matmul(&w.t()?)?;
+    let mut shape = dims;
+    if let Some(last) = shape.last_mut() {
+        *last = out;
+    }
+    Ok(y.reshape(shape)?)
+}
+
+/// An f32 constant on the CPU from f64 values.
+pub(crate) fn const_f64(values: Vec<f64>, shape: &[usize], dev: &Device) -> Result<Tensor> {
+    let v: Vec<f32> = values.into_iter().map(|x| x as f32).collect();
+    Ok(Tensor::from_vec(v, shape, dev)?.to_dtype(DType::F32)?)
+}

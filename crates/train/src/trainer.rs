@@ -1,0 +1,374 @@
+//! The training loop: AdamW, warmup + cosine schedule, global-norm clipping, seeded batches,
+//! periodic validation, resumable checkpoints and `history.json`.
+//!
+//! Output folder layout (`--out DIR`):
+//!
+//! | path | content |
+//! |---|---|
+//! | `config.json`, `model.safetensors`, `tokenizer.json` | the latest checkpoint as a core model folder |
+//! | `history.json` | [`History`]: every logged step and every validation |
+//! | `checkpoint/` | the same model files plus `optimizer.safetensors` (AdamW moments) and `state.json` |
+//!
+//! The batch of step `s` depends only on `(seed, s)`, so a resumed run sees exactly the batches an
+//! uninterrupted run would. A checkpoint is written at every validation and at the end; it is
+//! assembled in `checkpoint.tmp/` and swapped in by renames, so an interrupted write never leaves a
+//! half checkpoint (resume falls back to `checkpoint.old/`).
+
+use crate::data::TokenData;
+use crate::error::{Result, TrainError};
+use crate::model::TrainModel;
+use crate::optim::{clip_factor, lr_at, AdamW, AdamWConfig};
+use attnlab_core::lrpe::SplitMix64;
+use attnlab_core::Tokenizer;
+use candle_core::Tensor;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Options of one training run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TrainOptions {
+    /// Total optimizer steps (a resumed run continues up to this number).
+    pub steps: usize,
+    /// Sequences per batch.
+    pub batch: usize,
+    /// Tokens per sequence (inputs; targets are shifted by one).
+    pub seq_len: usize,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Final learning rate as a fraction of the peak.
+    pub min_lr_ratio: f64,
+    /// Linear warmup steps.
+    pub warmup: usize,
+    /// Seed of the batch order.
+    pub seed: u64,
+    /// Global gradient-norm limit (0 disables clipping).
+    pub grad_clip: f64,
+    /// AdamW settings.
+    pub adamw: AdamWConfig,
+    /// Validate and checkpoint every this many steps.
+    pub val_every: usize,
+    /// Validation batches (of `batch × seq_len` tokens each, from the start of the validation split).
+    pub val_batches: usize,
+    /// Stop this invocation after this step (a time-boxed segment; `--resume` continues). The
+    /// schedule still runs to `steps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_at: Option<usize>,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        TrainOptions {
+            steps: 1000,
+            batch: 16,
+            seq_len: 128,
+            lr: 3e-3,
+            min_lr_ratio: 0.1,
+            warmup: 100,
+            seed: 0,
+            grad_clip: 1.0,
+            adamw: AdamWConfig::default(),
+            val_every: 200,
+            val_batches: 8,
+            stop_at: None,
+        }
+    }
+}
+
+/// One logged training step.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StepRecord {
+    /// Steps completed (1-based).
+    pub step: usize,
+    pub loss: f32,
+    pub lr: f64,
+    pub grad_norm: f64,
+    pub tokens_per_s: f64,
+}
+
+/// One validation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ValRecord {
+    pub step: usize,
+    pub loss: f32,
+    pub perplexity: f64,
+}
+
+/// `history.json`: the run's options, the model name and every record.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct History {
+    pub model: String,
+    pub num_params: usize,
+    pub options: TrainOptions,
+    pub train: Vec<StepRecord>,
+    pub valid: Vec<ValRecord>,
+    /// Training tokens consumed.
+    pub tokens: usize,
+    /// Wall-clock seconds spent training (summed over resumed segments).
+    pub seconds: f64,
+}
+
+/// `checkpoint/state.json`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct State {
+    step: usize,
+    options: TrainOptions,
+}
+
+/// Result of [`train`].
+#[derive(Debug, Clone)]
+pub struct TrainSummary {
+    /// Steps completed in total.
+    pub step: usize,
+    /// Step the run resumed from (0 for a fresh run).
+    pub resumed_from: usize,
+    pub history: History,
+    pub out: PathBuf,
+}
+
+/// Check options against the model and the data; the first problem is returned as one line.
+pub fn check_options(opts: &TrainOptions, model: &TrainModel, data: &TokenData) -> Result<()> {
+    let cfg = model.config();
+    let pos = |name: &str, v: usize| -> Result<()> {
+        if v == 0 {
+            return Err(TrainError::option(name, "must be > 0"));
+        }
+        Ok(())
+    };
+    pos("steps", opts.steps)?;
+    pos("batch", opts.batch)?;
+    pos("seq-len", opts.seq_len)?;
+    pos("val-every", opts.val_every)?;
+    if !(opts.lr.is_finite() && opts.lr > 0.0) {
+        return Err(TrainError::option("lr", format!("{} must be finite and > 0", opts.lr)));
+    }
+    if !(0.0..=1.0).contains(&opts.min_lr_ratio) {
+        return Err(TrainError::option("min-lr-ratio", "must be in [0, 1]"));
+    }
+    if !(opts.adamw.weight_decay.is_finite() && (0.0..1.0).contains(&(opts.lr * opts.adamw.weight_decay))) {
+        return Err(TrainError::option("weight-decay", "must be finite, >= 0 and below 1/lr"));
+    }
+    if !(opts.grad_clip.is_finite() && opts.grad_clip >= 0.0) {
+        return Err(TrainError::option("grad-clip", "must be finite and >= 0"));
+    }
+    if opts.seq_len > cfg.max_context {
+        return Err(TrainError::option(
+            "seq-len",
+            format!("{} exceeds the model's max_context {}", opts.seq_len, cfg.max_context),
+        ));
+    }
+    if data.vocab > cfg.vocab_size {
+        return Err(TrainError::option(
+            "data",
+            format!("the tokenizer has {} ids but the model's vocab_size is {}", data.vocab, cfg.vocab_size),
+        ));
+    }
+    if data.train.len() < opts.seq_len + 2 {
+        return Err(TrainError::option(
+            "data",
+            format!("the training split has {} tokens, fewer than seq-len + 2", data.train.len()),
+        ));
+    }
+    if data.valid.len() < opts.seq_len + 1 {
+        return Err(TrainError::option(
+            "data",
+            format!("the validation split has {} tokens, fewer than seq-len + 1", data.valid.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// The `[batch, seq_len + 1]` token windows of step `step`: random offsets from a SplitMix64 whose
+/// state is a hash of `(seed, step)`.
+pub fn batch_for_step(data: &[u32], opts: &TrainOptions, step: usize) -> Vec<u32> {
+    let w = opts.seq_len + 1;
+    let span = (data.len() - w + 1) as u64;
+    // Hash (seed, step) into a fresh state: seeding with a linear function of the step would make
+    // consecutive steps' streams shifted copies of one another (overlapping batches).
+    let key = SplitMix64::new(step as u64).next_u64() ^ opts.seed.rotate_left(29);
+    let mut rng = SplitMix64::new(SplitMix64::new(key).next_u64());
+    let mut out = Vec::with_capacity(opts.batch * w);
+    for _ in 0..opts.batch {
+        let o = (rng.next_u64() % span) as usize;
+        out.extend_from_slice(&data[o..o + w]);
+    }
+    out
+}
+
+/// Mean validation loss over up to `val_batches` batches of consecutive windows.
+pub fn validate(model: &TrainModel, data: &[u32], opts: &TrainOptions) -> Result<f32> {
+    let w = opts.seq_len + 1;
+    let windows: Vec<&[u32]> = data.chunks_exact(w).take(opts.val_batches.max(1) * opts.batch).collect();
+    let mut total = 0.0f64;
+    let mut n = 0usize;
+    for chunk in windows.chunks(opts.batch) {
+        let flat: Vec<u32> = chunk.iter().flat_map(|c| c.iter().copied()).collect();
+        let t = Tensor::from_vec(flat, (chunk.len(), w), model.device())?;
+        let l = model.loss(&t)?.to_scalar::<f32>()?;
+        total += l as f64 * chunk.len() as f64;
+        n += chunk.len();
+    }
+    Ok((total / n.max(1) as f64) as f32)
+}
+
+fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| TrainError::bad_file(path, e.to_string()))?;
+    std::fs::write(path, s + "\n").map_err(|e| TrainError::io(path, e))
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let s = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
+    serde_json::from_str(&s).map_err(|e| TrainError::bad_file(path, e.to_string()))
+}
+
+/// Write the checkpoint of `step` (see the module docs for the layout).
+fn save_checkpoint(
+    out: &Path,
+    model: &TrainModel,
+    opt: &AdamW,
+    state: &State,
+    history: &History,
+    tokenizer_json: &str,
+) -> Result<()> {
+    let tmp = out.join("checkpoint.tmp");
+    let cur = out.join("checkpoint");
+    let old = out.join("checkpoint.old");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
+    }
+    model.save_dir(&tmp)?;
+    let tp = tmp.join("tokenizer.json");
+    std::fs::write(&tp, tokenizer_json).map_err(|e| TrainError::io(&tp, e))?;
+    opt.save(&tmp.join("optimizer.safetensors"))?;
+    write_json(&tmp.join("history.json"), history)?;
+    write_json(&tmp.join("state.json"), state)?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(|e| TrainError::io(&old, e))?;
+    }
+    if cur.exists() {
+        std::fs::rename(&cur, &old).map_err(|e| TrainError::io(&cur, e))?;
+    }
+    std::fs::rename(&tmp, &cur).map_err(|e| TrainError::io(&tmp, e))?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(|e| TrainError::io(&old, e))?;
+    }
+    // The top-level model folder (usable by every other command).
+    for name in ["config.json", "model.safetensors", "tokenizer.json", "history.json"] {
+        let (src, dst) = (cur.join(name), out.join(name));
+        std::fs::copy(&src, &dst).map_err(|e| TrainError::io(&dst, e))?;
+    }
+    Ok(())
+}
+
+/// The checkpoint folder to resume from, if any.
+fn find_checkpoint(out: &Path) -> Option<PathBuf> {
+    ["checkpoint", "checkpoint.old"].iter().map(|n| out.join(n)).find(|p| p.join("state.json").is_file())
+}
+
+/// Train `model` on `data`, writing checkpoints into `out`. With `resume` and a checkpoint in
+/// `out`, the model, optimizer moments, step and history are restored from it (the given `model`
+/// then only has to have the same config) and training continues to `opts.steps`.
+pub fn train(
+    mut model: TrainModel,
+    data: &TokenData,
+    opts: &TrainOptions,
+    out: &Path,
+    resume: bool,
+    progress: bool,
+) -> Result<TrainSummary> {
+    check_options(opts, &model, data)?;
+    Tokenizer::from_bytes(data.tokenizer_json.as_bytes())?.check_fits(model.config().vocab_size)?;
+    std::fs::create_dir_all(out).map_err(|e| TrainError::io(out, e))?;
+    let mut opt = AdamW::new(&model, opts.adamw)?;
+    let mut history = History {
+        model: model.config().name.clone(),
+        num_params: model.num_params(),
+        options: opts.clone(),
+        train: Vec::new(),
+        valid: Vec::new(),
+        tokens: 0,
+        seconds: 0.0,
+    };
+    let mut step = 0usize;
+    if resume {
+        if let Some(ck) = find_checkpoint(out) {
+            let state: State = read_json(&ck.join("state.json"))?;
+            let loaded = TrainModel::load_dir(&ck)?;
+            if loaded.config().layers != model.config().layers
+                || loaded.config().d_model != model.config().d_model
+                || loaded.config().vocab_size != model.config().vocab_size
+            {
+                return Err(TrainError::bad_file(
+                    &ck.join("config.json"),
+                    "the checkpoint's architecture differs from the requested model; use a fresh --out",
+                ));
+            }
+            model = loaded;
+            opt = AdamW::new(&model, opts.adamw)?;
+            opt.load(&ck.join("optimizer.safetensors"), state.step)?;
+            history = read_json(&ck.join("history.json"))?;
+            history.options = opts.clone();
+            step = state.step;
+        }
+    }
+    let resumed_from = step;
+    let bar = if progress {
+        let b = indicatif::ProgressBar::new(opts.steps as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed_precise}<{eta}]")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_position(step as u64);
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let tokens_per_step = opts.batch * opts.seq_len;
+    let mut last_val = history.valid.last().map(|v| v.loss);
+    let seg_start = Instant::now();
+    let seconds_before = history.seconds;
+    let end = opts.stop_at.map_or(opts.steps, |s| s.min(opts.steps));
+    while step < end {
+        let t0 = Instant::now();
+        let lr = lr_at(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_ratio);
+        let batch = batch_for_step(&data.train, opts, step);
+        let batch = Tensor::from_vec(batch, (opts.batch, opts.seq_len + 1), model.device())?;
+        let loss = model.loss(&batch)?;
+        let lv = loss.to_scalar::<f32>()?;
+        if !lv.is_finite() {
+            bar.abandon();
+            return Err(TrainError::NonFiniteLoss { step: step + 1, loss: lv });
+        }
+        let grads = loss.backward()?;
+        let vars = model.named_vars();
+        let (gnorm, factor) = clip_factor(&vars, &grads, opts.grad_clip)?;
+        if !gnorm.is_finite() {
+            bar.abandon();
+            return Err(TrainError::NonFiniteLoss { step: step + 1, loss: f32::NAN });
+        }
+        opt.step(&model, &grads, lr, factor)?;
+        step += 1;
+        let dt = t0.elapsed().as_secs_f64().max(1e-9);
+        let tps = tokens_per_step as f64 / dt;
+        history.tokens += tokens_per_step;
+        history.train.push(StepRecord { step, loss: lv, lr, grad_norm: gnorm, tokens_per_s: tps });
+        let val_msg = last_val.map(|v| format!(" val {v:.3}")).unwrap_or_default();
+        bar.set_message(format!("loss {lv:.3}{val_msg} lr {lr:.2e} {tps:.0} tok/s"));
+        bar.set_position(step as u64);
+        if step.is_multiple_of(opts.val_every) || step == end {
+            let vl = validate(&model, &data.valid, opts)?;
+            if !vl.is_finite() {
+                bar.abandon();
+                return Err(TrainError::NonFiniteLoss { step, loss: vl });
+            }
+            last_val = Some(vl);
+            history.valid.push(ValRecord { step, loss: vl, perplexity: (vl as f64).exp() });
+            history.seconds = seconds_before + seg_start.elapsed().as_secs_f64();
+            let state = State { step, options: opts.clone() };
+            save_checkpoint(out, &model, &opt, &state, &history, &data.tokenizer_json)?;
+        }
+    }
+    bar.finish();
+    history.seconds = seconds_before + seg_start.elapsed().as_secs_f64();
+    write_json(&out.join("history.json"), &history)?;
+    Ok(TrainSummary { step, resumed_from, history, out: out.to_path_buf() })
+}
