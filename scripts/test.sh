@@ -44,7 +44,7 @@ step() {
 # ---- Debian packages needed by the tests --------------------------------------------------------
 # Add packages here (installed only when missing), e.g. for GPU tests on Mesa lavapipe and the
 # browser tests:  mesa-vulkan-drivers libvulkan1 chromium
-APT_PACKAGES=()
+APT_PACKAGES=(chromium)
 # ---------------------------------------------------------------------------------------------------
 
 step "prerequisites"
@@ -93,6 +93,19 @@ cargo clippy -p attnlab-web --target "$WASM_TARGET" -- -D warnings
 
 step "build attnlab-web for wasm32 (release)"
 cargo build -p attnlab-web --target "$WASM_TARGET" --release
+
+step "end-to-end browser tests (trunk build + headless Chromium)"
+ensure_trunk
+ensure_wasm_bindgen
+command -v node >/dev/null 2>&1 || die "node is needed for the browser tests (tests/e2e)"
+cargo build -p attnlab-cli
+E2E_LOG="$(mktemp)"
+tests/e2e/run.sh "$PWD/target/debug/attnlab" 2>&1 | tee "$E2E_LOG"
+E2E_PASSED=$(sed -nE 's/^[^a-z]*pass ([0-9]+)$/\1/p' "$E2E_LOG" | tail -n 1)
+E2E_FAILED=$(sed -nE 's/^[^a-z]*fail ([0-9]+)$/\1/p' "$E2E_LOG" | tail -n 1)
+rm -f "$E2E_LOG"
+PASSED=$((PASSED + ${E2E_PASSED:-0}))
+FAILED=$((FAILED + ${E2E_FAILED:-0}))
 
 step "done"
 printf '%s\n' "${SUMMARY[@]}"
