@@ -3,85 +3,15 @@
 //! logits within relative error 1e-4 (max |Δ| / max |logit|), and the learnable position and gate
 //! parameters receive finite, non-zero gradients.
 
-use attnlab_core::config::{
-    AttentionSpec, FfnKind, LrpeCore, LrpeNormalize, LrpeP, LrpeTheta, ModelConfig, NormKind, SizePreset,
-    TransnormerFlavor, TransnormerRole, VARIANT_IDS,
-};
+use attnlab_core::config::{AttentionSpec, FfnKind, ModelConfig, NormKind, VARIANT_IDS};
 use attnlab_core::Model;
 use attnlab_train::TrainModel;
 use candle_core::Tensor;
 
-/// A small size preset that still crosses chunk (64) and Diag-block (8) boundaries in tests.
-pub fn tiny() -> SizePreset {
-    SizePreset {
-        vocab_size: 61,
-        d_model: 32,
-        n_layers: 2,
-        n_heads: 2,
-        head_dim: 16,
-        ffn_hidden: 48,
-        train_context: 32,
-        max_context: 200,
-    }
-}
-
-/// Every catalog variant plus the sub-options that change the math (TransNormer T1, LRPE cores × P,
-/// LRPE denominator, hybrids), as named configs.
-pub fn all_configs() -> Vec<(String, ModelConfig)> {
-    let mut out = Vec::new();
-    for id in VARIANT_IDS {
-        let mut cfg = ModelConfig::preset(id, tiny()).expect("preset");
-        if let AttentionSpec::Transnormer { .. } = cfg.layers[0] {
-            for l in cfg.layers.iter_mut() {
-                if let AttentionSpec::Transnormer { block_size, .. } = l {
-                    *block_size = 8;
-                }
-            }
-        }
-        out.push((id.to_string(), cfg));
-    }
-    let mut t1 = ModelConfig::preset("transnormer", tiny()).expect("preset");
-    t1.layers = vec![
-        AttentionSpec::Transnormer {
-            flavor: TransnormerFlavor::T1,
-            role: TransnormerRole::Diag,
-            block_size: 8,
-        },
-        AttentionSpec::Transnormer {
-            flavor: TransnormerFlavor::T1,
-            role: TransnormerRole::Norm,
-            block_size: 8,
-        },
-    ];
-    out.push(("transnormer-t1".into(), t1));
-    for core in [LrpeCore::Rotation, LrpeCore::Mixed, LrpeCore::Permutation, LrpeCore::Complex] {
-        for p in [LrpeP::Identity, LrpeP::Householder, LrpeP::OddEven] {
-            for theta in [LrpeTheta::Learned, LrpeTheta::Fixed] {
-                let mut cfg = ModelConfig::preset("lrpe", tiny()).expect("preset");
-                let spec = AttentionSpec::Lrpe { core, p, theta, normalize: LrpeNormalize::Rmsnorm, seed: 7 };
-                cfg.layers = vec![spec.clone(), spec];
-                out.push((format!("lrpe-{core:?}-{p:?}-{theta:?}"), cfg));
-            }
-        }
-    }
-    let mut den = ModelConfig::preset("lrpe", tiny()).expect("preset");
-    let spec = AttentionSpec::Lrpe {
-        core: LrpeCore::Permutation,
-        p: LrpeP::Identity,
-        theta: LrpeTheta::Fixed,
-        normalize: LrpeNormalize::Denominator,
-        seed: 3,
-    };
-    den.layers = vec![spec.clone(), spec];
-    out.push(("lrpe-denominator".into(), den));
-    let mut hybrid = ModelConfig::preset("regla", tiny()).expect("preset");
-    hybrid.layers[1] = AttentionSpec::Alibi { slopes: None };
-    out.push(("hybrid-regla-alibi".into(), hybrid));
-    let mut hybrid = ModelConfig::preset("gla", tiny()).expect("preset");
-    hybrid.layers[0] = AttentionSpec::default_for("mep").expect("mep");
-    out.push(("hybrid-mep-gla".into(), hybrid));
-    out
-}
+// The same small configs as the core's integration tests (every catalog id plus sub-options).
+#[path = "../../core/tests/common.rs"]
+mod common;
+use common::{all_configs, tiny};
 
 /// An untied LayerNorm + GELU hybrid (docs/model-format.md §2.6 shape) over T5, FIRE and mep-param.
 fn layernorm_hybrid() -> ModelConfig {
