@@ -44,7 +44,7 @@ step() {
 # ---- Debian packages needed by the tests --------------------------------------------------------
 # Add packages here (installed only when missing), e.g. for GPU tests on Mesa lavapipe and the
 # browser tests:  mesa-vulkan-drivers libvulkan1 chromium
-APT_PACKAGES=(chromium)
+APT_PACKAGES=(mesa-vulkan-drivers libvulkan1 chromium)
 # ---------------------------------------------------------------------------------------------------
 
 step "prerequisites"
@@ -87,6 +87,9 @@ fi
 
 step "build attnlab-core for wasm32"
 cargo build -p attnlab-core --target "$WASM_TARGET"
+
+step "build attnlab-gpu for wasm32"
+cargo build -p attnlab-gpu --target "$WASM_TARGET"
 
 step "clippy attnlab-web (wasm32)"
 cargo clippy -p attnlab-web --target "$WASM_TARGET" -- -D warnings

@@ -60,26 +60,27 @@ pub type CliResult<T> = Result<T, CliError>;
 pub enum Backend {
     /// The CPU reference runtime of attnlab-core.
     Cpu,
-    /// The wgpu backend (not built yet).
+    /// The wgpu backend of attnlab-gpu (generate, eval, bench).
     Gpu,
 }
 
 /// `--backend`, shared by every command that runs a model.
 #[derive(Debug, Clone, Args)]
 pub struct BackendArg {
-    /// Compute backend: `cpu` (the reference runtime) or `gpu` (not built yet)
+    /// Compute backend: `cpu` (the reference runtime) or `gpu` (wgpu; generate, eval and bench)
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
 }
 
 impl BackendArg {
-    /// Fail with a clear message for backends that do not exist yet.
+    /// For commands that run on the CPU only: fail with a clear message for `--backend gpu`.
     pub fn check(&self) -> CliResult<()> {
         match self.backend {
             Backend::Cpu => Ok(()),
-            Backend::Gpu => {
-                Err(CliError::usage("the GPU backend is not built yet (issue 4); use --backend cpu"))
-            }
+            Backend::Gpu => Err(CliError::usage(
+                "this command runs on the CPU reference only (--backend gpu is for generate, eval and bench); \
+                 use --backend cpu",
+            )),
         }
     }
     pub fn name(&self) -> &'static str {
@@ -101,9 +102,14 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    /// Check the backend, then load and validate the model folder.
+    /// Check the backend (CPU-only commands), then load and validate the model folder.
     pub fn load(&self) -> CliResult<Model> {
         self.backend.check()?;
+        load_model_dir(&self.model)
+    }
+
+    /// Load and validate the model folder for a command that runs on either backend.
+    pub fn load_any_backend(&self) -> CliResult<Model> {
         load_model_dir(&self.model)
     }
 }

@@ -7,6 +7,7 @@
 
 mod cmd;
 mod common;
+mod gpu;
 
 use clap::{Parser, Subcommand};
 use common::{CliError, CliResult, EXIT_RUNTIME, EXIT_USAGE};

@@ -281,6 +281,78 @@ pub struct LayerTrace {
     pub gates: Option<LayerGates>,
 }
 
+/// Prepared data of one layer's kernel, for other backends (the GPU). Borrowed from the layer, so it
+/// is exactly what the CPU kernel runs with (see [`AttnLayer::plan`]).
+#[derive(Debug, Clone, Copy)]
+pub enum LayerPlan<'a> {
+    /// `logits = scale·q·k + B`, causal; `block`: TransNormer Diag window; `relu_with_norm`: T1 Diag.
+    Softmax {
+        scale: f32,
+        bias: BiasPlan<'a>,
+        rope_base: Option<f64>,
+        block: Option<usize>,
+        relu_with_norm: bool,
+    },
+    /// Gated linear attention with feature width `dk` per head.
+    Linear { kind: LinearPlan<'a>, dk: usize },
+}
+
+/// Position bias of a softmax layer as the kernel evaluates it.
+#[derive(Debug, Clone, Copy)]
+pub enum BiasPlan<'a> {
+    None,
+    /// `values[h·len + d] = B_h(d)`.
+    Table {
+        len: usize,
+        values: &'a [f32],
+    },
+    /// FIRE parameters (see [`bias::fire_u`], [`bias::fire_mlp`]).
+    Fire {
+        c: f64,
+        l_mult: f64,
+        init_l: f64,
+        w1: &'a [f32],
+        b1: &'a [f32],
+        w2: &'a [f32],
+        b2: &'a [f32],
+    },
+}
+
+/// Linear-family specifics (weights are `[out, in]` row-major [`Linear`]s).
+#[derive(Debug, Clone, Copy)]
+pub enum LinearPlan<'a> {
+    LinearElu {
+        eps: f32,
+    },
+    TransnormerNorm {
+        flavor: TransnormerFlavor,
+    },
+    Lrpe {
+        lrpe: &'a Lrpe,
+        normalize: LrpeNormalize,
+    },
+    Gla {
+        down: &'a Linear,
+        up: &'a Linear,
+        bias: &'a [f32],
+        normalizer: f64,
+        out_gate: &'a Linear,
+        head_norm: &'a [f32],
+    },
+    Regla {
+        wg: &'a Linear,
+        bg: &'a [f32],
+        wr: &'a Linear,
+        br: &'a [f32],
+        head_norm: &'a [f32],
+    },
+    Retnet {
+        out_gate: &'a Linear,
+        head_norm: &'a [f32],
+        log_gamma: &'a [f32],
+    },
+}
+
 /// Per-token linear features of a chunk: `[T, H·dk]` for fq/fk/lg, `[T, H·dh]` for v.
 struct Features {
     fq: Vec<f32>,
@@ -451,6 +523,58 @@ impl AttnLayer {
             n_heads: h,
             head_dim: dh,
         })
+    }
+
+    /// The prepared kernel data of this layer (for other backends).
+    pub fn plan(&self) -> LayerPlan<'_> {
+        match &self.kernel {
+            Kernel::Softmax(sl) => LayerPlan::Softmax {
+                scale: sl.scale,
+                bias: match &sl.bias {
+                    Bias::None => BiasPlan::None,
+                    Bias::Table { len, values } => BiasPlan::Table { len: *len, values },
+                    Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+                        BiasPlan::Fire { c: *c, l_mult: *l_mult, init_l: *init_l, w1, b1, w2, b2 }
+                    }
+                },
+                rope_base: sl.rope_base,
+                block: match sl.window {
+                    Window::Causal => None,
+                    Window::Block(w) => Some(w),
+                },
+                relu_with_norm: sl.relu_with_norm,
+            },
+            Kernel::Linear(ll) => LayerPlan::Linear {
+                dk: ll.dk,
+                kind: match &ll.kind {
+                    LinearKind::LinearElu { eps } => LinearPlan::LinearElu { eps: *eps },
+                    LinearKind::TransnormerNorm { flavor } => LinearPlan::TransnormerNorm { flavor: *flavor },
+                    LinearKind::Lrpe { lrpe, normalize } => LinearPlan::Lrpe { lrpe, normalize: *normalize },
+                    LinearKind::Gla { down, up, bias, normalizer, out_gate, head_norm } => {
+                        LinearPlan::Gla { down, up, bias, normalizer: *normalizer, out_gate, head_norm }
+                    }
+                    LinearKind::Regla { wg, bg, wr, br, head_norm } => {
+                        LinearPlan::Regla { wg, bg, wr, br, head_norm }
+                    }
+                    LinearKind::Retnet { out_gate, head_norm, log_gamma } => {
+                        LinearPlan::Retnet { out_gate, head_norm, log_gamma }
+                    }
+                },
+            },
+        }
+    }
+
+    /// The projections `wq, wk, wv, wo`.
+    pub fn projections(&self) -> [&Linear; 4] {
+        [&self.wq, &self.wk, &self.wv, &self.wo]
+    }
+
+    /// Denominator eps of a linear layer (None: no denominator), as the CPU kernel uses it.
+    pub fn denominator_eps(&self) -> Option<f32> {
+        match &self.kernel {
+            Kernel::Linear(ll) => Self::has_denominator(ll),
+            Kernel::Softmax(_) => None,
+        }
     }
 
     /// Empty decode state for this layer.

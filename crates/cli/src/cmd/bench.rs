@@ -3,7 +3,7 @@
 use crate::common::{
     layer_variants, num, out, print_json, progress_bar, table, write_file, CliError, CliResult, ModelArgs,
 };
-use attnlab_core::Model;
+use crate::gpu::Engine;
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
@@ -20,8 +20,9 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// Context lengths, comma-separated (each at most the model's max_context)
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "128,4096")]
-    pub contexts: Vec<usize>,
+    /// [default: 128,512,2048,8192, those within max_context]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub contexts: Option<Vec<usize>>,
     /// Decode steps N measured at each context
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     pub decode_tokens: u32,
@@ -84,15 +85,20 @@ struct Point {
     state_bytes: usize,
 }
 
-fn measure(model: &Model, tokens: &[u32], c: usize, n: usize) -> CliResult<(f64, f64, usize)> {
-    let mut s = model.session();
+/// Default contexts of the report.
+pub const DEFAULT_CONTEXTS: [usize; 4] = [128, 512, 2048, 8192];
+
+/// Session set-up (GPU: buffer allocation) is outside the timed region; prefill time includes the
+/// readback of the last logits, each decode step the readback of its logits.
+fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliResult<(f64, f64, usize)> {
+    let mut s = engine.session()?;
     let t = Instant::now();
     s.prefill(&tokens[..c])?;
     let prefill = t.elapsed().as_secs_f64();
     let state_bytes = s.state_bytes();
     drop(s);
 
-    let mut s = model.session();
+    let mut s = engine.session()?;
     s.prefill(&tokens[..c - n])?;
     let t = Instant::now();
     for &id in &tokens[c - n..c] {
@@ -102,39 +108,46 @@ fn measure(model: &Model, tokens: &[u32], c: usize, n: usize) -> CliResult<(f64,
 }
 
 pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
-    a.model.backend.check()?;
-    if a.contexts.is_empty() {
-        return Err(CliError::usage("--contexts is empty"));
-    }
     let n = a.decode_tokens as usize;
-    let model = a.model.load()?;
+    let model = a.model.load_any_backend()?;
     let cfg = model.config();
     let max = cfg.max_context;
-    let too_long: Vec<String> = a.contexts.iter().filter(|&&c| c > max).map(usize::to_string).collect();
+    let contexts = match &a.contexts {
+        Some(c) => c.clone(),
+        None => DEFAULT_CONTEXTS.iter().copied().filter(|&c| c <= max).collect(),
+    };
+    if contexts.is_empty() {
+        return Err(CliError::usage(format!(
+            "no context to measure: --contexts is empty or the defaults exceed the model's max_context {max}"
+        )));
+    }
+    let too_long: Vec<String> = contexts.iter().filter(|&&c| c > max).map(usize::to_string).collect();
     if !too_long.is_empty() {
         return Err(CliError::usage(format!(
             "--contexts {} exceed the model's max_context {max}",
             too_long.join(",")
         )));
     }
-    let too_short: Vec<String> = a.contexts.iter().filter(|&&c| c <= n).map(usize::to_string).collect();
+    let too_short: Vec<String> = contexts.iter().filter(|&&c| c <= n).map(usize::to_string).collect();
     if !too_short.is_empty() {
         return Err(CliError::usage(format!(
             "--contexts {} must be larger than --decode-tokens {n} (decode is measured after a prefill of context − N tokens)",
             too_short.join(",")
         )));
     }
-    let longest = a.contexts.iter().copied().max().unwrap_or(0);
+    let longest = contexts.iter().copied().max().unwrap_or(0);
     let tokens = bench_tokens(longest, cfg.vocab_size);
     let params = model.weights().num_params();
 
-    let pb = progress_bar((a.contexts.len() * a.repeats as usize) as u64, "bench", json);
+    let mut engine = Engine::new(&model, a.model.backend.backend)?;
+    let device = engine.device();
+    let pb = progress_bar((contexts.len() * a.repeats as usize) as u64, "bench", json);
     let mut points = Vec::new();
-    for &c in &a.contexts {
+    for &c in &contexts {
         pb.set_message(format!("ctx {c}"));
         let (mut pre, mut dec, mut bytes) = (Vec::new(), Vec::new(), 0);
         for _ in 0..a.repeats {
-            let (p, d, b) = measure(&model, &tokens, c, n)?;
+            let (p, d, b) = measure(&mut engine, &tokens, c, n)?;
             pre.push(p);
             dec.push(d);
             bytes = b;
@@ -145,10 +158,18 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     pb.finish_and_clear();
 
     let tps = |tokens: usize, s: f64| if s > 0.0 { tokens as f64 / s } else { f64::INFINITY };
+    // Decode time per token at the longest context ÷ at the shortest (1 = flat).
+    let ratio = match (points.iter().min_by_key(|p| p.context), points.iter().max_by_key(|p| p.context)) {
+        (Some(lo), Some(hi)) if lo.decode_s > 0.0 => {
+            Some((lo.context, hi.context, hi.decode_s / lo.decode_s))
+        }
+        _ => None,
+    };
     let report = json!({
         "attnlab_version": env!("CARGO_PKG_VERSION"),
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "backend": a.model.backend.name(),
+        "device": device,
         "machine": machine(),
         "model": {
             "path": a.model.model.display().to_string(),
@@ -164,6 +185,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         },
         "decode_tokens": n,
         "repeats": a.repeats,
+        "decode_time_ratio": ratio.map(|(lo, hi, r)| json!({ "from_context": lo, "to_context": hi, "ratio": r })),
         "results": points.iter().map(|p| json!({
             "context": p.context,
             "prefill_tokens": p.context,
@@ -218,6 +240,12 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         &rows,
         &[],
     ));
+    if let Some((lo, hi, r)) = ratio {
+        s.push_str(&format!("decode time per token at {hi} ÷ at {lo}: {r:.2}\n"));
+    }
+    if let Some(d) = &device {
+        s.push_str(&format!("device: {d}\n"));
+    }
     if let Some(path) = &a.out {
         s.push_str(&format!("report written to {}\n", path.display()));
     }

@@ -1,6 +1,7 @@
 //! `attnlab generate`: prefill the prompt, then sample token by token through the decode path.
 
 use crate::common::{f32_json, load_tokenizer, out, print_json, CliError, CliResult, ModelArgs};
+use crate::gpu::Engine;
 use attnlab_core::sampling::{Sampler, SamplingConfig};
 use attnlab_core::tokenizer::EOS_TOKEN;
 use clap::Args;
@@ -72,14 +73,13 @@ impl Stream {
 }
 
 pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
-    a.model.backend.check()?;
     if a.prompt.is_empty() {
         return Err(CliError::usage("empty prompt: give --prompt some text"));
     }
     let sampling =
         SamplingConfig { temperature: a.temperature, top_k: a.top_k, top_p: a.top_p, seed: a.seed };
     let mut sampler = Sampler::new(sampling)?;
-    let model = a.model.load()?;
+    let model = a.model.load_any_backend()?;
     let tok = load_tokenizer(&a.model.model, &model)?;
     let prompt_ids = tok.encode(&a.prompt).map_err(|e| CliError::runtime(e.to_string()))?;
     if prompt_ids.is_empty() {
@@ -97,7 +97,8 @@ pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
     }
     let eos = if a.ignore_eos { None } else { tok.token_to_id(EOS_TOKEN) };
 
-    let mut session = model.session();
+    let mut engine = Engine::new(&model, a.model.backend.backend)?;
+    let mut session = engine.session()?;
     let t0 = Instant::now();
     let mut logits = session.prefill(&prompt_ids)?;
     let prefill_time = t0.elapsed();

@@ -1,0 +1,196 @@
+//! Adapter and device negotiation, error capture and async readback.
+
+use crate::error::{GpuError, Result};
+use std::sync::{Arc, Mutex};
+
+/// What the adapter offers, as negotiated (the device is created with the adapter's own limits).
+#[derive(Debug, Clone)]
+pub struct GpuCaps {
+    /// Adapter name and backend.
+    pub adapter: String,
+    /// Largest storage-buffer binding in bytes.
+    pub max_storage_binding: u64,
+    /// Largest buffer in bytes.
+    pub max_buffer: u64,
+    /// Storage buffers per shader stage.
+    pub max_storage_buffers_per_stage: u32,
+    /// Invocations per workgroup.
+    pub max_invocations_per_workgroup: u32,
+    /// Workgroups per dispatch dimension.
+    pub max_workgroups_per_dim: u32,
+    /// Workgroup shared memory in bytes.
+    pub max_workgroup_storage: u32,
+    /// `shader-f16` is available (not required: every kernel has an f32 path, the only one used).
+    pub shader_f16: bool,
+    /// Subgroup operations are available (not required, not used).
+    pub subgroups: bool,
+}
+
+#[derive(Default)]
+struct Sticky {
+    lost: Option<String>,
+    error: Option<GpuError>,
+}
+
+/// A device and queue plus the errors they reported.
+#[derive(Clone)]
+pub struct GpuContext {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    caps: GpuCaps,
+    sticky: Arc<Mutex<Sticky>>,
+}
+
+impl std::fmt::Debug for GpuContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuContext").field("caps", &self.caps).finish()
+    }
+}
+
+/// What the kernels need at the least (checked against the adapter before anything is created).
+const NEED_STORAGE_PER_STAGE: u32 = 7;
+const NEED_INVOCATIONS: u32 = 256;
+const NEED_WORKGROUP_STORAGE: u32 = 2048;
+
+impl GpuContext {
+    /// Find an adapter, read its limits and features, and create a device with them.
+    pub async fn new() -> Result<GpuContext> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let features = adapter.features();
+        let caps = GpuCaps {
+            adapter: format!("{} ({:?})", info.name, info.backend),
+            max_storage_binding: limits.max_storage_buffer_binding_size,
+            max_buffer: limits.max_buffer_size,
+            max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
+            max_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+            max_workgroups_per_dim: limits.max_compute_workgroups_per_dimension,
+            max_workgroup_storage: limits.max_compute_workgroup_storage_size,
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+        };
+        if caps.max_storage_buffers_per_stage < NEED_STORAGE_PER_STAGE
+            || caps.max_invocations_per_workgroup < NEED_INVOCATIONS
+            || caps.max_workgroup_storage < NEED_WORKGROUP_STORAGE
+            || limits.max_compute_workgroup_size_x < 64
+            || limits.max_compute_workgroup_size_y < 16
+        {
+            return Err(GpuError::Unsupported(format!(
+                "adapter {} offers {} storage buffers per stage, {} invocations and {} bytes of shared \
+                 memory per workgroup; the kernels need {NEED_STORAGE_PER_STAGE}, {NEED_INVOCATIONS} and \
+                 {NEED_WORKGROUP_STORAGE}",
+                caps.adapter,
+                caps.max_storage_buffers_per_stage,
+                caps.max_invocations_per_workgroup,
+                caps.max_workgroup_storage
+            )));
+        }
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("attnlab"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
+        let sticky = Arc::new(Mutex::new(Sticky::default()));
+        let s = sticky.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            if let Ok(mut g) = s.lock() {
+                g.lost = Some(format!("{reason:?}: {msg}"));
+            }
+        });
+        let s = sticky.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut g) = s.lock() {
+                if g.error.is_none() {
+                    g.error = Some(convert(e));
+                }
+            }
+        }));
+        Ok(GpuContext { device, queue, caps, sticky })
+    }
+
+    /// The negotiated capabilities.
+    pub fn caps(&self) -> &GpuCaps {
+        &self.caps
+    }
+
+    /// Fail if the device was lost or reported an error outside a scope.
+    pub(crate) fn check(&self) -> Result<()> {
+        let mut g = self.sticky.lock().map_err(|_| GpuError::DeviceLost("error state poisoned".into()))?;
+        if let Some(l) = &g.lost {
+            return Err(GpuError::DeviceLost(l.clone()));
+        }
+        match g.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Fail with [`GpuError::ModelTooLarge`] if a buffer of `bytes` cannot be bound.
+    pub(crate) fn check_size(&self, what: &str, bytes: u64) -> Result<()> {
+        let limit = self.caps.max_storage_binding.min(self.caps.max_buffer);
+        if bytes > limit {
+            return Err(GpuError::ModelTooLarge { what: what.to_string(), bytes, limit });
+        }
+        Ok(())
+    }
+
+    /// Run `f` inside out-of-memory and validation error scopes.
+    pub(crate) async fn scoped<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        self.check()?;
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let val = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = f();
+        let v = val.pop().await;
+        let o = oom.pop().await;
+        if let Some(e) = o.or(v) {
+            return Err(convert(e));
+        }
+        self.check()?;
+        Ok(out)
+    }
+
+    /// Map `buf` (MAP_READ) and copy out `len` f32/u32 words.
+    pub(crate) async fn read_words(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<u32>> {
+        let bytes = (len * 4) as u64;
+        let slice = buf.slice(0..bytes);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        let res = rx.await.map_err(|_| GpuError::Readback("map callback dropped".into()))?;
+        self.check()?;
+        res.map_err(|e| GpuError::Readback(e.to_string()))?;
+        let out = {
+            let view = slice.get_mapped_range().map_err(|e| GpuError::Readback(e.to_string()))?;
+            view.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+        };
+        buf.unmap();
+        Ok(out)
+    }
+}
+
+fn convert(e: wgpu::Error) -> GpuError {
+    match e {
+        wgpu::Error::OutOfMemory { source } => GpuError::OutOfMemory(source.to_string()),
+        wgpu::Error::Validation { description, .. } => GpuError::Validation(description),
+        wgpu::Error::Internal { description, .. } => GpuError::Validation(description),
+    }
+}

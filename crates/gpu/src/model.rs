@@ -1,0 +1,1275 @@
+//! GPU model (weights + prepared per-layer data) and session (activations, KV caches, states).
+//!
+//! A forward pass is a list of [`Op`]s (pipeline + bind group + dispatch shape) built once per
+//! session; each submission writes the step uniform (rows, first position) and the token ids, then
+//! records the ops of every layer into one compute pass. Prefill runs in chunks of [`CHUNK`] rows
+//! (softmax layers read the KV cache, linear layers carry their state), so activations stay
+//! bounded and nothing n×n is ever stored.
+
+use crate::context::GpuContext;
+use crate::error::{GpuError, Result};
+use crate::shaders;
+use attnlab_core::attention::{BiasPlan, LayerPlan, LinearPlan};
+use attnlab_core::config::{
+    AbsolutePosition, FfnKind, LrpeCore, LrpeNormalize, LrpeP, ModelConfig, NormKind, TransnormerFlavor,
+};
+use attnlab_core::{gates, lrpe, ops, Error as CoreError, Model};
+use std::collections::HashMap;
+use wgpu::util::DeviceExt;
+
+/// Prefill rows per submission (activation buffers hold this many rows).
+pub const CHUNK: usize = 256;
+/// Largest head dim the kernels hold in registers.
+const MAX_DH: usize = 128;
+/// Loop iterations one scan invocation may spend per submission (rows × dk).
+const SCAN_BUDGET: usize = 32768;
+/// Largest linear feature width per head.
+const MAX_DK: usize = 256;
+
+#[derive(Clone, Copy)]
+enum Bind {
+    Uniform,
+    Read,
+    Write,
+}
+
+struct Pipe {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+/// Dispatch shape of an op as a function of the step's row count.
+#[derive(Clone, Copy)]
+enum Disp {
+    /// `rows · per_row` invocations of a 64-wide kernel.
+    Threads(u32),
+    /// A fixed number of invocations of a 64-wide kernel.
+    Fixed(u32),
+    /// Matmul 16×16 tiles over (out, rows); `last`: only the last row.
+    Mat { outd: u32, last: bool },
+    /// One workgroup per (group, row).
+    Norm(u32),
+}
+
+struct Op {
+    pipe: usize,
+    bind: wgpu::BindGroup,
+    disp: Disp,
+}
+
+struct NormG {
+    kind: u32,
+    eps: f32,
+    w: wgpu::Buffer,
+    b: Option<wgpu::Buffer>,
+}
+
+enum Gate {
+    None,
+    Gla { down: wgpu::Buffer, up: wgpu::Buffer, rank: usize },
+    Regla { wgr: wgpu::Buffer },
+}
+
+enum Post {
+    None,
+    Simple,
+    HeadNorm { gain: wgpu::Buffer },
+    HeadNormGate { gain: wgpu::Buffer, out_gate: wgpu::Buffer },
+}
+
+enum Kind {
+    Softmax {
+        bias_kind: u32,
+        params: Vec<u32>,
+        aux: wgpu::Buffer,
+        rope: Option<wgpu::Buffer>,
+        relu_norm: bool,
+    },
+    Linear {
+        feat_kind: u32,
+        params: Vec<u32>,
+        aux: wgpu::Buffer,
+        dk: usize,
+        den_eps: f32,
+        gate: Gate,
+        post: Post,
+    },
+}
+
+struct LayerG {
+    attn_norm: NormG,
+    ffn_norm: NormG,
+    wqkv: wgpu::Buffer,
+    wo: wgpu::Buffer,
+    ffn_gate: Option<wgpu::Buffer>,
+    ffn_up: wgpu::Buffer,
+    ffn_down: wgpu::Buffer,
+    kind: Kind,
+}
+
+/// A model uploaded to the GPU.
+pub struct GpuModel {
+    ctx: GpuContext,
+    cfg: ModelConfig,
+    pipes: Vec<Pipe>,
+    pipe_ids: HashMap<String, usize>,
+    modules: HashMap<&'static str, wgpu::ShaderModule>,
+    emb: wgpu::Buffer,
+    head: wgpu::Buffer,
+    pe: wgpu::Buffer,
+    final_norm: NormG,
+    layers: Vec<LayerG>,
+    dummy: wgpu::Buffer,
+}
+
+impl std::fmt::Debug for GpuModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuModel").field("model", &self.cfg.name).field("layers", &self.layers.len()).finish()
+    }
+}
+
+fn fb(x: f32) -> u32 {
+    x.to_bits()
+}
+
+fn usize_u32(what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| GpuError::Unsupported(format!("{what} = {v} does not fit in 32 bits")))
+}
+
+/// Host-side data of one layer before upload.
+struct LayerData {
+    attn_norm: (Vec<f32>, Option<Vec<f32>>),
+    ffn_norm: (Vec<f32>, Option<Vec<f32>>),
+    wqkv: Vec<f32>,
+    wo: Vec<f32>,
+    ffn_gate: Option<Vec<f32>>,
+    ffn_up: Vec<f32>,
+    ffn_down: Vec<f32>,
+    kind: KindData,
+}
+
+enum KindData {
+    Softmax {
+        bias_kind: u32,
+        params: Vec<u32>,
+        aux: Vec<f32>,
+        rope: Option<Vec<f32>>,
+        relu_norm: bool,
+    },
+    Linear {
+        feat_kind: u32,
+        params: Vec<u32>,
+        aux: Vec<f32>,
+        dk: usize,
+        den_eps: f32,
+        gate: GateData,
+        post: PostData,
+    },
+}
+
+enum GateData {
+    None,
+    Gla { down: Vec<f32>, up: Vec<f32>, rank: usize },
+    Regla { wgr: Vec<f32> },
+}
+
+enum PostData {
+    None,
+    Simple,
+    HeadNorm { gain: Vec<f32> },
+    HeadNormGate { gain: Vec<f32>, out_gate: Vec<f32> },
+}
+
+/// `[ctx, n, 2]` table of (cos, sin) of `pos · angle[k]`, in f64.
+fn cos_sin_table(ctx: usize, angles: &[f64]) -> Vec<f32> {
+    let mut t = Vec::with_capacity(ctx * angles.len() * 2);
+    for s in 0..ctx {
+        for &a in angles {
+            let (sin, cos) = (s as f64 * a).sin_cos();
+            t.push(cos as f32);
+            t.push(sin as f32);
+        }
+    }
+    t
+}
+
+fn rope_table(ctx: usize, dh: usize, base: f64) -> Vec<f32> {
+    let angles: Vec<f64> = (0..dh / 2).map(|k| lrpe::inv_freq(base, k, dh)).collect();
+    cos_sin_table(ctx, &angles)
+}
+
+fn layer_data(model: &Model, i: usize) -> Result<LayerData> {
+    let cfg = model.config();
+    let w = model.weights();
+    let (h, dh, ctx) = (cfg.n_heads, cfg.head_dim, cfg.max_context);
+    let a = h * dh;
+    let attn = model
+        .attention(i)
+        .ok_or_else(|| CoreError::arg("layer", format!("layer {i} is missing from the model")))?;
+    let norm = |name: &str| -> Result<(Vec<f32>, Option<Vec<f32>>)> {
+        let g = w.get(&format!("{name}.weight"))?.to_vec();
+        let b = match cfg.norm.kind {
+            NormKind::Layernorm => Some(w.get(&format!("{name}.bias"))?.to_vec()),
+            NormKind::Rmsnorm => None,
+        };
+        Ok((g, b))
+    };
+    let [wq, wk, wv, wo] = attn.projections();
+    let mut wqkv = Vec::with_capacity(3 * a * cfg.d_model);
+    wqkv.extend_from_slice(&wq.w);
+    wqkv.extend_from_slice(&wk.w);
+    wqkv.extend_from_slice(&wv.w);
+    let kind = match attn.plan() {
+        LayerPlan::Softmax { scale, bias, rope_base, block, relu_with_norm } => {
+            let (bias_kind, aux, table_len, hidden, c, thr) = match bias {
+                BiasPlan::None => (0u32, Vec::new(), 0usize, 0usize, 0.0f32, 0.0f32),
+                BiasPlan::Table { len, values } => (1, values.to_vec(), len, 0, 0.0, 0.0),
+                BiasPlan::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+                    let mut aux = Vec::new();
+                    aux.extend_from_slice(w1);
+                    aux.extend_from_slice(b1);
+                    aux.extend_from_slice(w2);
+                    aux.extend_from_slice(b2);
+                    (2, aux, 0, w1.len(), c as f32, (l_mult * init_l).abs() as f32)
+                }
+            };
+            let params = vec![
+                usize_u32("heads", h)?,
+                usize_u32("head_dim", dh)?,
+                usize_u32("attn_dim", a)?,
+                usize_u32("block", block.unwrap_or(0))?,
+                fb(scale),
+                u32::from(relu_with_norm),
+                usize_u32("table", table_len)?,
+                usize_u32("fire hidden", hidden)?,
+                fb(c),
+                fb(thr),
+                0,
+                0,
+            ];
+            let rope = rope_base.map(|base| rope_table(ctx, dh, base));
+            KindData::Softmax { bias_kind, params, aux, rope, relu_norm: relu_with_norm }
+        }
+        LayerPlan::Linear { kind, dk } => {
+            let den_eps = attn.denominator_eps().unwrap_or(0.0);
+            // (feat kind, plus_one, lrpe_p, lrpe_core, n_angles, scale, normalizer, off_tab, off_vec, gpre_stride)
+            let mut pm = [0u32; 16];
+            pm[0] = usize_u32("heads", h)?;
+            pm[1] = usize_u32("head_dim", dh)?;
+            pm[2] = usize_u32("dk", dk)?;
+            pm[3] = usize_u32("attn_dim", a)?;
+            let mut aux = Vec::new();
+            let (feat_kind, gate, post) = match kind {
+                LinearPlan::LinearElu { .. } => {
+                    pm[4] = 1;
+                    (0, GateData::None, PostData::None)
+                }
+                LinearPlan::TransnormerNorm { flavor } => {
+                    pm[4] = u32::from(flavor == TransnormerFlavor::T2);
+                    (0, GateData::None, PostData::Simple)
+                }
+                LinearPlan::Lrpe { lrpe: l, normalize } => {
+                    pm[5] = match l.p() {
+                        LrpeP::Identity => 0,
+                        LrpeP::Householder => 1,
+                        LrpeP::OddEven => 2,
+                    };
+                    if let Some(v) = l.householder_v() {
+                        aux.extend(v.iter().map(|&x| x as f32));
+                    } else {
+                        aux.resize(dh, 0.0);
+                    }
+                    pm[11] = 0;
+                    pm[10] = usize_u32("aux", aux.len())?;
+                    match l.core() {
+                        LrpeCore::Rotation | LrpeCore::Mixed => {
+                            pm[6] = 0;
+                            pm[7] = usize_u32("angles", l.angles().len())?;
+                            aux.extend(cos_sin_table(ctx, l.angles()));
+                        }
+                        LrpeCore::Permutation => {
+                            pm[6] = 1;
+                            for s in 0..ctx {
+                                for j in 0..dh {
+                                    aux.push(l.perm_power(s, j) as f32);
+                                }
+                            }
+                        }
+                        LrpeCore::Complex => {
+                            pm[6] = 2;
+                            aux.extend(cos_sin_table(ctx, l.angles()));
+                        }
+                    }
+                    let post = match normalize {
+                        LrpeNormalize::Rmsnorm => PostData::Simple,
+                        LrpeNormalize::Denominator => PostData::None,
+                    };
+                    (1, GateData::None, post)
+                }
+                LinearPlan::Gla { down, up, bias, normalizer, out_gate, head_norm } => {
+                    pm[8] = fb(1.0 / (dh as f32).sqrt());
+                    pm[9] = fb(normalizer as f32);
+                    pm[12] = usize_u32("attn_dim", a)?;
+                    aux.extend_from_slice(bias);
+                    (
+                        2,
+                        GateData::Gla { down: down.w.clone(), up: up.w.clone(), rank: down.out },
+                        PostData::HeadNormGate { gain: head_norm.to_vec(), out_gate: out_gate.w.clone() },
+                    )
+                }
+                LinearPlan::Regla { wg, bg, wr, br, head_norm } => {
+                    pm[8] = fb(gates::regla_scale(dh) as f32);
+                    pm[12] = usize_u32("attn_dim", 2 * a)?;
+                    aux.extend_from_slice(bg);
+                    aux.extend_from_slice(br);
+                    let mut wgr = wg.w.clone();
+                    wgr.extend_from_slice(&wr.w);
+                    (3, GateData::Regla { wgr }, PostData::HeadNorm { gain: head_norm.to_vec() })
+                }
+                LinearPlan::Retnet { out_gate, head_norm, log_gamma } => {
+                    pm[8] = fb(1.0 / (dh as f32).sqrt());
+                    aux.extend_from_slice(log_gamma);
+                    pm[10] = usize_u32("aux", aux.len())?;
+                    aux.extend(rope_table(ctx, dh, 10000.0));
+                    (
+                        4,
+                        GateData::None,
+                        PostData::HeadNormGate { gain: head_norm.to_vec(), out_gate: out_gate.w.clone() },
+                    )
+                }
+            };
+            KindData::Linear { feat_kind, params: pm.to_vec(), aux, dk, den_eps, gate, post }
+        }
+    };
+    let ffn = |n: &str| -> Result<Vec<f32>> { Ok(w.get(&format!("layers.{i}.ffn.{n}"))?.to_vec()) };
+    Ok(LayerData {
+        attn_norm: norm(&format!("layers.{i}.attn_norm"))?,
+        ffn_norm: norm(&format!("layers.{i}.ffn_norm"))?,
+        wqkv,
+        wo: wo.w.clone(),
+        ffn_gate: if cfg.ffn.kind == FfnKind::Swiglu { Some(ffn("w_gate")?) } else { None },
+        ffn_up: ffn("w_up")?,
+        ffn_down: ffn("w_down")?,
+        kind,
+    })
+}
+
+impl GpuModel {
+    /// Upload `model`. Sizes are checked against the adapter's limits before any buffer exists.
+    pub async fn new(ctx: GpuContext, model: &Model) -> Result<GpuModel> {
+        let cfg = model.config().clone();
+        let (d, dh) = (cfg.d_model, cfg.head_dim);
+        if dh > MAX_DH {
+            return Err(GpuError::Unsupported(format!("head_dim {dh} exceeds the kernels' {MAX_DH}")));
+        }
+        let w = model.weights();
+        let emb = w.get("tok_emb.weight")?.to_vec();
+        let head = if cfg.tie_embeddings { None } else { Some(w.get("lm_head.weight")?.to_vec()) };
+        let final_norm = {
+            let g = w.get("final_norm.weight")?.to_vec();
+            let b = match cfg.norm.kind {
+                NormKind::Layernorm => Some(w.get("final_norm.bias")?.to_vec()),
+                NormKind::Rmsnorm => None,
+            };
+            (g, b)
+        };
+        let pe = if cfg.absolute_position == AbsolutePosition::Sinusoidal {
+            let mut t = vec![0.0f32; cfg.max_context * d];
+            for (s, row) in t.chunks_exact_mut(d).enumerate() {
+                ops::sinusoidal_embedding(s, d, row);
+            }
+            t
+        } else {
+            Vec::new()
+        };
+        let layers: Vec<LayerData> =
+            (0..cfg.n_layers).map(|i| layer_data(model, i)).collect::<Result<_>>()?;
+        // Limits first: every buffer this model will hold.
+        let check = |what: String, n: usize| ctx.check_size(&what, 4 * n as u64);
+        check("tok_emb.weight".into(), emb.len())?;
+        if let Some(hd) = &head {
+            check("lm_head.weight".into(), hd.len())?;
+        }
+        check("sinusoidal table".into(), pe.len())?;
+        for (i, l) in layers.iter().enumerate() {
+            check(format!("layers.{i}.attn.wqkv"), l.wqkv.len())?;
+            check(format!("layers.{i}.ffn.w_up"), l.ffn_up.len())?;
+            check(format!("layers.{i}.ffn.w_down"), l.ffn_down.len())?;
+            match &l.kind {
+                KindData::Softmax { aux, rope, .. } => {
+                    check(format!("layers.{i} bias table"), aux.len())?;
+                    check(format!("layers.{i} rope table"), rope.as_ref().map_or(0, Vec::len))?;
+                }
+                KindData::Linear { aux, dk, .. } => {
+                    if *dk > MAX_DK {
+                        return Err(GpuError::Unsupported(format!(
+                            "layer {i}: feature width {dk} exceeds the kernels' {MAX_DK}"
+                        )));
+                    }
+                    check(format!("layers.{i} feature tables"), aux.len())?;
+                }
+            }
+        }
+        let c2 = ctx.clone();
+        let built = c2
+            .scoped(|| {
+                let dev = &ctx.device;
+                let buf = |label: &str, data: &[f32]| storage(dev, label, data);
+                let norm = |label: &str, n: &(Vec<f32>, Option<Vec<f32>>)| NormG {
+                    kind: if n.1.is_some() { 1 } else { 0 },
+                    eps: cfg.norm.eps as f32,
+                    w: buf(label, &n.0),
+                    b: n.1.as_ref().map(|b| buf(label, b)),
+                };
+                let emb_b = buf("tok_emb", &emb);
+                let head_b = match &head {
+                    Some(hd) => buf("lm_head", hd),
+                    None => emb_b.clone(),
+                };
+                let layers_g: Vec<LayerG> = layers
+                    .iter()
+                    .map(|l| LayerG {
+                        attn_norm: norm("attn_norm", &l.attn_norm),
+                        ffn_norm: norm("ffn_norm", &l.ffn_norm),
+                        wqkv: buf("wqkv", &l.wqkv),
+                        wo: buf("wo", &l.wo),
+                        ffn_gate: l.ffn_gate.as_ref().map(|g| buf("w_gate", g)),
+                        ffn_up: buf("w_up", &l.ffn_up),
+                        ffn_down: buf("w_down", &l.ffn_down),
+                        kind: match &l.kind {
+                            KindData::Softmax { bias_kind, params, aux, rope, relu_norm } => Kind::Softmax {
+                                bias_kind: *bias_kind,
+                                params: params.clone(),
+                                aux: buf("attn aux", aux),
+                                rope: rope.as_ref().map(|r| buf("rope", r)),
+                                relu_norm: *relu_norm,
+                            },
+                            KindData::Linear { feat_kind, params, aux, dk, den_eps, gate, post } => {
+                                Kind::Linear {
+                                    feat_kind: *feat_kind,
+                                    params: params.clone(),
+                                    aux: buf("linear aux", aux),
+                                    dk: *dk,
+                                    den_eps: *den_eps,
+                                    gate: match gate {
+                                        GateData::None => Gate::None,
+                                        GateData::Gla { down, up, rank } => Gate::Gla {
+                                            down: buf("gla down", down),
+                                            up: buf("gla up", up),
+                                            rank: *rank,
+                                        },
+                                        GateData::Regla { wgr } => Gate::Regla { wgr: buf("regla wgr", wgr) },
+                                    },
+                                    post: match post {
+                                        PostData::None => Post::None,
+                                        PostData::Simple => Post::Simple,
+                                        PostData::HeadNorm { gain } => {
+                                            Post::HeadNorm { gain: buf("head norm", gain) }
+                                        }
+                                        PostData::HeadNormGate { gain, out_gate } => Post::HeadNormGate {
+                                            gain: buf("head norm", gain),
+                                            out_gate: buf("out gate", out_gate),
+                                        },
+                                    },
+                                }
+                            }
+                        },
+                    })
+                    .collect();
+                (emb_b, head_b, buf("pe", &pe), norm("final_norm", &final_norm), layers_g, buf("dummy", &[]))
+            })
+            .await?;
+        let (emb, head, pe, final_norm, layers, dummy) = built;
+        Ok(GpuModel {
+            ctx,
+            cfg,
+            pipes: Vec::new(),
+            pipe_ids: HashMap::new(),
+            modules: HashMap::new(),
+            emb,
+            head,
+            pe,
+            final_norm,
+            layers,
+            dummy,
+        })
+    }
+
+    /// The model's config.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The device this model lives on.
+    pub fn context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
+    /// Get or build a pipeline for (shader, entry, override constants) with an explicit layout.
+    fn pipe(
+        &mut self,
+        name: &'static str,
+        src: &'static str,
+        entry: &str,
+        consts: &[(&str, f64)],
+        slots: &[(u32, Bind)],
+    ) -> usize {
+        let key = format!("{name}:{entry}:{consts:?}");
+        if let Some(&i) = self.pipe_ids.get(&key) {
+            return i;
+        }
+        let dev = &self.ctx.device;
+        let module = self
+            .modules
+            .entry(name)
+            .or_insert_with(|| {
+                dev.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(name),
+                    source: wgpu::ShaderSource::Wgsl(src.into()),
+                })
+            })
+            .clone();
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
+            .iter()
+            .map(|&(binding, k)| wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: match k {
+                        Bind::Uniform => wgpu::BufferBindingType::Uniform,
+                        Bind::Read => wgpu::BufferBindingType::Storage { read_only: true },
+                        Bind::Write => wgpu::BufferBindingType::Storage { read_only: false },
+                    },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        let layout = dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(name),
+            entries: &entries,
+        });
+        let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = dev.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(name),
+            layout: Some(&pl),
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: consts,
+                zero_initialize_workgroup_memory: true,
+            },
+            cache: None,
+        });
+        self.pipes.push(Pipe { pipeline, layout });
+        self.pipe_ids.insert(key, self.pipes.len() - 1);
+        self.pipes.len() - 1
+    }
+
+    /// A new decode session with all state on the GPU (sized for the model's max_context).
+    pub async fn session(&mut self) -> Result<GpuSession<'_>> {
+        GpuSession::new(self, CHUNK).await
+    }
+
+    /// A session whose prefill submits at most `rows` tokens at a time (1..=[`CHUNK`]).
+    pub async fn session_with_chunk(&mut self, rows: usize) -> Result<GpuSession<'_>> {
+        GpuSession::new(self, rows.clamp(1, CHUNK)).await
+    }
+}
+
+fn storage(dev: &wgpu::Device, label: &str, data: &[f32]) -> wgpu::Buffer {
+    let mut bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+    if bytes.len() < 16 {
+        bytes.resize(16, 0);
+    }
+    dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some(label),
+        contents: &bytes,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+    })
+}
+
+fn uniform(dev: &wgpu::Device, words: &[u32]) -> wgpu::Buffer {
+    let mut bytes: Vec<u8> = words.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let n = bytes.len().div_ceil(16).max(1) * 16;
+    bytes.resize(n, 0);
+    dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some("params"),
+        contents: &bytes,
+        usage: wgpu::BufferUsages::UNIFORM,
+    })
+}
+
+fn zeros(dev: &wgpu::Device, label: &str, n: usize, extra: wgpu::BufferUsages) -> wgpu::Buffer {
+    dev.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: (4 * n.max(4)) as u64,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_DST
+            | wgpu::BufferUsages::COPY_SRC
+            | extra,
+        mapped_at_creation: false,
+    })
+}
+
+/// Session activations (CHUNK rows) shared by all layers.
+struct Acts {
+    x: wgpu::Buffer,
+    h: wgpu::Buffer,
+    qkv: wgpu::Buffer,
+    ao: wgpu::Buffer,
+    an: wgpu::Buffer,
+    og: wgpu::Buffer,
+    ffu: wgpu::Buffer,
+    ffg: wgpu::Buffer,
+    gpre: wgpu::Buffer,
+    glow: wgpu::Buffer,
+    fq: wgpu::Buffer,
+    fk: wgpu::Buffer,
+    lg: wgpu::Buffer,
+    mrow: wgpu::Buffer,
+    logits: wgpu::Buffer,
+}
+
+/// Decode state of one [`GpuModel`]: KV caches / recurrent states and activations in GPU buffers.
+pub struct GpuSession<'m> {
+    model: &'m GpuModel,
+    pos: usize,
+    rows_cap: usize,
+    step: wgpu::Buffer,
+    tok: wgpu::Buffer,
+    tok_out: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    staging: wgpu::Buffer,
+    staging_tok: wgpu::Buffer,
+    forward: Vec<Op>,
+    head_all: Vec<Op>,
+    head_last: Vec<Op>,
+    sample: Op,
+    state_bytes: u64,
+}
+
+impl std::fmt::Debug for GpuSession<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuSession").field("pos", &self.pos).field("state_bytes", &self.state_bytes).finish()
+    }
+}
+
+/// Pipelines of a model, built before the session borrows it immutably.
+struct PipeIds {
+    matmul: usize,
+    ew: usize,
+    norm: usize,
+    embed: usize,
+    rotary: usize,
+    attn: [usize; 3],
+    feat: [usize; 5],
+    regla_max: usize,
+    scan: usize,
+    sample: usize,
+}
+
+fn build_pipes(m: &mut GpuModel) -> PipeIds {
+    use Bind::{Read as R, Uniform as U, Write as W};
+    let uu = [(0, U), (1, U)];
+    let s = |rest: &[(u32, Bind)]| -> Vec<(u32, Bind)> {
+        uu.iter().copied().chain(rest.iter().copied()).collect()
+    };
+    let need_softmax: Vec<u32> = m
+        .layers
+        .iter()
+        .filter_map(|l| match &l.kind {
+            Kind::Softmax { bias_kind, .. } => Some(*bias_kind),
+            _ => None,
+        })
+        .collect();
+    let need_linear: Vec<u32> = m
+        .layers
+        .iter()
+        .filter_map(|l| match &l.kind {
+            Kind::Linear { feat_kind, .. } => Some(*feat_kind),
+            _ => None,
+        })
+        .collect();
+    let matmul = m.pipe("matmul", shaders::MATMUL, "main", &[], &s(&[(2, R), (3, R), (4, W)]));
+    let ew = m.pipe("elementwise", shaders::ELEMENTWISE, "main", &[], &s(&[(2, R), (3, W)]));
+    let norm = m.pipe("norm", shaders::NORM, "main", &[], &s(&[(2, R), (3, R), (4, R), (5, W)]));
+    let embed = m.pipe("embed", shaders::EMBED, "main", &[], &s(&[(2, R), (3, R), (4, R), (5, W)]));
+    let sample = m.pipe("sample", shaders::SAMPLE, "main", &[], &[(0, U), (1, R), (2, W), (3, W)]);
+    let mut ids = PipeIds {
+        matmul,
+        ew,
+        norm,
+        embed,
+        rotary: usize::MAX,
+        attn: [usize::MAX; 3],
+        feat: [usize::MAX; 5],
+        regla_max: usize::MAX,
+        scan: usize::MAX,
+        sample,
+    };
+    if !need_softmax.is_empty() {
+        ids.rotary = m.pipe("rotary", shaders::ROTARY, "main", &[], &s(&[(2, W), (3, R), (4, W), (5, W)]));
+    }
+    for k in need_softmax {
+        ids.attn[k as usize] = m.pipe(
+            "attention",
+            shaders::ATTENTION,
+            "main",
+            &[("BIAS_KIND", k as f64)],
+            &s(&[(2, R), (3, R), (4, R), (5, R), (6, W)]),
+        );
+    }
+    if !need_linear.is_empty() {
+        ids.scan = m.pipe(
+            "linear_scan",
+            shaders::LINEAR_SCAN,
+            "main",
+            &[],
+            &s(&[(2, R), (3, R), (4, R), (5, R), (6, W), (7, W), (8, W)]),
+        );
+    }
+    for k in need_linear {
+        ids.feat[k as usize] = m.pipe(
+            "linear_features",
+            shaders::LINEAR_FEATURES,
+            "main",
+            &[("KIND", k as f64)],
+            &s(&[(2, R), (3, R), (4, R), (5, W), (6, W), (7, W), (8, W)]),
+        );
+        if k == 3 {
+            ids.regla_max = m.pipe(
+                "linear_features",
+                shaders::LINEAR_FEATURES,
+                "regla_max",
+                &[],
+                &s(&[(2, R), (5, W), (9, W)]),
+            );
+        }
+    }
+    ids
+}
+
+impl<'m> GpuSession<'m> {
+    async fn new(model: &'m mut GpuModel, chunk: usize) -> Result<GpuSession<'m>> {
+        let pipe_ids = {
+            let ctx = model.ctx.clone();
+            ctx.check()?;
+            let oom = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let ids = build_pipes(model);
+            if let Some(e) = oom.pop().await {
+                return Err(GpuError::Validation(format!("pipeline creation: {e}")));
+            }
+            ids
+        };
+        let model: &'m GpuModel = model;
+        let cfg = &model.cfg;
+        let ctx = &model.ctx;
+        let (d, h, dh, v, ctxlen) = (cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.vocab_size, cfg.max_context);
+        let a = h * dh;
+        let hid = cfg.ffn.hidden;
+        let dkmax = model
+            .layers
+            .iter()
+            .map(|l| match &l.kind {
+                Kind::Linear { dk, .. } => *dk,
+                _ => dh,
+            })
+            .max()
+            .unwrap_or(dh);
+        // The scan walks rows × dk values per invocation; keep that well under the ~65k loop
+        // iterations some drivers (Mesa llvmpipe) allow one invocation.
+        let rows = chunk.min(ctxlen).min(SCAN_BUDGET / (dkmax + 1)).max(1);
+        let rank = model
+            .layers
+            .iter()
+            .map(|l| match &l.kind {
+                Kind::Linear { gate: Gate::Gla { rank, .. }, .. } => *rank,
+                _ => 1,
+            })
+            .max()
+            .unwrap_or(1);
+        // Limits before allocation.
+        let sizes: Vec<(String, usize)> = vec![
+            ("activations qkv".into(), rows * 3 * a),
+            ("activations ffn".into(), rows * hid),
+            ("linear features".into(), rows * h * dkmax),
+            ("logits".into(), rows * v),
+            ("KV cache of one layer".into(), ctxlen * a),
+            ("linear state of one layer".into(), h * dkmax * dh),
+        ];
+        for (what, n) in &sizes {
+            ctx.check_size(what, 4 * *n as u64)?;
+        }
+        let mut state_bytes = 0u64;
+        let dev = &ctx.device;
+        let built = ctx
+            .scoped(|| {
+                let z = |label: &str, n: usize| zeros(dev, label, n, wgpu::BufferUsages::empty());
+                let acts = Acts {
+                    x: z("x", rows * d),
+                    h: z("h", rows * d),
+                    qkv: z("qkv", rows * 3 * a),
+                    ao: z("ao", rows * a),
+                    an: z("an", rows * a),
+                    og: z("og", rows * a),
+                    ffu: z("ffu", rows * hid),
+                    ffg: z("ffg", rows * hid),
+                    gpre: z("gpre", rows * 2 * a),
+                    glow: z("glow", rows * rank),
+                    fq: z("fq", rows * h * dkmax),
+                    fk: z("fk", rows * h * dkmax),
+                    lg: z("lg", rows * h * dkmax),
+                    mrow: z("mrow", rows * h * 2),
+                    logits: z("logits", rows * v),
+                };
+                let step = dev.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("step"),
+                    size: 16,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                let tok = zeros(dev, "tokens", rows, wgpu::BufferUsages::empty());
+                let tok_out = zeros(dev, "token out", 4, wgpu::BufferUsages::empty());
+                let staging = dev.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("staging"),
+                    size: (4 * rows * v) as u64,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                let staging_tok = dev.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("staging token"),
+                    size: 16,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                let mut b = Builder { m: model, step: &step, ops: Vec::new() };
+                let ids = &pipe_ids;
+                // Embedding.
+                b.op(
+                    ids.embed,
+                    &[
+                        &uniform(
+                            dev,
+                            &[
+                                d as u32,
+                                u32::from(cfg.absolute_position == AbsolutePosition::Sinusoidal),
+                                v as u32,
+                                0,
+                            ],
+                        ),
+                        &tok,
+                        &model.emb,
+                        &model.pe,
+                        &acts.x,
+                    ],
+                    Disp::Threads(d as u32),
+                );
+                for l in &model.layers {
+                    b.norm(ids, &l.attn_norm, &acts.x, &acts.h, d, d, d);
+                    b.matmul(ids, &acts.h, &l.wqkv, &acts.qkv, 3 * a, d, d, 3 * a, false, false);
+                    let mut attn_out = &acts.ao;
+                    match &l.kind {
+                        Kind::Softmax { bias_kind, params, aux, rope, relu_norm } => {
+                            let kc = z("k cache", ctxlen * a);
+                            let vc = z("v cache", ctxlen * a);
+                            state_bytes += 8 * (ctxlen * a) as u64;
+                            b.op(
+                                ids.rotary,
+                                &[
+                                    &uniform(
+                                        dev,
+                                        &[h as u32, dh as u32, a as u32, u32::from(rope.is_some())],
+                                    ),
+                                    &acts.qkv,
+                                    rope.as_ref().unwrap_or(&model.dummy),
+                                    &kc,
+                                    &vc,
+                                ],
+                                Disp::Threads(h as u32),
+                            );
+                            b.op(
+                                ids.attn[*bias_kind as usize],
+                                &[&uniform(dev, params), &acts.qkv, &kc, &vc, aux, &acts.ao],
+                                Disp::Norm(h as u32),
+                            );
+                            if *relu_norm {
+                                b.simple_norm(ids, &acts.ao, &acts.an, a, a, gates::SIMPLE_RMS_EPS);
+                                attn_out = &acts.an;
+                            }
+                        }
+                        Kind::Linear { feat_kind, params, aux, dk, den_eps, gate, post } => {
+                            let s_buf = z("linear state", h * dk * dh);
+                            let z_buf = z("linear denominator", h * dh * dk);
+                            let kstate = z("regla key max", 2 * h);
+                            state_bytes += 4 * (2 * h * dk * dh + 2 * h) as u64;
+                            let fparams = uniform(dev, params);
+                            match gate {
+                                Gate::None => {}
+                                Gate::Gla { down, up, rank } => {
+                                    b.matmul(
+                                        ids, &acts.h, down, &acts.glow, *rank, d, d, *rank, false, false,
+                                    );
+                                    b.matmul(
+                                        ids, &acts.glow, up, &acts.gpre, a, *rank, *rank, a, false, false,
+                                    );
+                                }
+                                Gate::Regla { wgr } => {
+                                    b.matmul(ids, &acts.h, wgr, &acts.gpre, 2 * a, d, d, 2 * a, false, false);
+                                    b.op_slots(
+                                        ids.regla_max,
+                                        &[(0, &fparams), (2, &acts.qkv), (5, &acts.mrow), (9, &kstate)],
+                                        Disp::Fixed(h as u32),
+                                    );
+                                }
+                            }
+                            b.op(
+                                ids.feat[*feat_kind as usize],
+                                &[
+                                    &fparams, &acts.qkv, &acts.gpre, aux, &acts.mrow, &acts.fq, &acts.fk,
+                                    &acts.lg,
+                                ],
+                                Disp::Threads(h as u32),
+                            );
+                            b.op(
+                                ids.scan,
+                                &[
+                                    &uniform(
+                                        dev,
+                                        &[h as u32, dh as u32, *dk as u32, a as u32, fb(*den_eps), 0, 0, 0],
+                                    ),
+                                    &acts.fq,
+                                    &acts.fk,
+                                    &acts.lg,
+                                    &acts.qkv,
+                                    &s_buf,
+                                    &z_buf,
+                                    &acts.ao,
+                                ],
+                                Disp::Fixed((h * dh) as u32),
+                            );
+                            match post {
+                                Post::None => {}
+                                Post::Simple => {
+                                    b.simple_norm(ids, &acts.ao, &acts.an, a, a, gates::SIMPLE_RMS_EPS);
+                                    attn_out = &acts.an;
+                                }
+                                Post::HeadNorm { gain } => {
+                                    b.gain_norm(ids, &acts.ao, &acts.an, gain, dh, a, attn_eps());
+                                    attn_out = &acts.an;
+                                }
+                                Post::HeadNormGate { gain, out_gate } => {
+                                    b.gain_norm(ids, &acts.ao, &acts.an, gain, dh, a, attn_eps());
+                                    b.matmul(ids, &acts.h, out_gate, &acts.og, a, d, d, a, false, false);
+                                    b.ew(ids, 1, a, &acts.og, &acts.an);
+                                    attn_out = &acts.an;
+                                }
+                            }
+                        }
+                    }
+                    b.matmul(ids, attn_out, &l.wo, &acts.x, d, a, a, d, true, false);
+                    b.norm(ids, &l.ffn_norm, &acts.x, &acts.h, d, d, d);
+                    b.matmul(ids, &acts.h, &l.ffn_up, &acts.ffu, hid, d, d, hid, false, false);
+                    match &l.ffn_gate {
+                        Some(g) => {
+                            b.matmul(ids, &acts.h, g, &acts.ffg, hid, d, d, hid, false, false);
+                            b.ew(ids, 1, hid, &acts.ffg, &acts.ffu);
+                        }
+                        None => b.ew(ids, 0, hid, &acts.ffg, &acts.ffu),
+                    }
+                    b.matmul(ids, &acts.ffu, &l.ffn_down, &acts.x, d, hid, hid, d, true, false);
+                }
+                b.norm(ids, &model.final_norm, &acts.x, &acts.h, d, d, d);
+                let forward = std::mem::take(&mut b.ops);
+                b.matmul(ids, &acts.h, &model.head, &acts.logits, v, d, d, v, false, false);
+                let head_all = std::mem::take(&mut b.ops);
+                b.matmul(ids, &acts.h, &model.head, &acts.logits, v, d, d, v, false, true);
+                let head_last = std::mem::take(&mut b.ops);
+                let sample_params = uniform(dev, &[v as u32, 0, 0, 0]);
+                let sample = Op {
+                    pipe: ids.sample,
+                    bind: bind_group(
+                        model,
+                        ids.sample,
+                        &[(0, &sample_params), (1, &acts.logits), (2, &tok), (3, &tok_out)],
+                    ),
+                    disp: Disp::Fixed(1),
+                };
+                (step, tok, tok_out, acts.logits, staging, staging_tok, forward, head_all, head_last, sample)
+            })
+            .await?;
+        let (step, tok, tok_out, logits, staging, staging_tok, forward, head_all, head_last, sample) = built;
+        Ok(GpuSession {
+            model,
+            pos: 0,
+            rows_cap: rows,
+            step,
+            tok,
+            tok_out,
+            logits,
+            staging,
+            staging_tok,
+            forward,
+            head_all,
+            head_last,
+            sample,
+            state_bytes,
+        })
+    }
+
+    /// Tokens processed so far.
+    pub fn len(&self) -> usize {
+        self.pos
+    }
+
+    /// No token processed yet.
+    pub fn is_empty(&self) -> bool {
+        self.pos == 0
+    }
+
+    /// Bytes of KV caches and recurrent states held on the GPU.
+    pub fn state_bytes(&self) -> u64 {
+        self.state_bytes
+    }
+
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        let cfg = &self.model.cfg;
+        if tokens.is_empty() {
+            return Err(CoreError::EmptyPrompt.into());
+        }
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= cfg.vocab_size) {
+            return Err(CoreError::TokenOutOfRange { id, vocab: cfg.vocab_size }.into());
+        }
+        if self.pos + tokens.len() > cfg.max_context {
+            return Err(CoreError::ContextTooLong {
+                requested: self.pos + tokens.len(),
+                max: cfg.max_context,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn encode(&self, enc: &mut wgpu::CommandEncoder, ops: &[&[Op]], rows: u32) {
+        let maxd = self.model.ctx.caps().max_workgroups_per_dim.max(1);
+        let mut pass =
+            enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+        for op in ops.iter().flat_map(|o| o.iter()) {
+            let pipe = &self.model.pipes[op.pipe];
+            pass.set_pipeline(&pipe.pipeline);
+            pass.set_bind_group(0, &op.bind, &[]);
+            let (x, y) = match op.disp {
+                Disp::Threads(per) => split((rows * per).div_ceil(64), maxd),
+                Disp::Fixed(n) => split(n.div_ceil(64), maxd),
+                Disp::Mat { outd, last } => (outd.div_ceil(16), if last { 1 } else { rows.div_ceil(16) }),
+                Disp::Norm(groups) => (groups, rows),
+            };
+            pass.dispatch_workgroups(x.max(1), y.max(1), 1);
+        }
+    }
+
+    /// Run `tokens` through the model; returns the logits of every row (`all`) or of the last one.
+    async fn run(&mut self, tokens: &[u32], all: bool) -> Result<Vec<f32>> {
+        self.check_tokens(tokens)?;
+        let v = self.model.cfg.vocab_size;
+        let ctx = self.model.ctx.clone();
+        let mut out = Vec::with_capacity(if all { tokens.len() * v } else { v });
+        let n_chunks = tokens.len().div_ceil(self.rows_cap);
+        for (ci, chunk) in tokens.chunks(self.rows_cap).enumerate() {
+            let rows = chunk.len();
+            let last = ci + 1 == n_chunks;
+            ctx.queue.write_buffer(&self.step, 0, &words(&[rows as u32, self.pos as u32, 0, 0]));
+            ctx.queue.write_buffer(&self.tok, 0, &words(chunk));
+            let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            let read = if all {
+                self.encode(&mut enc, &[&self.forward, &self.head_all], rows as u32);
+                rows * v
+            } else if last {
+                self.encode(&mut enc, &[&self.forward, &self.head_last], rows as u32);
+                v
+            } else {
+                self.encode(&mut enc, &[&self.forward], rows as u32);
+                0
+            };
+            if read > 0 {
+                enc.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (4 * read) as u64);
+            }
+            let cmd = enc.finish();
+            ctx.scoped(|| ctx.queue.submit([cmd])).await?;
+            self.pos += rows;
+            if read > 0 {
+                out.extend(ctx.read_words(&self.staging, read).await?.into_iter().map(f32::from_bits));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Prefill `tokens`; returns the logits of the last token (`[vocab]`).
+    pub async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.run(tokens, false).await
+    }
+
+    /// Prefill `tokens`; returns the logits of every token (`[n, vocab]`).
+    pub async fn prefill_all(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.run(tokens, true).await
+    }
+
+    /// One decode step (one submission); returns the logits of `token`'s position.
+    pub async fn step(&mut self, token: u32) -> Result<Vec<f32>> {
+        self.run(&[token], false).await
+    }
+
+    /// One decode step that also picks the next token by argmax on the GPU, in the same submission;
+    /// only that token id is read back.
+    pub async fn step_greedy(&mut self, token: u32) -> Result<u32> {
+        self.check_tokens(&[token])?;
+        let ctx = self.model.ctx.clone();
+        ctx.queue.write_buffer(&self.step, 0, &words(&[1, self.pos as u32, 0, 0]));
+        ctx.queue.write_buffer(&self.tok, 0, &words(&[token]));
+        let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.sample)], 1);
+        enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
+        let cmd = enc.finish();
+        ctx.scoped(|| ctx.queue.submit([cmd])).await?;
+        self.pos += 1;
+        let w = ctx.read_words(&self.staging_tok, 1).await?;
+        w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))
+    }
+}
+
+fn attn_eps() -> f32 {
+    attnlab_core::attention::HEAD_NORM_EPS
+}
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn split(n: u32, maxd: u32) -> (u32, u32) {
+    if n <= maxd {
+        (n, 1)
+    } else {
+        (maxd, n.div_ceil(maxd))
+    }
+}
+
+fn bind_group(m: &GpuModel, pipe: usize, slots: &[(u32, &wgpu::Buffer)]) -> wgpu::BindGroup {
+    let entries: Vec<wgpu::BindGroupEntry> = slots
+        .iter()
+        .map(|&(binding, buf)| wgpu::BindGroupEntry { binding, resource: buf.as_entire_binding() })
+        .collect();
+    m.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &m.pipes[pipe].layout,
+        entries: &entries,
+    })
+}
+
+/// Records ops; bindings 0 = op params, 1 = step uniform, 2.. = the buffers in order.
+struct Builder<'a> {
+    m: &'a GpuModel,
+    step: &'a wgpu::Buffer,
+    ops: Vec<Op>,
+}
+
+impl Builder<'_> {
+    fn op(&mut self, pipe: usize, bufs: &[&wgpu::Buffer], disp: Disp) {
+        let mut slots: Vec<(u32, &wgpu::Buffer)> = vec![(0, bufs[0]), (1, self.step)];
+        for (i, b) in bufs[1..].iter().enumerate() {
+            slots.push((2 + i as u32, b));
+        }
+        self.ops.push(Op { pipe, bind: bind_group(self.m, pipe, &slots), disp });
+    }
+
+    fn op_slots(&mut self, pipe: usize, slots: &[(u32, &wgpu::Buffer)], disp: Disp) {
+        let mut s: Vec<(u32, &wgpu::Buffer)> = slots.to_vec();
+        s.push((1, self.step));
+        self.ops.push(Op { pipe, bind: bind_group(self.m, pipe, &s), disp });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn matmul(
+        &mut self,
+        ids: &PipeIds,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        outd: usize,
+        inp: usize,
+        x_stride: usize,
+        y_stride: usize,
+        accumulate: bool,
+        last: bool,
+    ) {
+        let p = uniform(
+            &self.m.ctx.device,
+            &[
+                outd as u32,
+                inp as u32,
+                x_stride as u32,
+                0,
+                y_stride as u32,
+                0,
+                u32::from(accumulate),
+                u32::from(last),
+            ],
+        );
+        self.op(ids.matmul, &[&p, x, w, y], Disp::Mat { outd: outd as u32, last });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn norm(
+        &mut self,
+        ids: &PipeIds,
+        n: &NormG,
+        x: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        gsz: usize,
+        xs: usize,
+        ys: usize,
+    ) {
+        let p = uniform(&self.m.ctx.device, &[gsz as u32, n.kind, fb(n.eps), xs as u32, ys as u32, 0, 0, 0]);
+        let b = n.b.as_ref().unwrap_or(&self.m.dummy);
+        self.op(ids.norm, &[&p, x, &n.w, b, y], Disp::Norm(1));
+    }
+
+    fn simple_norm(
+        &mut self,
+        ids: &PipeIds,
+        x: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        gsz: usize,
+        width: usize,
+        eps: f32,
+    ) {
+        let p = uniform(&self.m.ctx.device, &[gsz as u32, 2, fb(eps), width as u32, width as u32, 0, 0, 0]);
+        let dummy = &self.m.dummy;
+        self.op(ids.norm, &[&p, x, dummy, dummy, y], Disp::Norm((width / gsz) as u32));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn gain_norm(
+        &mut self,
+        ids: &PipeIds,
+        x: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        gain: &wgpu::Buffer,
+        gsz: usize,
+        width: usize,
+        eps: f32,
+    ) {
+        let p = uniform(&self.m.ctx.device, &[gsz as u32, 0, fb(eps), width as u32, width as u32, 0, 0, 0]);
+        let dummy = &self.m.dummy;
+        self.op(ids.norm, &[&p, x, gain, dummy, y], Disp::Norm((width / gsz) as u32));
+    }
+
+    fn ew(&mut self, ids: &PipeIds, op: u32, width: usize, a: &wgpu::Buffer, y: &wgpu::Buffer) {
+        let p = uniform(&self.m.ctx.device, &[width as u32, op, 0, 0]);
+        self.op(ids.ew, &[&p, a, y], Disp::Threads(width as u32));
+    }
+}

@@ -1,0 +1,218 @@
+//! GPU ≡ CPU parity for every catalog variant (plus TransNormer T1, LRPE cores × P, the LRPE
+//! denominator and hybrids): prefill logits of every row and step-by-step decode logits must match the
+//! CPU reference within relative error 1e-3. Runs on any adapter (CI: Mesa lavapipe). Without an
+//! adapter the tests fail unless `ATTNLAB_SKIP_GPU=1`.
+
+use attnlab_core::config::{
+    AttentionSpec, LrpeCore, LrpeNormalize, LrpeP, LrpeTheta, ModelConfig, SizePreset, TransnormerFlavor,
+    TransnormerRole, VARIANT_IDS,
+};
+use attnlab_core::Model;
+use attnlab_gpu::{GpuContext, GpuError, GpuModel};
+
+const TOL: f32 = 1e-3;
+
+fn context() -> Option<GpuContext> {
+    match pollster::block_on(GpuContext::new()) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            if std::env::var("ATTNLAB_SKIP_GPU").is_ok_and(|v| v == "1") {
+                eprintln!("skipping GPU test (ATTNLAB_SKIP_GPU=1): {e}");
+                None
+            } else {
+                panic!("no usable GPU adapter ({e}); install mesa-vulkan-drivers libvulkan1 or set ATTNLAB_SKIP_GPU=1");
+            }
+        }
+    }
+}
+
+fn tiny(max_context: usize) -> SizePreset {
+    SizePreset {
+        vocab_size: 61,
+        d_model: 32,
+        n_layers: 2,
+        n_heads: 2,
+        head_dim: 16,
+        ffn_hidden: 48,
+        train_context: 32,
+        max_context,
+    }
+}
+
+fn configs() -> Vec<(String, ModelConfig)> {
+    let mut out = Vec::new();
+    for id in VARIANT_IDS {
+        let mut cfg = ModelConfig::preset(id, tiny(200)).expect("preset");
+        for l in cfg.layers.iter_mut() {
+            if let AttentionSpec::Transnormer { block_size, .. } = l {
+                *block_size = 8;
+            }
+        }
+        out.push((id.to_string(), cfg));
+    }
+    let mut t1 = ModelConfig::preset("transnormer", tiny(200)).expect("preset");
+    t1.layers = [TransnormerRole::Diag, TransnormerRole::Norm]
+        .into_iter()
+        .map(|role| AttentionSpec::Transnormer { flavor: TransnormerFlavor::T1, role, block_size: 8 })
+        .collect();
+    out.push(("transnormer-t1".into(), t1));
+    for (core, p) in [
+        (LrpeCore::Rotation, LrpeP::Identity),
+        (LrpeCore::Mixed, LrpeP::OddEven),
+        (LrpeCore::Permutation, LrpeP::Householder),
+        (LrpeCore::Complex, LrpeP::Householder),
+    ] {
+        let mut cfg = ModelConfig::preset("lrpe", tiny(200)).expect("preset");
+        let spec = AttentionSpec::Lrpe {
+            core,
+            p,
+            theta: LrpeTheta::Learned,
+            normalize: LrpeNormalize::Rmsnorm,
+            seed: 7,
+        };
+        cfg.layers = vec![spec.clone(), spec];
+        out.push((format!("lrpe-{core:?}-{p:?}"), cfg));
+    }
+    let mut den = ModelConfig::preset("lrpe", tiny(200)).expect("preset");
+    let spec = AttentionSpec::Lrpe {
+        core: LrpeCore::Rotation,
+        p: LrpeP::Identity,
+        theta: LrpeTheta::Fixed,
+        normalize: LrpeNormalize::Denominator,
+        seed: 3,
+    };
+    den.layers = vec![spec.clone(), spec];
+    out.push(("lrpe-denominator".into(), den));
+    let mut hybrid = ModelConfig::preset("regla", tiny(200)).expect("preset");
+    hybrid.layers[1] = AttentionSpec::Alibi { slopes: None };
+    out.push(("hybrid-regla-alibi".into(), hybrid));
+    out
+}
+
+fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((x >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// max |a − b| / max |a| over one row.
+fn rel_err(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "row lengths differ");
+    let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-6);
+    a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs())) / scale
+}
+
+fn argmax(x: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, v) in x.iter().enumerate() {
+        if *v > x[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// (worst prefill error, worst decode error) of one config.
+fn parity(ctx: &GpuContext, name: &str, cfg: &ModelConfig) -> Result<(f32, f32), String> {
+    let model = Model::random(cfg.clone(), 11).expect("random model");
+    let v = cfg.vocab_size;
+    let n = 100;
+    let toks = tokens(n, v, 5);
+    let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+
+    // Prefill of every row, in chunks of 48 rows (three submissions).
+    let cpu_all = model.session().prefill_all(&toks).expect("cpu prefill");
+    let gpu_all = {
+        let mut s = pollster::block_on(gm.session_with_chunk(48)).expect("session");
+        pollster::block_on(s.prefill_all(&toks)).expect("gpu prefill")
+    };
+    assert_eq!(cpu_all.len(), gpu_all.len(), "{name}: prefill_all length");
+    let mut worst_prefill = 0.0f32;
+    for r in 0..n {
+        let e = rel_err(&cpu_all[r * v..(r + 1) * v], &gpu_all[r * v..(r + 1) * v]);
+        if e > TOL {
+            return Err(format!("{name}: prefill row {r} rel err {e}"));
+        }
+        worst_prefill = worst_prefill.max(e);
+    }
+
+    // Prefill 20, then decode token by token (the prefill→decode hand-off included).
+    let p = 20;
+    let mut cs = model.session();
+    let mut gs = pollster::block_on(gm.session()).expect("session");
+    let c0 = cs.prefill(&toks[..p]).expect("cpu prefill");
+    let g0 = pollster::block_on(gs.prefill(&toks[..p])).expect("gpu prefill");
+    let mut worst_decode = rel_err(&c0, &g0);
+    if worst_decode > TOL {
+        return Err(format!("{name}: prefill(20) rel err {worst_decode}"));
+    }
+    for (k, &t) in toks[p..].iter().enumerate() {
+        let c = cs.step(t).expect("cpu step");
+        let g = pollster::block_on(gs.step(t)).expect("gpu step");
+        let e = rel_err(&c, &g);
+        if e > TOL {
+            return Err(format!("{name}: decode step {k} rel err {e}"));
+        }
+        worst_decode = worst_decode.max(e);
+    }
+    assert_eq!(gs.len(), n);
+    // Greedy sampling on the GPU agrees with argmax of the CPU logits.
+    let c = cs.step(toks[0]).expect("cpu step");
+    let g = pollster::block_on(gs.step_greedy(toks[0])).expect("gpu greedy");
+    if g != argmax(&c) {
+        return Err(format!("{name}: greedy token {g} != CPU argmax {}", argmax(&c)));
+    }
+    Ok((worst_prefill, worst_decode))
+}
+
+#[test]
+fn every_variant_matches_the_cpu_reference() {
+    let Some(ctx) = context() else { return };
+    eprintln!("adapter: {:?}", ctx.caps());
+    let (mut report, mut failures) = (Vec::new(), Vec::new());
+    for (name, cfg) in configs() {
+        match parity(&ctx, &name, &cfg) {
+            Ok((p, d)) => report.push(format!("{name:28} prefill {p:.2e} decode {d:.2e}")),
+            Err(e) => failures.push(e),
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(failures.is_empty(), "GPU/CPU parity failures:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn errors_are_typed_not_panics() {
+    let Some(ctx) = context() else { return };
+    let cfg = ModelConfig::preset("alibi", SizePreset { train_context: 16, ..tiny(16) }).expect("preset");
+    let model = Model::random(cfg, 1).expect("model");
+    let mut gm = pollster::block_on(GpuModel::new(ctx, &model)).expect("upload");
+    let mut s = pollster::block_on(gm.session()).expect("session");
+    assert!(matches!(pollster::block_on(s.prefill(&[])), Err(GpuError::Core(_))));
+    assert!(matches!(pollster::block_on(s.prefill(&[1000])), Err(GpuError::Core(_))));
+    assert!(matches!(pollster::block_on(s.prefill(&[1; 17])), Err(GpuError::Core(_))));
+    assert!(pollster::block_on(s.prefill(&[1; 16])).is_ok());
+    assert!(matches!(pollster::block_on(s.step(1)), Err(GpuError::Core(_))));
+}
+
+/// 8192-token prefill for one softmax and one linear variant (no n×n buffer exists: activations are
+/// CHUNK rows, the KV cache is n × attn_dim); the last row matches the CPU reference.
+#[test]
+fn long_prefill_8192() {
+    let Some(ctx) = context() else { return };
+    for id in ["alibi", "regla"] {
+        let cfg = ModelConfig::preset(id, SizePreset { n_layers: 1, ..tiny(8192) }).expect("preset");
+        let model = Model::random(cfg.clone(), 3).expect("model");
+        let toks = tokens(8192, cfg.vocab_size, 9);
+        let cpu = model.session().prefill(&toks).expect("cpu");
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        let mut s = pollster::block_on(gm.session()).expect("session");
+        let gpu = pollster::block_on(s.prefill(&toks)).expect("gpu");
+        let e = rel_err(&cpu, &gpu);
+        eprintln!("{id} 8192 prefill rel err {e:.2e}");
+        assert!(e <= TOL, "{id}: 8192-token prefill rel err {e}");
+    }
+}

@@ -1,0 +1,39 @@
+// Embeddings: x[r, c] = emb[tok[r], c] (+ pe[pos0 + r, c] for absolute sinusoidal positions; the
+// table is built on the CPU in f64 by the core's `sinusoidal_embedding`).
+
+struct Params {
+    d: u32,
+    use_pe: u32,
+    vocab: u32,
+    pad0: u32,
+}
+
+struct Step {
+    rows: u32,
+    pos0: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(2) var<storage, read> tok: array<u32>;
+@group(0) @binding(3) var<storage, read> emb: array<f32>;
+@group(0) @binding(4) var<storage, read> pe: array<f32>;
+@group(0) @binding(5) var<storage, read_write> x: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i >= st.rows * p.d) {
+        return;
+    }
+    let r = i / p.d;
+    let c = i % p.d;
+    let t = min(tok[r], p.vocab - 1u);
+    var v = emb[t * p.d + c];
+    if (p.use_pe != 0u) {
+        v = v + pe[(st.pos0 + r) * p.d + c];
+    }
+    x[i] = v;
+}

@@ -1,0 +1,72 @@
+// matmul / gemv family: y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i]
+// (w is a row-major [out, inp] torch-style Linear). 16×16 output tiles with shared-memory K tiles.
+// `last_only`: run only the last row of the step (logits of a prefill), written to output row 0.
+
+struct Params {
+    outd: u32,
+    inp: u32,
+    x_stride: u32,
+    x_off: u32,
+    y_stride: u32,
+    y_off: u32,
+    accumulate: u32,
+    last_only: u32,
+}
+
+struct Step {
+    rows: u32,
+    pos0: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+const TILE: u32 = 16u;
+var<workgroup> xs: array<array<f32, 16>, 16>;
+var<workgroup> ws: array<array<f32, 16>, 16>;
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    var rows = st.rows;
+    var row0 = 0u;
+    if (p.last_only != 0u) {
+        rows = 1u;
+        row0 = st.rows - 1u;
+    }
+    let r = wg.y * TILE + lid.y;
+    let o = wg.x * TILE + lid.x;
+    let wrow = wg.x * TILE + lid.y;
+    var acc = 0.0;
+    let ntiles = (p.inp + TILE - 1u) / TILE;
+    for (var t = 0u; t < ntiles; t = t + 1u) {
+        let k = t * TILE + lid.x;
+        var xv = 0.0;
+        if (r < rows && k < p.inp) {
+            xv = x[(row0 + r) * p.x_stride + p.x_off + k];
+        }
+        xs[lid.y][lid.x] = xv;
+        var wv = 0.0;
+        if (wrow < p.outd && k < p.inp) {
+            wv = w[wrow * p.inp + k];
+        }
+        ws[lid.y][lid.x] = wv;
+        workgroupBarrier();
+        for (var i = 0u; i < TILE; i = i + 1u) {
+            acc = acc + xs[lid.y][i] * ws[lid.x][i];
+        }
+        workgroupBarrier();
+    }
+    if (r < rows && o < p.outd) {
+        let idx = r * p.y_stride + p.y_off + o;
+        if (p.accumulate != 0u) {
+            y[idx] = y[idx] + acc;
+        } else {
+            y[idx] = acc;
+        }
+    }
+}

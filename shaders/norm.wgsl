@@ -1,0 +1,89 @@
+// Row norms over groups of `gsz` values (one workgroup per (group, row)):
+// kind 0: RMSNorm with gain, eps inside the root (residual norm, per-head norm of gla/regla/retnet);
+// kind 1: LayerNorm with gain and bias (two-pass variance);
+// kind 2: SimpleRMSNorm x / (rms + eps), no gain (TransNormer, T1 Diag, LRPE rmsnorm).
+// The gain is indexed by the position inside the group.
+
+struct Params {
+    gsz: u32,
+    kind: u32,
+    eps: f32,
+    x_stride: u32,
+    y_stride: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+struct Step {
+    rows: u32,
+    pos0: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> gain: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+
+const WG: u32 = 64u;
+var<workgroup> red: array<f32, 64>;
+
+fn reduce_sum(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            red[lid] = red[lid] + red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    workgroupBarrier();
+    return total;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
+    let lid = lid3.x;
+    let g = wg.x;
+    let r = wg.y;
+    // r is uniform per workgroup, so this early exit keeps barriers in uniform control flow.
+    if (r >= st.rows) {
+        return;
+    }
+    let xb = r * p.x_stride + g * p.gsz;
+    let yb = r * p.y_stride + g * p.gsz;
+    let n = f32(p.gsz);
+    var s = 0.0;
+    var ss = 0.0;
+    for (var c = lid; c < p.gsz; c = c + WG) {
+        let v = x[xb + c];
+        s = s + v;
+        ss = ss + v * v;
+    }
+    let sum = reduce_sum(lid, s);
+    let sumsq = reduce_sum(lid, ss);
+    let mean = sum / n;
+    var dev = 0.0;
+    for (var c = lid; c < p.gsz; c = c + WG) {
+        let v = x[xb + c] - mean;
+        dev = dev + v * v;
+    }
+    let var_ = reduce_sum(lid, dev) / n;
+    for (var c = lid; c < p.gsz; c = c + WG) {
+        let v = x[xb + c];
+        var o = 0.0;
+        if (p.kind == 0u) {
+            o = v * inverseSqrt(sumsq / n + p.eps) * gain[c];
+        } else if (p.kind == 1u) {
+            o = (v - mean) * inverseSqrt(var_ + p.eps) * gain[c] + bias[c];
+        } else {
+            o = v / (sqrt(sumsq / n) + p.eps);
+        }
+        y[yb + c] = o;
+    }
+}
