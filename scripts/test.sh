@@ -101,7 +101,8 @@ step "end-to-end browser tests (trunk build + headless Chromium)"
 ensure_trunk
 ensure_wasm_bindgen
 command -v node >/dev/null 2>&1 || die "node is needed for the browser tests (tests/e2e)"
-cargo build -p attnlab-cli
+# The test step above built the CLI binary (its integration tests run it).
+[[ -x target/debug/attnlab ]] || cargo build -p attnlab-cli
 E2E_LOG="$(mktemp)"
 tests/e2e/run.sh "$PWD/target/debug/attnlab" 2>&1 | tee "$E2E_LOG"
 E2E_PASSED=$(sed -nE 's/^[^a-z]*pass ([0-9]+)$/\1/p' "$E2E_LOG" | tail -n 1)
