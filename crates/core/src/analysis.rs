@@ -5,6 +5,7 @@ use crate::attention::{AttnMatrixKind, LayerAttention, LayerGates, TraceRequest}
 use crate::config::{AttentionSpec, KernelTerm};
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::sampling::log_softmax;
 use serde::Serialize;
 
 /// Number of points of an LAA curve (r = 0, 0.01, …, 1).
@@ -306,6 +307,29 @@ pub struct PplPoint {
     pub ppl: f64,
 }
 
+/// Windows scored at context length `len` on a text of `text_tokens` tokens: non-overlapping from the
+/// start (the tail is dropped), at most `max_windows` (0 = all).
+pub fn window_count(text_tokens: usize, len: usize, max_windows: usize) -> usize {
+    let w = text_tokens / len.max(1);
+    if max_windows > 0 {
+        w.min(max_windows)
+    } else {
+        w
+    }
+}
+
+/// `(Σ −ln p(next[r]), count)` over the rows of `logits` (`[rows, vocab]`) that have a target in
+/// `next`; row `r` predicts `next[r]` (f64 log-softmax).
+pub fn score_rows(logits: &[f32], vocab: usize, next: &[u32]) -> (f64, usize) {
+    let mut nll = 0.0f64;
+    let mut count = 0usize;
+    for (row, &target) in logits.chunks_exact(vocab).zip(next) {
+        nll -= log_softmax(row).get(target as usize).copied().unwrap_or(f64::NAN);
+        count += 1;
+    }
+    (nll, count)
+}
+
 /// Perplexity versus context length. Protocol (docs/ARCHITECTURE.md): the token stream is cut into
 /// non-overlapping windows of `length` tokens from the start; each window runs from an empty state and
 /// every position but the first is scored; at most `max_windows` windows per length (0 = all). A length
@@ -315,48 +339,49 @@ pub fn perplexity(
     tokens: &[u32],
     lengths: &[usize],
     max_windows: usize,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<Vec<PplPoint>> {
+    let cfg = model.config();
+    perplexity_with(cfg.vocab_size, cfg.max_context, tokens, lengths, max_windows, progress, |window| {
+        model.session().prefill_all(window)
+    })
+}
+
+/// [`perplexity`] with every window's logits (`[length, vocab]`, from an empty state) computed by
+/// `window_logits`, so other backends (the GPU) are scored by the same protocol.
+pub fn perplexity_with<E: From<Error>>(
+    vocab: usize,
+    max_context: usize,
+    tokens: &[u32],
+    lengths: &[usize],
+    max_windows: usize,
+    mut progress: impl FnMut(usize, usize),
+    mut window_logits: impl FnMut(&[u32]) -> std::result::Result<Vec<f32>, E>,
+) -> std::result::Result<Vec<PplPoint>, E> {
+    let total: usize = lengths.iter().map(|&l| window_count(tokens.len(), l, max_windows)).sum();
     let mut out = Vec::new();
-    let total: usize = lengths
-        .iter()
-        .map(|&l| {
-            let w = tokens.len() / l.max(1);
-            if max_windows > 0 {
-                w.min(max_windows)
-            } else {
-                w
-            }
-        })
-        .sum();
     let mut done = 0;
     for &len in lengths {
         if len < 2 {
-            return Err(Error::arg("lengths", format!("{len} is too short (need >= 2)")));
+            return Err(Error::arg("lengths", format!("{len} is too short (need >= 2)")).into());
         }
-        if len > model.config().max_context {
-            return Err(Error::ContextTooLong { requested: len, max: model.config().max_context });
+        if len > max_context {
+            return Err(Error::ContextTooLong { requested: len, max: max_context }.into());
         }
-        let mut windows = tokens.len() / len;
+        let windows = window_count(tokens.len(), len, max_windows);
         if windows == 0 {
             return Err(Error::arg(
                 "lengths",
                 format!("{len} is longer than the text ({} tokens)", tokens.len()),
-            ));
+            )
+            .into());
         }
-        if max_windows > 0 {
-            windows = windows.min(max_windows);
-        }
-        let v = model.config().vocab_size;
         let (mut nll, mut count) = (0.0f64, 0usize);
         for w in 0..windows {
             let win = &tokens[w * len..(w + 1) * len];
-            let logits = model.session().prefill_all(win)?;
-            for p in 0..len - 1 {
-                let ls = crate::sampling::log_softmax(&logits[p * v..(p + 1) * v]);
-                nll -= ls[win[p + 1] as usize];
-                count += 1;
-            }
+            let (n, c) = score_rows(&window_logits(win)?, vocab, &win[1..]);
+            nll += n;
+            count += c;
             done += 1;
             progress(done, total);
         }

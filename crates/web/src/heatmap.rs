@@ -39,6 +39,11 @@ pub fn paint(canvas: &HtmlCanvasElement, matrix: &[f32], n: usize, scale: &Scale
     ctx.put_image_data(&image, 0.0, 0.0).map_err(|_| "heatmap: putImageData failed".to_string())
 }
 
+/// Colour scale fitted to the visible (causal) cells of `matrix` (`[n, n]`).
+pub fn fit_scale(matrix: &[f32], n: usize, signed: bool) -> Scale {
+    Scale::fit((0..n).flat_map(|i| (0..=i).map(move |j| matrix[i * n + j])), signed)
+}
+
 /// Properties of a zoomed heatmap.
 #[derive(Properties, PartialEq)]
 pub struct HeatmapProps {
@@ -73,15 +78,15 @@ pub struct Heatmap {
     error: Option<String>,
     /// Set by a key press: the next render gives the canvas the focus back, so arrow keys keep working.
     refocus: bool,
+    /// Colour scale of the current matrix (refitted when the props change).
+    scale: Scale,
+    /// The canvas needs painting: only after the matrix changed, not on every hover re-render.
+    repaint: bool,
+    /// The canvas element last painted (a re-created element is painted again).
+    painted: Option<HtmlCanvasElement>,
 }
 
 impl Heatmap {
-    fn scale(props: &HeatmapProps) -> Scale {
-        let n = props.n;
-        let m = &props.matrix;
-        Scale::fit((0..n).flat_map(|i| (0..=i).map(move |j| (i, j))).map(|(i, j)| m[i * n + j]), props.signed)
-    }
-
     fn cell_text(props: &HeatmapProps, (i, j): (usize, usize)) -> String {
         let label = |k: usize| props.labels.get(k).map(|s| format!("{s:?}")).unwrap_or_default();
         let value = if j > i {
@@ -97,8 +102,12 @@ impl Component for Heatmap {
     type Message = HeatMsg;
     type Properties = HeatmapProps;
 
-    fn create(_ctx: &Context<Self>) -> Self {
+    fn create(ctx: &Context<Self>) -> Self {
+        let p = ctx.props();
         Heatmap {
+            scale: fit_scale(&p.matrix, p.n, p.signed),
+            repaint: true,
+            painted: None,
             canvas: NodeRef::default(),
             hover: None,
             locked: None,
@@ -113,6 +122,9 @@ impl Component for Heatmap {
             self.locked = None;
             self.hover = None;
         }
+        let p = ctx.props();
+        self.scale = fit_scale(&p.matrix, p.n, p.signed);
+        self.repaint = true;
         true
     }
 
@@ -182,7 +194,10 @@ impl Component for Heatmap {
     fn rendered(&mut self, ctx: &Context<Self>, _first: bool) {
         let props = ctx.props();
         if let Some(canvas) = self.canvas.cast::<HtmlCanvasElement>() {
-            self.error = paint(&canvas, &props.matrix, props.n, &Self::scale(props)).err();
+            if std::mem::take(&mut self.repaint) || self.painted.as_ref() != Some(&canvas) {
+                self.error = paint(&canvas, &props.matrix, props.n, &self.scale).err();
+                self.painted = Some(canvas.clone());
+            }
             if std::mem::take(&mut self.refocus) {
                 let _ = canvas.focus();
             }
@@ -193,7 +208,7 @@ impl Component for Heatmap {
         let props = ctx.props();
         let n = props.n;
         let link = ctx.link();
-        let scale = Self::scale(props);
+        let scale = self.scale;
         let onmousemove = link.callback(|e: MouseEvent| {
             let target: web_sys::Element = e.target_unchecked_into();
             let rect = target.get_bounding_client_rect();
@@ -291,10 +306,7 @@ pub fn thumb(props: &ThumbProps) -> Html {
         let (matrix, n, signed) = (props.matrix.clone(), props.n, props.signed);
         use_effect_with((matrix, n, signed), move |(matrix, n, signed)| {
             if let Some(c) = canvas.cast::<HtmlCanvasElement>() {
-                let m = matrix.as_slice();
-                let nn = *n;
-                let scale = Scale::fit((0..nn).flat_map(|i| (0..=i).map(move |j| m[i * nn + j])), *signed);
-                let _ = paint(&c, m, nn, &scale);
+                let _ = paint(&c, matrix, *n, &fit_scale(matrix, *n, *signed));
             }
         });
     }

@@ -9,7 +9,6 @@ use attnlab_core::analysis::{self, GateStats, KernelCurve, LayerSummary, PplPoin
 use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, TraceRequest};
 use attnlab_core::bias::alibi_slopes;
 use attnlab_core::config::{KernelKind, KernelTerm};
-use attnlab_core::sampling::log_softmax;
 use attnlab_core::{AttentionSpec, Model, Session};
 
 use crate::engine::Engine;
@@ -126,6 +125,7 @@ pub struct TraceView {
     /// Tokens of the text beyond [`MAX_TRACE_TOKENS`] that were left out.
     pub cut: usize,
     pub attention: Vec<LayerAttention>,
+    /// Per-layer LAA and head summaries; empty unless the trace was of the probabilities stage.
     pub summaries: Vec<LayerSummary>,
     pub gates: Vec<GateStats>,
 }
@@ -176,27 +176,23 @@ impl Engine {
         self.tokenizer.encode(text).map_err(|e| e.to_string())
     }
 
-    /// Trace `text` (cut to [`MAX_TRACE_TOKENS`]): attention matrices at `stage`, LAA summaries
-    /// (always from the probabilities stage) and gate statistics.
+    /// Trace `text` (cut to [`MAX_TRACE_TOKENS`]): attention matrices at `stage`, gate statistics,
+    /// and (probabilities stage only) LAA summaries.
     pub fn trace(&self, text: &str, stage: AttnStage) -> Result<TraceView, String> {
-        let ids = self.encode(text)?;
-        if ids.is_empty() {
+        let all = self.encode(text)?;
+        if all.is_empty() {
             return Err(attnlab_core::Error::EmptyPrompt.to_string());
         }
-        let limit = MAX_TRACE_TOKENS.min(self.info.max_context);
-        let n = ids.len().min(limit);
-        let ids = &ids[..n];
-        let cut = self.encode(text)?.len() - n;
+        let n = all.len().min(MAX_TRACE_TOKENS.min(self.info.max_context));
+        let ids = &all[..n];
+        let cut = all.len() - n;
         let req = TraceRequest { attention: true, stage, gates: true };
         let trace = self.model.trace(ids, req).map_err(|e| e.to_string())?;
+        // LAA and the head summaries are defined on the weights a layer uses (probabilities stage).
         let summaries = if stage == AttnStage::Probabilities {
             analysis::summarize_attention(&self.model, &trace.attention)
         } else {
-            let probs = self
-                .model
-                .trace(ids, TraceRequest { attention: true, stage: AttnStage::Probabilities, gates: false })
-                .map_err(|e| e.to_string())?;
-            analysis::summarize_attention(&self.model, &probs.attention)
+            Vec::new()
         };
         let labels =
             ids.iter().map(|&id| self.tokenizer.decode(&[id]).unwrap_or_else(|_| format!("#{id}"))).collect();
@@ -257,7 +253,7 @@ impl<'m> PplSweep<'m> {
             if len > engine.info.max_context {
                 return Err(format!("context length {len} exceeds max_context {}", engine.info.max_context));
             }
-            let windows = (tokens.len() / len).min((PPL_TOKEN_BUDGET / len).max(1));
+            let windows = analysis::window_count(tokens.len(), len, (PPL_TOKEN_BUDGET / len).max(1));
             if windows == 0 {
                 return Err(format!(
                     "context length {len} is longer than the text ({} tokens)",
@@ -292,14 +288,11 @@ impl<'m> PplSweep<'m> {
         let win = &self.tokens[start..start + len];
         let end = (self.pos + PPL_SLICE).min(len);
         let logits = self.session.prefill_all(&win[self.pos..end]).map_err(|e| e.to_string())?;
-        let v = self.model.config().vocab_size;
-        for (r, row) in logits.chunks_exact(v).enumerate() {
-            let p = self.pos + r;
-            if p + 1 < len {
-                self.nll -= log_softmax(row)[win[p + 1] as usize];
-                self.count += 1;
-            }
-        }
+        // Row p predicts win[p + 1]; the window's last row has no target.
+        let (nll, count) =
+            analysis::score_rows(&logits, self.model.config().vocab_size, &win[self.pos + 1..]);
+        self.nll += nll;
+        self.count += count;
         self.done_tokens += end - self.pos;
         self.pos = end;
         if self.pos == len {

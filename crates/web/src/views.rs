@@ -769,9 +769,14 @@ impl Component for TraceViewComp {
                 match result {
                     Ok(t) => {
                         self.error = None;
-                        let layers =
-                            t.summaries.iter().map(|s| (s.layer, s.laa.auc, s.laa.curve.clone())).collect();
-                        ctx.props().on_laa.emit((ctx.props().engine.0.info().name.clone(), layers));
+                        if !t.summaries.is_empty() {
+                            let layers = t
+                                .summaries
+                                .iter()
+                                .map(|s| (s.layer, s.laa.auc, s.laa.curve.clone()))
+                                .collect();
+                            ctx.props().on_laa.emit((ctx.props().engine.0.info().name.clone(), layers));
+                        }
                         let (l, h) = self.selected;
                         if l >= t.attention.len() || t.attention.get(l).is_some_and(|la| h >= la.heads.len())
                         {

@@ -6,8 +6,7 @@ use crate::common::{
     to_value, CliError, CliResult, ModelArgs,
 };
 use crate::gpu::Engine;
-use attnlab_core::analysis::{self, PplPoint};
-use attnlab_core::sampling::log_softmax;
+use attnlab_core::analysis;
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
@@ -75,7 +74,16 @@ pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
         Backend::Cpu => analysis::perplexity(&model, &tokens, &a.lengths, a.max_windows, progress)?,
         Backend::Gpu => {
             let mut engine = Engine::new(&model, Backend::Gpu)?;
-            gpu_perplexity(&mut engine, &tokens, &a.lengths, a.max_windows, progress)?
+            let cfg = model.config();
+            analysis::perplexity_with(
+                cfg.vocab_size,
+                max,
+                &tokens,
+                &a.lengths,
+                a.max_windows,
+                progress,
+                |w| engine.session()?.prefill_all(w),
+            )?
         }
     };
     pb.finish_and_clear();
@@ -112,45 +120,4 @@ pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
     );
     s.push_str(&table(&["length", "windows", "tokens", "nll", "ppl"], &rows, &[]));
     out(&s)
-}
-
-/// The protocol of `analysis::perplexity` (the CPU reference) with every window's logits from `engine`;
-/// lengths were validated against the text and max_context by the caller.
-fn gpu_perplexity(
-    engine: &mut Engine<'_>,
-    tokens: &[u32],
-    lengths: &[usize],
-    max_windows: usize,
-    mut progress: impl FnMut(usize, usize),
-) -> CliResult<Vec<PplPoint>> {
-    let count_windows = |l: usize| {
-        let w = tokens.len() / l.max(1);
-        if max_windows > 0 {
-            w.min(max_windows)
-        } else {
-            w
-        }
-    };
-    let total: usize = lengths.iter().map(|&l| count_windows(l)).sum();
-    let mut done = 0;
-    let mut out = Vec::new();
-    for &len in lengths {
-        let windows = count_windows(len);
-        let (mut nll, mut count) = (0.0f64, 0usize);
-        for w in 0..windows {
-            let win = &tokens[w * len..(w + 1) * len];
-            let logits = engine.session()?.prefill_all(win)?;
-            let v = logits.len() / len;
-            for p in 0..len - 1 {
-                let ls = log_softmax(&logits[p * v..(p + 1) * v]);
-                nll -= ls.get(win[p + 1] as usize).copied().unwrap_or(f64::NAN);
-                count += 1;
-            }
-            done += 1;
-            progress(done, total);
-        }
-        let mean = nll / count.max(1) as f64;
-        out.push(PplPoint { length: len, windows, tokens: count, nll: mean, ppl: mean.exp() });
-    }
-    Ok(out)
 }
