@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 /// Default model folder, relative to the current directory.
 pub const DEFAULT_MODEL_DIR: &str = "www/models/default";
+/// The shipped models and their index (its `default` names the default model folder).
+pub const MODELS_DIR: &str = "www/models";
 /// Default held-out text of `eval`, `analyze` and `dump`.
 pub const DEFAULT_TEXT: &str = "www/eval/heldout.txt";
 
@@ -94,23 +96,52 @@ impl BackendArg {
 /// `--model DIR` and `--backend`, shared by every command that runs a model.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// Model folder holding config.json, model.safetensors and tokenizer.json
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_MODEL_DIR)]
-    pub model: PathBuf,
+    /// Model folder holding config.json, model.safetensors and tokenizer.json [default: the default
+    /// of www/models/index.json, else www/models/default]
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
     #[command(flatten)]
     pub backend: BackendArg,
 }
 
 impl ModelArgs {
+    /// The model folder: `--model`, else the default model.
+    pub fn dir(&self) -> PathBuf {
+        self.model.clone().unwrap_or_else(default_model_dir)
+    }
+
     /// Check the backend (CPU-only commands), then load and validate the model folder.
     pub fn load(&self) -> CliResult<Model> {
         self.backend.check()?;
-        load_model_dir(&self.model)
+        load_model_dir(&self.dir())
     }
 
     /// Load and validate the model folder for a command that runs on either backend.
     pub fn load_any_backend(&self) -> CliResult<Model> {
-        load_model_dir(&self.model)
+        load_model_dir(&self.dir())
+    }
+}
+
+/// Read and validate `www/models/index.json` (`None` when there is none).
+pub fn read_model_index(models_dir: &Path) -> CliResult<Option<attnlab_core::catalog::ModelIndex>> {
+    let path = models_dir.join(attnlab_core::catalog::INDEX_FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| CliError::runtime(format!("cannot read `{}`: {e}", path.display())))?;
+    attnlab_core::catalog::ModelIndex::from_json(&text)
+        .map(Some)
+        .map_err(|e| CliError::runtime(format!("`{}`: {e}", path.display())))
+}
+
+/// The default model folder: the index's default under www/models, else www/models/default (an
+/// unreadable index also falls back, and loading then names the folder it tried).
+pub fn default_model_dir() -> PathBuf {
+    let models = Path::new(MODELS_DIR);
+    match read_model_index(models) {
+        Ok(Some(idx)) => models.join(idx.default),
+        _ => PathBuf::from(DEFAULT_MODEL_DIR),
     }
 }
 

@@ -8,6 +8,7 @@
 mod cmd;
 mod common;
 mod gpu;
+mod svg;
 
 use clap::{Parser, Subcommand};
 use common::{CliError, CliResult, EXIT_RUNTIME, EXIT_USAGE};
@@ -42,8 +43,10 @@ enum Command {
     Analyze(cmd::analyze::AnalyzeArgs),
     Dump(cmd::dump::DumpArgs),
     Bench(cmd::bench::BenchArgs),
+    Convert(cmd::convert::ConvertArgs),
     Data(cmd::data::DataArgs),
     Train(cmd::train::TrainArgs),
+    Report(cmd::report::ReportArgs),
 }
 
 fn run(cli: Cli) -> CliResult<()> {
@@ -56,8 +59,10 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Analyze(a) => cmd::analyze::run(a, json),
         Command::Dump(a) => cmd::dump::run(a, json),
         Command::Bench(a) => cmd::bench::run(a, json),
+        Command::Convert(a) => cmd::convert::run(a, json),
         Command::Data(a) => cmd::data::run(a, json),
         Command::Train(a) => cmd::train::run(a, json),
+        Command::Report(a) => cmd::report::run(a, json),
     }
 }
 
@@ -71,8 +76,10 @@ fn clap_message(err: &clap::Error) -> String {
     let rendered = err.render().to_string();
     let first = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    const COMMANDS: &[&str] =
-        &["init", "generate", "eval", "kernels", "analyze", "dump", "bench", "data", "train"];
+    const COMMANDS: &[&str] = &[
+        "init", "generate", "eval", "kernels", "analyze", "dump", "bench", "convert", "data", "train",
+        "report",
+    ];
     let sub = std::env::args().skip(1).find(|a| COMMANDS.contains(&a.as_str()));
     let help = sub.map_or("attnlab --help".to_string(), |s| format!("attnlab {s} --help"));
     format!("{} (see `{help}`)", one_line(first))

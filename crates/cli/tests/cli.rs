@@ -280,7 +280,10 @@ fn kernel_overrides_change_the_bias() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for cmd in ["init", "generate", "eval", "kernels", "analyze", "dump", "bench", "data", "train"] {
+    for cmd in [
+        "init", "generate", "eval", "kernels", "analyze", "dump", "bench", "convert", "data", "train",
+        "report",
+    ] {
         let s = ok(&[cmd, "--help"]);
         assert!(s.contains("Usage: attnlab"), "{cmd}: {s}");
     }
@@ -471,5 +474,154 @@ fn data_brown_then_train_then_generate() {
     assert!(e.contains("max_context"), "{e}");
     let e = fails(&["data", "brown", "--from", p(&dir.join("empty")), "--out", p(&dir.join("d2"))], 1);
     assert!(e.contains("empty") || e.contains("No such file"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `convert --dtype f16` halves model.safetensors, keeps the tokenizer, and the converted model
+/// scores the text like the original (F16 rounding only); bad dtypes and overwrites are refused.
+#[test]
+fn convert_to_f16_keeps_the_model() {
+    let dir = temp_dir("convert");
+    let (src, dst, text) = (dir.join("src"), dir.join("f16"), dir.join("text.txt"));
+    init_tiny("alibi", &src);
+    std::fs::write(&text, TEXT.repeat(4)).unwrap();
+    let r = ok_json(&["convert", "--model", p(&src), "--out", p(&dst), "--text", p(&text)]);
+    let (before, after) = (r["bytes"]["before"].as_u64().unwrap(), r["bytes"]["after"].as_u64().unwrap());
+    assert!(after * 10 < before * 6, "{r}");
+    assert!(r["max_abs_logit_diff"].as_f64().unwrap() < 0.05, "{r}");
+    assert!(dst.join("tokenizer.json").is_file());
+    let eval = |m: &Path| ok_json(&["eval", "--model", p(m), "--text", p(&text), "--lengths", "64"]);
+    let (a, b) = (
+        eval(&src)["results"][0]["ppl"].as_f64().unwrap(),
+        eval(&dst)["results"][0]["ppl"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() / a < 1e-2, "{a} vs {b}");
+    let e = fails(&["convert", "--model", p(&src), "--out", p(&dst), "--text", p(&text)], 2);
+    assert!(e.contains("--force"), "{e}");
+    let e = fails(&["convert", "--model", p(&src), "--out", p(&dir.join("x")), "--dtype", "f8"], 2);
+    assert!(e.contains("f8"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ReGLA Fig. 4 setup: `--gate-bias-init 6` saturates the gates (analyze's saturation near 1, against
+/// well below 1 without it); `--gla-normalizer` lands in the config; both refuse non-gated models.
+#[test]
+fn init_extreme_gate_bias_saturates_the_gates() {
+    let dir = temp_dir("fig4");
+    let sat = |m: &Path| -> f64 {
+        let a = ok_json(&["analyze", "--model", p(m), "--text", p(&dir.join("t.txt")), "--max-tokens", "32"]);
+        let g = a["gates"].as_array().unwrap();
+        let all: Vec<f64> = g
+            .iter()
+            .filter(|g| g["head"].is_null() && g["quantity"] == "f")
+            .map(|g| g["saturation"].as_f64().unwrap())
+            .collect();
+        all.iter().sum::<f64>() / all.len() as f64
+    };
+    std::fs::write(dir.join("t.txt"), TEXT).unwrap();
+    for variant in ["regla", "gla"] {
+        let (plain, extreme) = (dir.join(format!("{variant}-plain")), dir.join(format!("{variant}-x")));
+        // GLA with a plain sigmoid gate in both (fla's normalizer 16 starts the gates near 1 anyway).
+        for (out, bias) in [(&plain, None), (&extreme, Some("6"))] {
+            let mut args = vec!["init", "--variant", variant, "--out", p(out)];
+            if let Some(b) = bias {
+                args.extend(["--gate-bias-init", b]);
+            }
+            if variant == "gla" {
+                args.extend(["--gla-normalizer", "1"]);
+            }
+            args.extend_from_slice(TINY);
+            ok_json(&args);
+        }
+        let (s0, s1) = (sat(&plain), sat(&extreme));
+        assert!(s1 > 0.9 && s0 < 0.5, "{variant}: saturation {s0} without, {s1} with --gate-bias-init");
+    }
+    let cfg = std::fs::read_to_string(dir.join("gla-x/config.json")).unwrap();
+    assert!(cfg.contains("\"gate_logit_normalizer\": 1.0"), "{cfg}");
+    let e = fails(&["init", "--variant", "alibi", "--out", p(&dir.join("a")), "--gate-bias-init", "6"], 2);
+    assert!(e.contains("gla or regla"), "{e}");
+    let e = fails(&["init", "--variant", "regla", "--out", p(&dir.join("b")), "--gla-normalizer", "2"], 2);
+    assert!(e.contains("gla layer"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `report` on a tiny index: writes the markdown, the plots and results.json, and its perplexities
+/// are `eval`'s on the same tokens (one protocol); a missing index is a usage error.
+#[test]
+fn report_writes_results_consistent_with_eval() {
+    let dir = temp_dir("report");
+    let models = dir.join("models");
+    init_tiny("alibi", &models.join("alibi"));
+    init_tiny("regla", &models.join("regla"));
+    let mut args = vec!["init", "--variant", "regla", "--out", "PLACEHOLDER", "--gate-bias-init", "6"];
+    let init_dir = models.join("regla-fig4-init");
+    args[4] = p(&init_dir);
+    args.extend_from_slice(TINY);
+    ok_json(&args);
+    std::fs::write(
+        models.join("index.json"),
+        r#"{"default": "alibi", "models": [
+            {"name": "alibi", "family": "softmax + position bias", "description": "tiny alibi"},
+            {"name": "regla", "family": "gated linear attention", "description": "tiny regla"},
+            {"name": "regla-fig4-init", "family": "fig4", "description": "init", "initial_of": "regla"}]}"#,
+    )
+    .unwrap();
+    let text = dir.join("text.txt");
+    std::fs::write(&text, TEXT.repeat(12)).unwrap();
+    let out = dir.join("docs/results.md");
+    let common = ["--models", p(&models), "--text", p(&text), "--words", p(&text)];
+    let mut args = vec![
+        "report",
+        "--out",
+        p(&out),
+        "--lengths",
+        "32,64",
+        "--tokens",
+        "256",
+        "--samples",
+        "2",
+        "--trace-tokens",
+        "32",
+    ];
+    args.extend(common);
+    ok(&args);
+    let md = std::fs::read_to_string(&out).unwrap();
+    for want in [
+        "## 1. Perplexity",
+        "| `alibi` |",
+        "h=9 (2^-9)",
+        "regla-fig4-init",
+        "## 5. Claims versus results",
+        "real-word share",
+    ] {
+        assert!(md.contains(want), "results.md lacks {want}:\n{md}");
+    }
+    for svg in ["ppl.svg", "slopes.svg", "laa.svg", "gates.svg", "training.svg"] {
+        let s = std::fs::read_to_string(dir.join("docs/results").join(svg)).unwrap();
+        assert!(s.starts_with("<svg") && s.contains("</svg>"), "{svg}");
+    }
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("docs/results/results.json")).unwrap())
+            .unwrap();
+    let reported = raw["models"].as_array().unwrap().iter().find(|m| m["name"] == "alibi").unwrap()["ppl"][1]
+        ["ppl"]
+        .as_f64()
+        .unwrap();
+    // 256 tokens at length 64 = the first 4 windows, as `eval --max-windows 4` scores them.
+    let eval = ok_json(&[
+        "eval",
+        "--model",
+        p(&models.join("alibi")),
+        "--text",
+        p(&text),
+        "--lengths",
+        "64",
+        "--max-windows",
+        "4",
+    ]);
+    let direct = eval["results"][0]["ppl"].as_f64().unwrap();
+    assert!((reported - direct).abs() <= 1e-9 * direct, "report {reported} vs eval {direct}");
+    let e = fails(&["report", "--models", p(&dir), "--out", p(&out)], 2);
+    assert!(e.contains("index.json"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }

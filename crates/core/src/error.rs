@@ -26,8 +26,8 @@ pub enum Error {
     /// A tensor whose shape differs from what the config implies.
     #[error("model.safetensors: tensor `{name}` has shape {found:?}, expected {expected:?}")]
     TensorShape { name: String, expected: Vec<usize>, found: Vec<usize> },
-    /// A tensor with a dtype other than F32.
-    #[error("model.safetensors: tensor `{name}` has dtype {found}, expected F32")]
+    /// A tensor with a dtype other than F32, F16 or BF16.
+    #[error("model.safetensors: tensor `{name}` has dtype {found}, expected F32, F16 or BF16")]
     TensorDtype { name: String, found: String },
     /// A tensor holding NaN or ±inf.
     #[error("model.safetensors: tensor `{name}` has a non-finite value at flat index {index}")]

@@ -268,6 +268,38 @@ pub fn gated_linear_parallel(
     out
 }
 
+/// Tensor holding the forget-gate bias of a gated layer: `b_g` for ReGLA, the gate-logit bias for GLA.
+pub fn gate_bias_tensor(layer: usize, spec: &crate::config::AttentionSpec) -> Option<String> {
+    use crate::config::AttentionSpec;
+    match spec {
+        AttentionSpec::Gla { .. } => Some(format!("layers.{layer}.attn.gla.gk_bias")),
+        AttentionSpec::Regla => Some(format!("layers.{layer}.attn.regla.b_g")),
+        _ => None,
+    }
+}
+
+/// The extreme gate-bias initialisation of ReGLA's Fig. 4 (ReGLA digest §5 "Fig. 4"): every gated
+/// layer's forget-gate bias is set to `+b` on even channels and `−b` on odd ones, so half the gate
+/// activations start near 1 and half near 0. The paper gives no values; `attnlab init
+/// --gate-bias-init 6` puts σ(±6) at 0.9975 / 0.0025. Returns the number of layers changed.
+pub fn set_extreme_gate_bias(
+    cfg: &crate::config::ModelConfig,
+    weights: &mut crate::weights::Weights,
+    b: f32,
+) -> usize {
+    let mut changed = 0;
+    for (i, spec) in cfg.layers.iter().enumerate() {
+        let Some(name) = gate_bias_tensor(i, spec) else { continue };
+        if let Some(t) = weights.tensors.get_mut(&name) {
+            for (c, v) in t.data.iter_mut().enumerate() {
+                *v = if c % 2 == 0 { b } else { -b };
+            }
+            changed += 1;
+        }
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

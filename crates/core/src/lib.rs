@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod attention;
 pub mod bias;
+pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod gates;

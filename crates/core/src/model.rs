@@ -150,15 +150,22 @@ impl Model {
         Model::from_bytes(&text, &bytes)
     }
 
-    /// Write `config.json` and `model.safetensors` into `dir` (created if missing).
+    /// Write `config.json` and `model.safetensors` (F32) into `dir` (created if missing).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn save_dir(&self, dir: &std::path::Path) -> Result<()> {
+        self.save_dir_as(dir, crate::weights::StorageDtype::F32)
+    }
+
+    /// [`Model::save_dir`] with the weights stored as `dtype` (the shipped models are F16).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn save_dir_as(&self, dir: &std::path::Path, dtype: crate::weights::StorageDtype) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let cpath = dir.join("config.json");
         std::fs::write(&cpath, self.cfg.to_json() + "\n").map_err(|e| Error::io(&cpath, e))?;
         let wpath = dir.join("model.safetensors");
         let meta = std::collections::HashMap::from([("format".to_string(), "attnlab".to_string())]);
-        std::fs::write(&wpath, self.weights.to_safetensors(Some(meta))?).map_err(|e| Error::io(&wpath, e))
+        std::fs::write(&wpath, self.weights.to_safetensors_as(dtype, Some(meta))?)
+            .map_err(|e| Error::io(&wpath, e))
     }
 
     /// The model's config.

@@ -2,7 +2,8 @@
 //!
 //! Which tensors a config needs (names, shapes, initialisers) is decided by `model::tensor_specs`;
 //! this module only moves bytes and enforces the contract: every tensor present, nothing extra,
-//! F32 little-endian, exact shapes, finite values.
+//! exact shapes, finite values. Tensors are stored as F32, F16 or BF16 (little-endian) and always
+//! computed in f32: the shipped models are F16 on disk (half the download), widened on load.
 
 use crate::error::{Error, Result};
 use crate::sampling::Rng;
@@ -41,6 +42,64 @@ impl TensorSpec {
     }
 }
 
+/// How tensors are stored in `model.safetensors` (computation is always f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StorageDtype {
+    /// 4 bytes per value, exact.
+    #[default]
+    F32,
+    /// IEEE half: 2 bytes, 11-bit significand (relative rounding ≤ 2⁻¹¹), range ±65504.
+    F16,
+    /// bfloat16: 2 bytes, 8-bit significand, the f32 range.
+    Bf16,
+}
+
+impl StorageDtype {
+    /// Parse `f32`, `f16` or `bf16`.
+    pub fn parse(s: &str) -> Result<StorageDtype> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(StorageDtype::F32),
+            "f16" => Ok(StorageDtype::F16),
+            "bf16" => Ok(StorageDtype::Bf16),
+            other => Err(Error::arg("dtype", format!("`{other}` is not one of f32, f16, bf16"))),
+        }
+    }
+
+    fn safetensors(self) -> Dtype {
+        match self {
+            StorageDtype::F32 => Dtype::F32,
+            StorageDtype::F16 => Dtype::F16,
+            StorageDtype::Bf16 => Dtype::BF16,
+        }
+    }
+
+    /// Little-endian bytes of `data` in this dtype (values out of F16 range become ±inf and are
+    /// refused by the loader, so [`Weights::to_safetensors_as`] checks before writing).
+    fn encode(self, data: &[f32]) -> Vec<u8> {
+        match self {
+            StorageDtype::F32 => data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            StorageDtype::F16 => data.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
+            StorageDtype::Bf16 => data.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+        }
+    }
+}
+
+/// Widen stored bytes to f32, or `None` for a dtype the format does not allow.
+fn decode(dtype: Dtype, raw: &[u8]) -> Option<(usize, Vec<f32>)> {
+    match dtype {
+        Dtype::F32 => {
+            Some((4, raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
+        }
+        Dtype::F16 => {
+            Some((2, raw.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect()))
+        }
+        Dtype::BF16 => {
+            Some((2, raw.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect()))
+        }
+        _ => None,
+    }
+}
+
 /// A loaded f32 tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
@@ -62,12 +121,13 @@ impl Weights {
         let mut tensors = BTreeMap::new();
         for spec in specs {
             let view = present.remove(&spec.name).ok_or_else(|| Error::MissingTensor(spec.name.clone()))?;
-            if view.dtype() != Dtype::F32 {
+            let raw = view.data();
+            let Some((width, data)) = decode(view.dtype(), raw) else {
                 return Err(Error::TensorDtype {
                     name: spec.name.clone(),
                     found: format!("{:?}", view.dtype()),
                 });
-            }
+            };
             if view.shape() != spec.shape.as_slice() {
                 return Err(Error::TensorShape {
                     name: spec.name.clone(),
@@ -75,17 +135,14 @@ impl Weights {
                     found: view.shape().to_vec(),
                 });
             }
-            let raw = view.data();
-            if raw.len() != spec.numel() * 4 {
+            if raw.len() != spec.numel() * width {
                 return Err(Error::SafetensorsParse(format!(
                     "tensor `{}` holds {} bytes, expected {}",
                     spec.name,
                     raw.len(),
-                    spec.numel() * 4
+                    spec.numel() * width
                 )));
             }
-            let data: Vec<f32> =
-                raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
             if let Some(index) = data.iter().position(|v| !v.is_finite()) {
                 return Err(Error::NonFinite { name: spec.name.clone(), index });
             }
@@ -123,14 +180,32 @@ impl Weights {
         &self,
         metadata: Option<std::collections::HashMap<String, String>>,
     ) -> Result<Vec<u8>> {
-        let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = self
-            .tensors
-            .iter()
-            .map(|(n, t)| (n.clone(), t.shape.clone(), t.data.iter().flat_map(|v| v.to_le_bytes()).collect()))
-            .collect();
+        self.to_safetensors_as(StorageDtype::F32, metadata)
+    }
+
+    /// Serialize with every tensor stored as `dtype`. A value that does not fit the dtype (|v| >
+    /// 65504 for F16) is an error naming the tensor, never a silent ±inf.
+    pub fn to_safetensors_as(
+        &self,
+        dtype: StorageDtype,
+        metadata: Option<std::collections::HashMap<String, String>>,
+    ) -> Result<Vec<u8>> {
+        let mut bytes = Vec::with_capacity(self.tensors.len());
+        for (name, t) in &self.tensors {
+            let raw = dtype.encode(&t.data);
+            if let Some((_, back)) = decode(dtype.safetensors(), &raw) {
+                // A finite value that overflowed the narrower dtype.
+                if let Some(index) =
+                    t.data.iter().zip(&back).position(|(v, b)| v.is_finite() && !b.is_finite())
+                {
+                    return Err(Error::NonFinite { name: name.clone(), index });
+                }
+            }
+            bytes.push((name.clone(), t.shape.clone(), raw));
+        }
         let mut views = Vec::with_capacity(bytes.len());
         for (name, shape, data) in &bytes {
-            let view = TensorView::new(Dtype::F32, shape.clone(), data)
+            let view = TensorView::new(dtype.safetensors(), shape.clone(), data)
                 .map_err(|e| Error::SafetensorsParse(format!("tensor `{name}`: {e}")))?;
             views.push((name.clone(), view));
         }

@@ -1,7 +1,7 @@
 //! Every load and run path returns a typed error naming the problem (issue 2, "Bad input").
 
 mod common;
-use attnlab_core::weights::Weights;
+use attnlab_core::weights::{StorageDtype, Weights};
 use attnlab_core::{model::tensor_specs, Error, Model, ModelConfig};
 use common::*;
 
@@ -70,7 +70,7 @@ fn missing_extra_wrong_shape_wrong_dtype_and_nan_tensors() {
     let err = expect_err(Model::from_bytes(&json, &w.to_safetensors(None).unwrap()));
     assert!(matches!(err, Error::NonFinite { ref name, index: 17 } if name == "layers.1.ffn.w_up"), "{err}");
 
-    // An F16 tensor where F32 is required.
+    // An F64 tensor: the format stores F32, F16 or BF16 only.
     let mut views = Vec::new();
     let raw: Vec<(String, Vec<usize>, Vec<u8>)> = m
         .weights()
@@ -78,20 +78,47 @@ fn missing_extra_wrong_shape_wrong_dtype_and_nan_tensors() {
         .iter()
         .map(|(n, t)| {
             if n == "final_norm.weight" {
-                (n.clone(), t.shape.clone(), vec![0u8; t.data.len() * 2])
+                (n.clone(), t.shape.clone(), vec![0u8; t.data.len() * 8])
             } else {
                 (n.clone(), t.shape.clone(), t.data.iter().flat_map(|v| v.to_le_bytes()).collect())
             }
         })
         .collect();
     for (n, s, d) in &raw {
-        let dt = if n == "final_norm.weight" { safetensors::Dtype::F16 } else { safetensors::Dtype::F32 };
+        let dt = if n == "final_norm.weight" { safetensors::Dtype::F64 } else { safetensors::Dtype::F32 };
         views.push((n.clone(), safetensors::tensor::TensorView::new(dt, s.clone(), d).unwrap()));
     }
     let bytes = safetensors::serialize(views, &None).unwrap();
     let err = expect_err(Model::from_bytes(&json, &bytes));
     assert!(matches!(err, Error::TensorDtype { ref name, .. } if name == "final_norm.weight"), "{err}");
+    assert!(err.to_string().contains("F32, F16 or BF16"), "{err}");
     assert!(Weights::from_safetensors(&m.weights().to_safetensors(None).unwrap(), &specs).is_ok());
+}
+
+/// F16 and BF16 storage (the shipped models are F16): every value comes back within the dtype's
+/// rounding (relative 2⁻¹¹ / 2⁻⁸ for normal values), and a value beyond F16's range is refused by name
+/// at save time instead of becoming inf.
+#[test]
+fn half_precision_storage_round_trips_and_refuses_overflow() {
+    let (_, _, m) = files("regla");
+    let specs = tensor_specs(m.config());
+    for (dtype, rel) in [(StorageDtype::F16, 1.0 / 2048.0), (StorageDtype::Bf16, 1.0 / 256.0)] {
+        let bytes = m.weights().to_safetensors_as(dtype, None).unwrap();
+        assert!(bytes.len() < m.weights().to_safetensors(None).unwrap().len() * 6 / 10);
+        let back = Weights::from_safetensors(&bytes, &specs).unwrap();
+        for (name, t) in &m.weights().tensors {
+            for (a, b) in t.data.iter().zip(&back.tensors[name].data) {
+                // F16 subnormals (|v| < 6.1e-5) round absolutely; allow that floor.
+                assert!((a - b).abs() <= rel * a.abs() + 6e-8, "{dtype:?} {name}: {a} -> {b}");
+            }
+        }
+    }
+    let mut w = m.weights().clone();
+    w.tensors.get_mut("final_norm.weight").unwrap().data[3] = 1.0e5;
+    let err = w.to_safetensors_as(StorageDtype::F16, None).unwrap_err();
+    assert!(matches!(err, Error::NonFinite { ref name, index: 3 } if name == "final_norm.weight"), "{err}");
+    assert!(w.to_safetensors_as(StorageDtype::Bf16, None).is_ok());
+    assert!(StorageDtype::parse("F16").is_ok() && StorageDtype::parse("f8").is_err());
 }
 
 #[test]

@@ -116,13 +116,17 @@ fn argmax(x: &[f32]) -> u32 {
     best as u32
 }
 
-/// (worst prefill error, worst decode error) of one config.
+/// (worst prefill error, worst decode error) of one config's random-weight model.
 fn parity(ctx: &GpuContext, name: &str, cfg: &ModelConfig) -> Result<(f32, f32), String> {
     let model = Model::random(cfg.clone(), 11).expect("random model");
-    let v = cfg.vocab_size;
-    let n = 100;
+    parity_of(ctx, name, &model, 100, 20)
+}
+
+/// GPU ≡ CPU on `model`: prefill of `n` rows (chunks of 48), then prefill `p` and decode to `n`.
+fn parity_of(ctx: &GpuContext, name: &str, model: &Model, n: usize, p: usize) -> Result<(f32, f32), String> {
+    let v = model.config().vocab_size;
     let toks = tokens(n, v, 5);
-    let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+    let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), model)).expect("upload");
 
     // Prefill of every row, in chunks of 48 rows (three submissions).
     let cpu_all = model.session().prefill_all(&toks).expect("cpu prefill");
@@ -140,8 +144,7 @@ fn parity(ctx: &GpuContext, name: &str, cfg: &ModelConfig) -> Result<(f32, f32),
         worst_prefill = worst_prefill.max(e);
     }
 
-    // Prefill 20, then decode token by token (the prefill→decode hand-off included).
-    let p = 20;
+    // Prefill p, then decode token by token (the prefill→decode hand-off included).
     let mut cs = model.session();
     let mut gs = pollster::block_on(gm.session()).expect("session");
     let c0 = cs.prefill(&toks[..p]).expect("cpu prefill");
@@ -182,6 +185,30 @@ fn every_variant_matches_the_cpu_reference() {
     }
     eprintln!("{}", report.join("\n"));
     assert!(failures.is_empty(), "GPU/CPU parity failures:\n{}", failures.join("\n"));
+}
+
+/// Every shipped checkpoint listed in www/models/index.json (issue 4: parity "on every shipped
+/// checkpoint present"): 48 prefilled rows and 8 decode steps each, F16 weights widened on load.
+#[test]
+fn shipped_checkpoints_match_the_cpu_reference() {
+    let Some(ctx) = context() else { return };
+    let models = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/models");
+    let Ok(text) = std::fs::read_to_string(models.join("index.json")) else {
+        eprintln!("no www/models/index.json: no shipped checkpoints to check");
+        return;
+    };
+    let index = attnlab_core::catalog::ModelIndex::from_json(&text).expect("valid index.json");
+    let (mut report, mut failures) = (Vec::new(), Vec::new());
+    for entry in &index.models {
+        let model =
+            Model::load_dir(&models.join(&entry.name)).unwrap_or_else(|e| panic!("{}: {e}", entry.name));
+        match parity_of(&ctx, &entry.name, &model, 48, 40) {
+            Ok((p, d)) => report.push(format!("{:28} prefill {p:.2e} decode {d:.2e}", entry.name)),
+            Err(e) => failures.push(e),
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(failures.is_empty(), "shipped checkpoints, GPU/CPU parity failures:\n{}", failures.join("\n"));
 }
 
 #[test]

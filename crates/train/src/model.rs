@@ -144,6 +144,13 @@ impl TrainModel {
         linear(&h, head)
     }
 
+    /// Logits `[T × V]` (row-major) of one token sequence: [`TrainModel::forward`] on a batch of one,
+    /// the peer of the core's `prefill_all` (used by `attnlab bench` for the core ÷ candle ratio).
+    pub fn forward_ids(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let t = Tensor::from_vec(tokens.to_vec(), (1, tokens.len()), &self.device)?;
+        Ok(self.forward(&t)?.flatten_all()?.to_vec1::<f32>()?)
+    }
+
     /// Mean next-token cross-entropy of `tokens[:, :-1] → tokens[:, 1:]` for a `[B, T+1]` batch.
     pub fn loss(&self, tokens: &Tensor) -> Result<Tensor> {
         let (b, t1) = tokens.dims2()?;

@@ -40,7 +40,7 @@ pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
     a.model.backend.check()?;
     let (path, text) = read_text(a.text.as_deref())?;
     let model = a.model.load()?;
-    let tok = load_tokenizer(&a.model.model, &model)?;
+    let tok = load_tokenizer(&a.model.dir(), &model)?;
     let tokens = encode_text(&tok, &text, &path)?;
     let cfg = model.config();
     let n = tokens.len().min(a.max_tokens as usize);
@@ -68,7 +68,7 @@ pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
 
     if json {
         return print_json(&json!({
-            "model": a.model.model.display().to_string(),
+            "model": a.model.dir().display().to_string(),
             "text": path.display().to_string(),
             "text_tokens": tokens.len(),
             "tokens": n,
@@ -84,7 +84,7 @@ pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
     let mut s = format!(
         "model {} ({}), text {}: first {n} of {} tokens\n\nattention (per head; `all` = head average, layer LAA AUC \
          from the head-averaged curve)\n",
-        a.model.model.display(),
+        a.model.dir().display(),
         crate::common::variants_summary(&model),
         path.display(),
         tokens.len()

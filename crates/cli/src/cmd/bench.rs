@@ -107,6 +107,31 @@ fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliRe
     Ok((prefill, t.elapsed().as_secs_f64(), state_bytes))
 }
 
+/// Tokens of the core ÷ candle prefill comparison (issue 4, ratio b).
+const PEER_TOKENS: usize = 512;
+
+/// Median seconds of (core `prefill_all`, candle `forward`) on the same weights and tokens. Both
+/// produce every row's logits; the results must agree (1e-3 relative) or the comparison is void.
+fn core_vs_candle(model: &attnlab_core::Model, tokens: &[u32], repeats: usize) -> CliResult<(f64, f64)> {
+    let peer = attnlab_train::TrainModel::from_core(model).map_err(|e| CliError::runtime(e.to_string()))?;
+    let (mut core, mut candle) = (Vec::new(), Vec::new());
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..repeats.max(1) {
+        let t = Instant::now();
+        a = model.session().prefill_all(tokens)?;
+        core.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        b = peer.forward_ids(tokens).map_err(|e| CliError::runtime(e.to_string()))?;
+        candle.push(t.elapsed().as_secs_f64());
+    }
+    let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-6);
+    let err = a.iter().zip(&b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs())) / scale;
+    if a.len() != b.len() || err > 1e-3 {
+        return Err(CliError::runtime(format!("core and candle logits differ (relative {err}); no ratio")));
+    }
+    Ok((median(core), median(candle)))
+}
+
 pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     let n = a.decode_tokens as usize;
     let model = a.model.load_any_backend()?;
@@ -157,6 +182,13 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     }
     pb.finish_and_clear();
 
+    // Ratio (b): the core CPU reference's prefill against the trainer's candle forward, same weights.
+    let peer = if a.model.backend.backend == crate::common::Backend::Cpu && max >= PEER_TOKENS {
+        pb.set_message("core ÷ candle");
+        Some(core_vs_candle(&model, &bench_tokens(PEER_TOKENS, cfg.vocab_size), a.repeats as usize)?)
+    } else {
+        None
+    };
     let tps = |tokens: usize, s: f64| if s > 0.0 { tokens as f64 / s } else { f64::INFINITY };
     // Decode time per token at the longest context ÷ at the shortest (1 = flat).
     let ratio = match (points.iter().min_by_key(|p| p.context), points.iter().max_by_key(|p| p.context)) {
@@ -172,7 +204,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         "device": device,
         "machine": machine(),
         "model": {
-            "path": a.model.model.display().to_string(),
+            "path": a.model.dir().display().to_string(),
             "name": cfg.name,
             "params": params,
             "variants": layer_variants(&model),
@@ -186,6 +218,9 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         "decode_tokens": n,
         "repeats": a.repeats,
         "decode_time_ratio": ratio.map(|(lo, hi, r)| json!({ "from_context": lo, "to_context": hi, "ratio": r })),
+        "core_vs_candle_prefill": peer.map(|(core, candle)| json!({
+            "tokens": PEER_TOKENS, "core_s": core, "candle_s": candle, "ratio": core / candle,
+        })),
         "results": points.iter().map(|p| json!({
             "context": p.context,
             "prefill_tokens": p.context,
@@ -209,7 +244,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     let m = &report["machine"];
     let mut s = format!(
         "model {} ({}, {} params), backend {}, {} build\nmachine: {} {}, {} cores\n",
-        a.model.model.display(),
+        a.model.dir().display(),
         crate::common::variants_summary(&model),
         params,
         a.model.backend.name(),
@@ -242,6 +277,14 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     ));
     if let Some((lo, hi, r)) = ratio {
         s.push_str(&format!("decode time per token at {hi} ÷ at {lo}: {r:.2}\n"));
+    }
+    if let Some((core, candle)) = peer {
+        s.push_str(&format!(
+            "prefill of {PEER_TOKENS} tokens, core CPU reference {:.1} ms ÷ candle forward {:.1} ms: {:.2}\n",
+            core * 1e3,
+            candle * 1e3,
+            core / candle
+        ));
     }
     if let Some(d) = &device {
         s.push_str(&format!("device: {d}\n"));

@@ -57,7 +57,7 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
     a.model.backend.check()?;
     let (path, text) = read_text(a.text.as_deref())?;
     let model = a.model.load()?;
-    let tok = load_tokenizer(&a.model.model, &model)?;
+    let tok = load_tokenizer(&a.model.dir(), &model)?;
     let all = encode_text(&tok, &text, &path)?;
     let cfg = model.config();
     let n = all.len().min(a.max_tokens as usize);
@@ -85,7 +85,7 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
     );
     let mut meta = HashMap::from([
         ("format".to_string(), "attnlab-dump".to_string()),
-        ("model".to_string(), a.model.model.display().to_string()),
+        ("model".to_string(), a.model.dir().display().to_string()),
         ("text".to_string(), path.display().to_string()),
         ("variants".to_string(), layer_variants(&model).join(",")),
     ]);

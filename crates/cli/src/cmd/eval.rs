@@ -44,7 +44,7 @@ pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
     }
     let (path, text) = read_text(a.text.as_deref())?;
     let model = a.model.load_any_backend()?;
-    let tok = load_tokenizer(&a.model.model, &model)?;
+    let tok = load_tokenizer(&a.model.dir(), &model)?;
     let tokens = encode_text(&tok, &text, &path)?;
     let max = model.config().max_context;
     let too_long: Vec<String> = a.lengths.iter().filter(|&&l| l > max).map(|l| l.to_string()).collect();
@@ -90,7 +90,7 @@ pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
 
     if json {
         return print_json(&json!({
-            "model": a.model.model.display().to_string(),
+            "model": a.model.dir().display().to_string(),
             "variants": layer_variants(&model),
             "text": path.display().to_string(),
             "text_tokens": tokens.len(),
@@ -113,7 +113,7 @@ pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
         .collect();
     let mut s = format!(
         "model {} ({}), text {} ({} tokens)\n",
-        a.model.model.display(),
+        a.model.dir().display(),
         crate::common::variants_summary(&model),
         path.display(),
         tokens.len()

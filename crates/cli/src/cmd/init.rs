@@ -4,8 +4,9 @@ use crate::common::{
     out, parse_layers_spec, parse_variant, print_json, spinner, table, tokenizer_reason, write_file,
     CliError, CliResult, LayersSpec,
 };
-use attnlab_core::config::{AbsolutePosition, ModelConfig, SizePreset};
+use attnlab_core::config::{AbsolutePosition, AttentionSpec, ModelConfig, SizePreset};
 use attnlab_core::tokenizer::{Tokenizer, INIT_CORPUS};
+use attnlab_core::weights::StorageDtype;
 use attnlab_core::Model;
 use clap::{ArgGroup, Args};
 use serde_json::json;
@@ -61,9 +62,58 @@ pub struct InitArgs {
     /// tokenizer.json to copy into the model folder instead of training one
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
+    /// ReGLA Fig. 4 setup: set every GLA/ReGLA forget-gate bias to +B on even channels and −B on odd
+    /// ones, so gate activations start near 1 and near 0 (e.g. 6 puts σ at 0.9975 / 0.0025)
+    #[arg(long, value_name = "B")]
+    pub gate_bias_init: Option<f32>,
+    /// GLA's gate-logit normalizer (α = σ(z)^(1/N)); 1 gives the plain sigmoid gate of the paper's
+    /// Fast Decay baseline [default: 16, fla's value]
+    #[arg(long, value_name = "N")]
+    pub gla_normalizer: Option<f64>,
+    /// How model.safetensors stores the weights: f32, f16 or bf16 (computation is always f32)
+    #[arg(long, value_name = "DTYPE", default_value = "f32", value_parser = parse_dtype)]
+    pub dtype: StorageDtype,
     /// Overwrite a non-empty output folder
     #[arg(long)]
     pub force: bool,
+}
+
+/// clap parser of `--dtype`.
+pub fn parse_dtype(s: &str) -> Result<StorageDtype, String> {
+    StorageDtype::parse(s).map_err(|e| e.to_string())
+}
+
+/// Apply `--gla-normalizer` to the config (before the weights exist: it is a config value).
+fn apply_gla_normalizer(cfg: &mut ModelConfig, n: Option<f64>) -> CliResult<()> {
+    let Some(n) = n else { return Ok(()) };
+    let mut found = false;
+    for spec in &mut cfg.layers {
+        if let AttentionSpec::Gla { gate_logit_normalizer, .. } = spec {
+            *gate_logit_normalizer = n;
+            found = true;
+        }
+    }
+    if !found {
+        return Err(CliError::usage("--gla-normalizer needs a gla layer"));
+    }
+    cfg.validate().map_err(config_error)
+}
+
+/// Apply `--gate-bias-init` to fresh weights (ReGLA Fig. 4's extreme initialisation).
+fn apply_gate_bias_init(model: Model, b: Option<f32>) -> CliResult<Model> {
+    let Some(b) = b else { return Ok(model) };
+    if !(b.is_finite() && b.abs() <= 50.0) {
+        return Err(CliError::usage(format!("--gate-bias-init {b} must be finite and within ±50")));
+    }
+    let cfg = model.config().clone();
+    let mut weights = model.weights().clone();
+    if attnlab_core::gates::set_extreme_gate_bias(&cfg, &mut weights, b) == 0 {
+        return Err(CliError::usage("--gate-bias-init needs a gla or regla layer"));
+    }
+    let name = format!("{}-gate-bias-{b}", cfg.name);
+    let mut cfg = cfg;
+    cfg.name = name;
+    Model::new(cfg, weights).map_err(config_error)
 }
 
 fn size_preset(a: &InitArgs, n_layers_from_spec: Option<usize>) -> CliResult<SizePreset> {
@@ -168,7 +218,8 @@ const MAX_PARAMS: usize = 1 << 30;
 
 pub fn run(a: InitArgs, json: bool) -> CliResult<()> {
     check_out_dir(&a.out, a.force)?;
-    let cfg = build_config(&a)?;
+    let mut cfg = build_config(&a)?;
+    apply_gla_normalizer(&mut cfg, a.gla_normalizer)?;
     let planned: usize =
         attnlab_core::model::tensor_specs(&cfg).iter().fold(0usize, |acc, t| acc.saturating_add(t.numel()));
     if planned > MAX_PARAMS {
@@ -212,9 +263,9 @@ pub fn run(a: InitArgs, json: bool) -> CliResult<()> {
         }
     };
     pb.set_message("initialising weights");
-    let model = Model::random(cfg, a.seed).map_err(config_error)?;
+    let model = apply_gate_bias_init(Model::random(cfg, a.seed).map_err(config_error)?, a.gate_bias_init)?;
     pb.set_message("writing files");
-    model.save_dir(&a.out).map_err(|e| CliError::runtime(e.to_string()))?;
+    model.save_dir_as(&a.out, a.dtype).map_err(|e| CliError::runtime(e.to_string()))?;
     let tok_path = a.out.join("tokenizer.json");
     write_file(&tok_path, &tok_json)?;
     pb.finish_and_clear();

@@ -2,10 +2,12 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod convert;
 pub mod data;
 pub mod dump;
 pub mod eval;
 pub mod generate;
 pub mod init;
 pub mod kernels;
+pub mod report;
 pub mod train;

@@ -1,0 +1,995 @@
+//! `attnlab report`: measure every shipped model and write docs/results.md with its plots.
+//!
+//! Everything in the report is computed here from the model folders listed in www/models/index.json
+//! (and their history.json): nothing is typed in by hand except the papers' claims, and each claim's
+//! verdict is decided by a rule on the measured numbers, printed beside it.
+
+use crate::common::{
+    load_tokenizer, num, progress_bar, read_model_index, read_text, to_value, write_file, CliError, CliResult,
+};
+use crate::svg::{histogram_grid, HistPanel, LineChart, Scale, Series};
+use attnlab_core::analysis::{self, BiasOverride, PplPoint};
+use attnlab_core::catalog::ModelIndex;
+use attnlab_core::config::{AttentionSpec, Family};
+use attnlab_core::{Model, Sampler, SamplingConfig, Tokenizer};
+use clap::Args;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Regenerate docs/results.md (tables + SVG plots + results.json) from the shipped models.
+///
+/// Perplexity follows `attnlab eval`'s protocol on the same first --tokens tokens of --text at every
+/// length. The slope ablation edits the trained alibi model at inference (MEP's Table 4 retrains; we
+/// do not). LAA and gate statistics come from one traced forward pass over --trace-tokens tokens.
+/// "Real English words" is the share of generated words found in --words (the Brown training text).
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Folder with index.json and the model folders
+    #[arg(long, value_name = "DIR", default_value = "www/models")]
+    pub models: PathBuf,
+    /// Text to evaluate [default: www/eval/heldout.txt]
+    #[arg(long, value_name = "FILE")]
+    pub text: Option<PathBuf>,
+    /// Markdown file to write (plots and results.json go to a folder of the same stem beside it)
+    #[arg(long, value_name = "FILE", default_value = "docs/results.md")]
+    pub out: PathBuf,
+    /// Context lengths (multiples of the training length 128)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "128,256,512,1024,2048,4096")]
+    pub lengths: Vec<usize>,
+    /// Tokens of the text scored at every length (the first N; each length cuts them into windows)
+    #[arg(long, value_name = "N", default_value_t = 16384)]
+    pub tokens: usize,
+    /// Tokens of the traced pass for LAA and gate statistics
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub trace_tokens: usize,
+    /// Word list for the "real English words" check [default: data/brown/train.txt, else --text]
+    #[arg(long, value_name = "FILE")]
+    pub words: Option<PathBuf>,
+    /// Samples per model for the English check (48 tokens each, temperature 0.8, seeds 0..N)
+    #[arg(long, value_name = "N", default_value_t = 12)]
+    pub samples: usize,
+    /// Worker threads (one model job per thread)
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub threads: usize,
+}
+
+const SAMPLE_TOKENS: usize = 48;
+const TEMPERATURE: f32 = 0.8;
+const PROMPTS: [&str; 6] =
+    ["The jury said", "In the morning", "He was", "The city of", "She looked at", "It is"];
+const GATE_BINS: usize = 20;
+/// MEP Table 4 uniform slopes (h = 2, 6, 9 → 2^-h) next to the default geometric set.
+const SLOPE_PRESETS: [(&str, Option<f64>); 4] = [
+    ("default", None),
+    ("h=2 (2^-2)", Some(0.25)),
+    ("h=6 (2^-6)", Some(1.0 / 64.0)),
+    ("h=9 (2^-9)", Some(1.0 / 512.0)),
+];
+
+#[derive(Debug, Clone, Serialize)]
+struct GateSummary {
+    layer: usize,
+    saturation: f64,
+    mean: f64,
+    /// Density on [0, 1] (integrates to 1).
+    density: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Training {
+    steps: usize,
+    tokens: u64,
+    seconds: f64,
+    tokens_per_s: f64,
+    final_val_loss: Option<f64>,
+    /// (tokens seen, validation loss).
+    curve: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ModelResult {
+    name: String,
+    family: String,
+    variants: String,
+    params: usize,
+    initial_of: Option<String>,
+    ppl: Vec<PplPoint>,
+    laa_auc: Vec<f64>,
+    laa_curves: Vec<Vec<f64>>,
+    gates: Vec<GateSummary>,
+    /// All layers' F pooled: saturation share and density.
+    gates_all: Option<GateSummary>,
+    english_share: f64,
+    words: usize,
+    sample: String,
+    training: Option<Training>,
+    seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct SlopeResult {
+    preset: String,
+    ppl: Vec<PplPoint>,
+}
+
+/// A unit of work for the thread pool.
+enum Job {
+    Model(usize),
+    Slope(usize),
+}
+
+pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
+    let index = read_model_index(&a.models)?.ok_or_else(|| {
+        CliError::usage(format!("`{}` has no index.json listing the models to report", a.models.display()))
+    })?;
+    if a.lengths.is_empty() || a.lengths.iter().any(|&l| l < 2) {
+        return Err(CliError::usage("--lengths needs values >= 2"));
+    }
+    let (text_path, text) = read_text(a.text.as_deref())?;
+    let words_path = a.words.clone().unwrap_or_else(|| {
+        let p = PathBuf::from("data/brown/train.txt");
+        if p.is_file() {
+            p
+        } else {
+            text_path.clone()
+        }
+    });
+    let vocab_text = std::fs::read_to_string(&words_path).map_err(|e| {
+        CliError::runtime(format!("cannot read the word list `{}`: {e}", words_path.display()))
+    })?;
+    let english: HashSet<String> = words(&vocab_text).into_iter().collect();
+
+    // Load every model first: a broken folder fails before hours of work.
+    let mut models = Vec::new();
+    for e in &index.models {
+        let dir = a.models.join(&e.name);
+        let m = crate::common::load_model_dir(&dir)?;
+        let tok = load_tokenizer(&dir, &m)?;
+        models.push((e.clone(), dir, m, tok));
+    }
+    let max_len = *a.lengths.iter().max().unwrap_or(&128);
+    let mut jobs: Vec<Job> = (0..models.len()).map(Job::Model).collect();
+    let alibi = models.iter().position(|(e, ..)| e.name == "alibi");
+    if alibi.is_some() {
+        jobs.extend((0..SLOPE_PRESETS.len()).map(Job::Slope));
+    }
+    // Longest jobs first (softmax models at long lengths) so the threads finish together.
+    jobs.sort_by_key(|j| match j {
+        Job::Model(i) => {
+            usize::from(models[*i].2.config().layers.iter().all(|l| l.family() == Family::Linear))
+        }
+        Job::Slope(_) => 0,
+    });
+
+    let total_windows: usize = a.lengths.iter().map(|&l| a.tokens.max(max_len) / l).sum();
+    let pb = progress_bar((jobs.len() * total_windows) as u64, "report", json);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<ModelResult>>> = Mutex::new(vec![None; models.len()]);
+    let slopes: Mutex<Vec<Option<SlopeResult>>> = Mutex::new(vec![None; SLOPE_PRESETS.len()]);
+    let failure: Mutex<Option<CliError>> = Mutex::new(None);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..a.threads.max(1) {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::SeqCst);
+                let Some(job) = jobs.get(k) else { break };
+                if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+                    break;
+                }
+                let tick = || pb.inc(1);
+                let outcome = match job {
+                    Job::Model(i) => {
+                        let (e, dir, m, tok) = &models[*i];
+                        measure_model(&a, &text, &english, e, dir, m, tok, &tick).map(|r| {
+                            if let Ok(mut v) = results.lock() {
+                                v[*i] = Some(r);
+                            }
+                        })
+                    }
+                    Job::Slope(p) => {
+                        let (_, _, m, tok) = &models[alibi.unwrap_or(0)];
+                        slope_ablation(&a, &text, m, tok, SLOPE_PRESETS[*p], &tick).map(|r| {
+                            if let Ok(mut v) = slopes.lock() {
+                                v[*p] = Some(r);
+                            }
+                        })
+                    }
+                };
+                if let Err(e) = outcome {
+                    if let Ok(mut f) = failure.lock() {
+                        f.get_or_insert(e);
+                    }
+                }
+            });
+        }
+    });
+    pb.finish_and_clear();
+    if let Some(e) = failure.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    let results: Vec<ModelResult> = results.into_inner().unwrap_or_default().into_iter().flatten().collect();
+    let slopes: Vec<SlopeResult> = slopes.into_inner().unwrap_or_default().into_iter().flatten().collect();
+    if results.len() != models.len() {
+        return Err(CliError::runtime("a model job did not finish"));
+    }
+
+    let default_cfg =
+        models.iter().find(|(e, ..)| e.name == index.default).map(|(_, _, m, _)| m.config().clone());
+    let (train_len, size) = default_cfg.map_or((128, String::new()), |c| {
+        (
+            c.train_context,
+            format!(
+                "vocab {}, d_model {}, {} layers × {} heads of {}, SwiGLU {}",
+                c.vocab_size, c.d_model, c.n_layers, c.n_heads, c.head_dim, c.ffn.hidden
+            ),
+        )
+    });
+    let plots_dir = a.out.with_extension("");
+    let plots_rel = plots_dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let ctx = Context {
+        index: &index,
+        results: &results,
+        slopes: &slopes,
+        lengths: &a.lengths,
+        text_path: &text_path,
+        words_path: &words_path,
+        args: &a,
+        plots: &plots_rel,
+        seconds: t0.elapsed().as_secs_f64(),
+        train_len,
+        size,
+    };
+    let (markdown, plots) = ctx.render();
+    for (name, svg) in &plots {
+        write_file(&plots_dir.join(name), svg.as_bytes())?;
+    }
+    let raw = json!({
+        "text": text_path.display().to_string(),
+        "tokens_per_length": a.tokens,
+        "lengths": a.lengths,
+        "models": to_value(&results)?,
+        "slope_ablation": to_value(&slopes)?,
+    });
+    let raw_text = serde_json::to_string_pretty(&raw).map_err(|e| CliError::runtime(e.to_string()))?;
+    write_file(&plots_dir.join("results.json"), raw_text.as_bytes())?;
+    write_file(&a.out, markdown.as_bytes())?;
+    let summary = format!(
+        "wrote {} ({} models, {} plots, results.json) in {:.0} s",
+        a.out.display(),
+        results.len(),
+        plots.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    if json {
+        return crate::common::print_json(
+            &json!({"out": a.out.display().to_string(), "plots": plots.len(), "models": results.len()}),
+        );
+    }
+    crate::common::out(&(summary + "\n"))
+}
+
+/// Lower-case alphabetic words of a text (apostrophes inside words kept: "don't").
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphabetic() || c == '\''))
+        .map(|w| w.trim_matches('\'').to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+fn eval_tokens(a: &ReportArgs, text: &str, tok: &Tokenizer) -> CliResult<Vec<u32>> {
+    let ids = tok.encode(text).map_err(|e| CliError::runtime(e.to_string()))?;
+    let max = *a.lengths.iter().max().unwrap_or(&128);
+    let n = a.tokens.max(max);
+    if ids.len() < n {
+        return Err(CliError::usage(format!(
+            "the text has {} tokens, fewer than --tokens {n} (or the longest length)",
+            ids.len()
+        )));
+    }
+    Ok(ids[..n].to_vec())
+}
+
+fn ppl(a: &ReportArgs, m: &Model, tokens: &[u32], tick: &dyn Fn()) -> CliResult<Vec<PplPoint>> {
+    Ok(analysis::perplexity(m, tokens, &a.lengths, 0, |_, _| tick())?)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_model(
+    a: &ReportArgs,
+    text: &str,
+    english: &HashSet<String>,
+    e: &attnlab_core::catalog::ModelEntry,
+    dir: &Path,
+    m: &Model,
+    tok: &Tokenizer,
+    tick: &dyn Fn(),
+) -> CliResult<ModelResult> {
+    let t = Instant::now();
+    let tokens = eval_tokens(a, text, tok)?;
+    let ppl = ppl(a, m, &tokens, tick)?;
+
+    let trace = analysis::trace_for_analysis(m, &tokens, a.trace_tokens)?;
+    let summaries = analysis::summarize_attention(m, &trace.attention);
+    let stats = analysis::gate_stats(&trace.gates, GATE_BINS);
+    let density = |h: &[u64]| {
+        let total: u64 = h.iter().sum();
+        h.iter().map(|c| *c as f64 / total.max(1) as f64 * h.len() as f64).collect::<Vec<f64>>()
+    };
+    let gates: Vec<GateSummary> = stats
+        .iter()
+        .filter(|g| g.head.is_none() && g.quantity == "f")
+        .map(|g| GateSummary {
+            layer: g.layer,
+            saturation: g.saturation,
+            mean: g.mean,
+            density: density(&g.histogram),
+        })
+        .collect();
+    let gates_all = (!gates.is_empty()).then(|| {
+        let fs: Vec<_> = stats.iter().filter(|g| g.head.is_none() && g.quantity == "f").collect();
+        let count: u64 = fs.iter().map(|g| g.count).sum();
+        let mut hist = vec![0u64; GATE_BINS];
+        for g in &fs {
+            hist.iter_mut().zip(&g.histogram).for_each(|(a, b)| *a += b);
+        }
+        let w = |f: &dyn Fn(&analysis::GateStats) -> f64| {
+            fs.iter().map(|g| f(g) * g.count as f64).sum::<f64>() / count.max(1) as f64
+        };
+        GateSummary {
+            layer: usize::MAX,
+            saturation: w(&|g| g.saturation),
+            mean: w(&|g| g.mean),
+            density: density(&hist),
+        }
+    });
+
+    // English check: sampled continuations of fixed prompts.
+    let (mut total, mut known) = (0usize, 0usize);
+    let mut sample = String::new();
+    for s in 0..a.samples {
+        let prompt = PROMPTS[s % PROMPTS.len()];
+        let out = sample_text(m, tok, prompt, s as u64)?;
+        let w = words(&out);
+        total += w.len();
+        known += w.iter().filter(|w| english.contains(*w)).count();
+        if s == 0 {
+            sample = format!("{prompt}{out}");
+        }
+    }
+    let training = read_history(&dir.join("history.json"));
+    Ok(ModelResult {
+        name: e.name.clone(),
+        family: e.family.clone(),
+        variants: crate::common::variants_summary(m),
+        params: m.weights().num_params(),
+        initial_of: e.initial_of.clone(),
+        ppl,
+        laa_auc: summaries.iter().map(|l| l.laa.auc).collect(),
+        laa_curves: summaries.iter().map(|l| l.laa.curve.clone()).collect(),
+        gates,
+        gates_all,
+        english_share: known as f64 / total.max(1) as f64,
+        words: total,
+        sample,
+        training,
+        seconds: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// One seeded sample of [`SAMPLE_TOKENS`] tokens at temperature 0.8 (stops at end-of-text).
+fn sample_text(m: &Model, tok: &Tokenizer, prompt: &str, seed: u64) -> CliResult<String> {
+    let mut sampler = Sampler::new(SamplingConfig { temperature: TEMPERATURE, top_k: 0, top_p: 1.0, seed })?;
+    let ids = tok.encode(prompt).map_err(|e| CliError::runtime(e.to_string()))?;
+    let eos = tok.token_to_id(attnlab_core::tokenizer::EOS_TOKEN);
+    let mut session = m.session();
+    let mut logits = session.prefill(&ids)?;
+    let mut out = Vec::new();
+    for _ in 0..SAMPLE_TOKENS {
+        let id = sampler.sample(&logits)?;
+        if Some(id) == eos {
+            break;
+        }
+        out.push(id);
+        logits = session.step(id)?;
+    }
+    tok.decode(&out).map_err(|e| CliError::runtime(e.to_string()))
+}
+
+fn slope_ablation(
+    a: &ReportArgs,
+    text: &str,
+    m: &Model,
+    tok: &Tokenizer,
+    (name, uniform): (&str, Option<f64>),
+    tick: &dyn Fn(),
+) -> CliResult<SlopeResult> {
+    let mut m = m.clone();
+    if let Some(u) = uniform {
+        let h = m.config().n_heads;
+        for i in 0..m.config().n_layers {
+            if matches!(m.config().layers[i], AttentionSpec::Alibi { .. }) {
+                m.set_layer_spec(i, AttentionSpec::Alibi { slopes: Some(vec![u; h]) })?;
+            }
+        }
+    } else {
+        analysis::apply_override(&mut m, &BiasOverride::default())?;
+    }
+    let tokens = eval_tokens(a, text, tok)?;
+    Ok(SlopeResult { preset: name.to_string(), ppl: ppl(a, &m, &tokens, tick)? })
+}
+
+/// Training summary from a history.json written by `attnlab train` (None when absent or unreadable:
+/// initial checkpoints have none).
+fn read_history(path: &Path) -> Option<Training> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let steps = v["options"]["steps"].as_u64()? as usize;
+    let tokens = v["tokens"].as_u64()?;
+    let seconds = v["seconds"].as_f64()?;
+    let per_step = tokens as f64 / steps.max(1) as f64;
+    let curve: Vec<(f64, f64)> = v["valid"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| Some((p["step"].as_f64()? * per_step, p["loss"].as_f64()?)))
+        .collect();
+    Some(Training {
+        steps,
+        tokens,
+        seconds,
+        tokens_per_s: tokens as f64 / seconds.max(1e-9),
+        final_val_loss: curve.last().map(|c| c.1),
+        curve,
+    })
+}
+
+struct Context<'a> {
+    index: &'a ModelIndex,
+    results: &'a [ModelResult],
+    slopes: &'a [SlopeResult],
+    lengths: &'a [usize],
+    text_path: &'a Path,
+    words_path: &'a Path,
+    args: &'a ReportArgs,
+    plots: &'a str,
+    seconds: f64,
+    /// Training length of the models (the default model's train_context): the unit of "1×".
+    train_len: usize,
+    /// Size preset of the default model, in words.
+    size: String,
+}
+
+/// Verdict of a claim from a boolean rule.
+fn verdict(holds: Option<bool>) -> &'static str {
+    match holds {
+        Some(true) => "**holds**",
+        Some(false) => "**does not hold**",
+        None => "not measured (model missing)",
+    }
+}
+
+impl Context<'_> {
+    fn get(&self, name: &str) -> Option<&ModelResult> {
+        self.results.iter().find(|r| r.name == name)
+    }
+
+    /// Perplexity of `name` at `mult` × the training length.
+    fn ppl_at(&self, name: &str, mult: usize) -> Option<f64> {
+        let len = self.train_len * mult;
+        self.get(name)?.ppl.iter().find(|p| p.length == len).map(|p| p.ppl)
+    }
+
+    fn longest(&self) -> usize {
+        self.lengths.iter().max().copied().unwrap_or(self.train_len) / self.train_len.max(1)
+    }
+
+    fn trained(&self) -> impl Iterator<Item = &ModelResult> {
+        self.results.iter().filter(|r| r.initial_of.is_none())
+    }
+
+    fn render(&self) -> (String, Vec<(String, String)>) {
+        let mut md = String::new();
+        let mut plots = Vec::new();
+        let p = self.plots;
+        let _ = writeln!(
+            md,
+            "# Results\n\n_Generated by `attnlab report` from the models in `{}` (listed in its index.json) — do not edit by hand; \
+             rerun the command. Raw numbers: [{p}/results.json]({p}/results.json)._\n\n\
+             Every shipped model has the same size preset ({}), \
+             was trained at length {} on the Brown corpus train split with the same token budget and seed \
+             (`scripts/train_shipped.sh`), and is stored as F16. One seed per model: differences of a few percent \
+             are within what another seed could change (seed noise was not measured). The report took {:.0} s \
+             with {} threads on this machine.\n",
+            self.args.models.display(),
+            self.size,
+            self.train_len,
+            self.seconds,
+            self.args.threads
+        );
+        self.section_ppl(&mut md, &mut plots);
+        self.section_slopes(&mut md, &mut plots);
+        self.section_laa(&mut md, &mut plots);
+        self.section_gates(&mut md, &mut plots);
+        self.section_claims(&mut md);
+        self.section_training(&mut md, &mut plots);
+        self.section_english(&mut md);
+        (md, plots)
+    }
+
+    fn ppl_table(&self, md: &mut String, rows: &[(String, &[PplPoint])]) {
+        let head: Vec<String> =
+            self.lengths.iter().map(|l| format!("{}× ({l})", l / self.train_len.max(1))).collect();
+        let _ = writeln!(md, "| model | {} |\n|---|{}", head.join(" | "), "---:|".repeat(self.lengths.len()));
+        for (name, pts) in rows {
+            let best_cells: Vec<String> = self
+                .lengths
+                .iter()
+                .map(|l| pts.iter().find(|p| p.length == *l).map_or("–".into(), |p| num(p.ppl, 1)))
+                .collect();
+            let _ = writeln!(md, "| {name} | {} |", best_cells.join(" | "));
+        }
+        md.push('\n');
+    }
+
+    fn section_ppl(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
+        let _ = writeln!(
+            md,
+            "## 1. Perplexity versus length (MEP Table 2 shape)\n\n\
+             Test perplexity on the first {} tokens of `{}` (held-out Brown test documents) at 1×–{}× the training \
+             length {}. Protocol of `attnlab eval`: the tokens are cut into non-overlapping windows of each length, \
+             each window runs from an empty state, every position but the first is scored; the same tokens at every \
+             length. Lower is better.\n",
+            self.args.tokens,
+            self.text_path.display(),
+            self.longest(),
+            self.train_len
+        );
+        let rows: Vec<(String, &[PplPoint])> =
+            self.trained().map(|r| (format!("`{}`", r.name), r.ppl.as_slice())).collect();
+        self.ppl_table(md, &rows);
+        let chart = LineChart {
+            title: "Test perplexity vs context length",
+            x_label: "context length (tokens)",
+            y_label: "perplexity (log scale)",
+            x_scale: Scale::Log2,
+            y_scale: Scale::Log10,
+            y_range: None,
+            series: self
+                .trained()
+                .map(|r| Series {
+                    name: r.name.clone(),
+                    points: r.ppl.iter().map(|p| (p.length as f64, p.ppl)).collect(),
+                    dashed: r.family.contains("linear"),
+                })
+                .collect(),
+            marker: Some((self.train_len as f64, "train length")),
+        };
+        plots.push(("ppl.svg".into(), chart.render(860.0, 480.0)));
+        let _ = writeln!(md, "![perplexity vs length]({}/ppl.svg)\n", self.plots);
+    }
+
+    fn section_slopes(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
+        let _ = writeln!(
+            md,
+            "## 2. Slope ablation on the alibi model (MEP Table 4 style)\n\n\
+             **Inference-only:** the trained `alibi` model is evaluated with its slopes replaced — every head's slope set \
+             to 2^-2, 2^-6 or 2^-9 (\"h = 2, 6, 9\" in the paper's notation), next to the default geometric set it was \
+             trained with. MEP's Table 4 **retrains** a model for each slope setting; we do not, so these numbers mix \
+             the effect of the slopes with the mismatch between trained weights and edited biases.\n"
+        );
+        if self.slopes.is_empty() {
+            md.push_str("No `alibi` model in the index: not measured.\n\n");
+            return;
+        }
+        let rows: Vec<(String, &[PplPoint])> =
+            self.slopes.iter().map(|s| (s.preset.clone(), s.ppl.as_slice())).collect();
+        self.ppl_table(md, &rows);
+        let chart = LineChart {
+            title: "alibi: slopes replaced at inference",
+            x_label: "context length (tokens)",
+            y_label: "perplexity (log scale)",
+            x_scale: Scale::Log2,
+            y_scale: Scale::Log10,
+            y_range: None,
+            series: self
+                .slopes
+                .iter()
+                .map(|s| Series {
+                    name: s.preset.clone(),
+                    points: s.ppl.iter().map(|p| (p.length as f64, p.ppl)).collect(),
+                    dashed: false,
+                })
+                .collect(),
+            marker: Some((self.train_len as f64, "train length")),
+        };
+        plots.push(("slopes.svg".into(), chart.render(760.0, 420.0)));
+        let _ = writeln!(md, "![slope ablation]({}/slopes.svg)\n", self.plots);
+    }
+
+    fn section_laa(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
+        let n = self.args.trace_tokens;
+        let uniform = analysis::laa_uniform(n);
+        let _ = writeln!(
+            md,
+            "## 3. Locally accumulated attention per layer (TransNormer Fig. 2)\n\n\
+             LAA(r) = the attention mass within the nearest r·n tokens, averaged over query positions and heads, on the \
+             first {n} tokens; the table gives its area (AUC; 1 = all mass on the nearest token, {} = uniform causal \
+             attention). Linear layers are read through their implied attention matrix (rows normalised by Σ|row|). \
+             TransNormer's claim: 1+elu linear attention is diluted (low AUC) and TransNormer's DiagAttention layers \
+             restore locality.\n",
+            num(uniform.auc, 3)
+        );
+        let _ = writeln!(
+            md,
+            "| model | layer 0 | layer 1 | layer 2 | layer 3 | mean |\n|---|---:|---:|---:|---:|---:|"
+        );
+        let picks: Vec<&ModelResult> = self.trained().filter(|r| !r.laa_auc.is_empty()).collect();
+        for r in &picks {
+            let mean = r.laa_auc.iter().sum::<f64>() / r.laa_auc.len().max(1) as f64;
+            let cells: Vec<String> =
+                (0..4).map(|i| r.laa_auc.get(i).map_or("–".into(), |v| num(*v, 3))).collect();
+            let _ = writeln!(md, "| `{}` | {} | {} |", r.name, cells.join(" | "), num(mean, 3));
+        }
+        let _ = writeln!(md, "| uniform attention | {0} | {0} | {0} | {0} | {0} |\n", num(uniform.auc, 3));
+        let mut series = Vec::new();
+        for name in ["alibi", "linear-elu", "transnormer"] {
+            if let Some(r) = self.get(name) {
+                for (layer, curve) in
+                    r.laa_curves.iter().enumerate().filter(|(l, _)| *l == 0 || *l + 1 == r.laa_curves.len())
+                {
+                    series.push(Series {
+                        name: format!("{name} L{layer}"),
+                        points: curve
+                            .iter()
+                            .enumerate()
+                            .map(|(k, v)| (k as f64 / (curve.len() - 1) as f64, *v))
+                            .collect(),
+                        dashed: layer != 0,
+                    });
+                }
+            }
+        }
+        series.push(Series {
+            name: "uniform".into(),
+            points: uniform
+                .curve
+                .iter()
+                .enumerate()
+                .map(|(k, v)| (k as f64 / (uniform.curve.len() - 1) as f64, *v))
+                .collect(),
+            dashed: true,
+        });
+        let chart = LineChart {
+            title: "LAA curves: first (solid) and last (dashed) layer",
+            x_label: "neighbourhood r (share of the sequence)",
+            y_label: "accumulated attention",
+            x_scale: Scale::Linear,
+            y_scale: Scale::Linear,
+            y_range: Some((0.0, 1.0)),
+            series,
+            marker: None,
+        };
+        plots.push(("laa.svg".into(), chart.render(760.0, 420.0)));
+        let _ = writeln!(md, "![LAA curves]({}/laa.svg)\n", self.plots);
+    }
+
+    fn section_gates(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
+        let _ = writeln!(
+            md,
+            "## 4. Forget-gate distributions before and after training (ReGLA Fig. 4)\n\n\
+             The forget gate F of every gated layer on the first {} tokens (all layers, heads and channels pooled; 20 bins on \
+             [0, 1], shown as densities). `*-fig4-init` are the initial checkpoints with gate biases at ±6 (half the \
+             channels start near 1, half near 0); `*-fig4` are the same models after training. `gla-fig4` uses a plain \
+             sigmoid gate (normalizer 1) like the paper's Fast Decay baseline. Saturation = share of F < 0.05 or > 0.95. \
+             The paper does not give its bias values, data or steps (ReGLA digest §5).\n",
+            self.args.trace_tokens
+        );
+        let _ = writeln!(
+            md,
+            "| model | saturation (all layers) | mean F | per-layer saturation |\n|---|---:|---:|---|"
+        );
+        let mut panels = Vec::new();
+        for name in ["gla-fig4-init", "gla-fig4", "regla-fig4-init", "regla-fig4", "gla", "regla"] {
+            let Some(r) = self.get(name) else { continue };
+            let Some(all) = &r.gates_all else { continue };
+            let per: Vec<String> = r.gates.iter().map(|g| num(g.saturation, 3)).collect();
+            let _ = writeln!(
+                md,
+                "| `{name}` | {} | {} | {} |",
+                num(all.saturation, 3),
+                num(all.mean, 3),
+                per.join(", ")
+            );
+            if name.contains("fig4") {
+                panels.push(HistPanel {
+                    title: format!("{} ({})", name, if name.ends_with("-init") { "before" } else { "after" }),
+                    density: all.density.clone(),
+                    subtitle: format!("saturation {}", num(all.saturation, 3)),
+                });
+            }
+        }
+        md.push('\n');
+        if !panels.is_empty() {
+            plots.push((
+                "gates.svg".into(),
+                histogram_grid("Forget gate F: before vs after training", "F", &panels, 2),
+            ));
+            let _ = writeln!(md, "![gate histograms]({}/gates.svg)\n", self.plots);
+        }
+    }
+
+    fn section_claims(&self, md: &mut String) {
+        let l = self.longest();
+        let r = |x: Option<f64>| x.map_or("–".to_string(), |v| num(v, 1));
+        let sat = |n: &str| self.get(n).and_then(|m| m.gates_all.as_ref()).map(|g| g.saturation);
+        let auc = |n: &str, i: usize| self.get(n).and_then(|m| m.laa_auc.get(i).copied());
+        let mean_auc = |n: &str| {
+            self.get(n)
+                .filter(|m| !m.laa_auc.is_empty())
+                .map(|m| m.laa_auc.iter().sum::<f64>() / m.laa_auc.len() as f64)
+        };
+        let _ = writeln!(
+            md,
+            "## 5. Claims versus results\n\nEach verdict is the rule in the \"test\" column applied to the numbers above \
+             (single seed, ~1M training tokens, models of ~1.1M parameters — far smaller than the papers').\n"
+        );
+        let table = |md: &mut String, title: &str, rows: Vec<[String; 4]>| {
+            let _ = writeln!(
+                md,
+                "### {title}\n\n| claim (paper) | test | measured | verdict |\n|---|---|---|---|"
+            );
+            for row in rows {
+                let _ = writeln!(md, "| {} | {} | {} | {} |", row[0], row[1], row[2], row[3]);
+            }
+            md.push('\n');
+        };
+        let p = |n: &str, m: usize| self.ppl_at(n, m);
+        table(
+            md,
+            "MEP (multiple-kernel position encoding)",
+            vec![
+                [
+                    "Parameter-free MEP extrapolates at least as well as ALiBi (Table 2)".into(),
+                    format!("ppl(mep) ≤ ppl(alibi) at {l}×"),
+                    format!("mep {} vs alibi {}", r(p("mep", l)), r(p("alibi", l))),
+                    verdict(le(p("mep", l), p("alibi", l))).into(),
+                ],
+                [
+                    "Parameterized MEP beats KERPLE-log at long lengths (Table 2, OWT2 4/5)".into(),
+                    format!("ppl(mep-param) < ppl(kerple-log) at {l}×"),
+                    format!("mep-param {} vs kerple-log {}", r(p("mep-param", l)), r(p("kerple-log", l))),
+                    verdict(lt(p("mep-param", l), p("kerple-log", l))).into(),
+                ],
+                [
+                    "MEP beats T5 at the longest lengths (Table 2, param variant)".into(),
+                    format!("ppl(mep-param) < ppl(t5) at {l}×"),
+                    format!("mep-param {} vs t5 {}", r(p("mep-param", l)), r(p("t5", l))),
+                    verdict(lt(p("mep-param", l), p("t5", l))).into(),
+                ],
+                [
+                    "Uniform small slopes destroy extrapolation (Table 4, h ≥ 6)".into(),
+                    format!("ppl(2^-9 uniform) > 2 × ppl(default) at {l}× (inference-only edit)"),
+                    format!("{} vs {}", r(self.slope_at(3, l)), r(self.slope_at(0, l))),
+                    verdict(lt(self.slope_at(0, l).map(|v| 2.0 * v), self.slope_at(3, l))).into(),
+                ],
+                [
+                    "Uniform large slope (h = 2) is stable but worse than the default set (Table 4)".into(),
+                    format!("ppl(2^-2 uniform) > ppl(default) at 1× and ≤ 2 × its 1× value at {l}×"),
+                    format!(
+                        "1×: {} vs {}; {l}×: {}",
+                        r(self.slope_at(1, 1)),
+                        r(self.slope_at(0, 1)),
+                        r(self.slope_at(1, l))
+                    ),
+                    verdict(both(
+                        lt(self.slope_at(0, 1), self.slope_at(1, 1)),
+                        le(self.slope_at(1, l), self.slope_at(1, 1).map(|v| 2.0 * v)),
+                    ))
+                    .into(),
+                ],
+            ],
+        );
+        table(
+            md,
+            "ReGLA (refined gated linear attention)",
+            vec![
+                [
+                    "ReGLA beats the Fast-Decay/GLA gate (WT-103: 19.0 vs 20.8)".into(),
+                    "ppl(regla) < ppl(gla) at 1×".into(),
+                    format!("regla {} vs gla {}", r(p("regla", 1)), r(p("gla", 1))),
+                    verdict(lt(p("regla", 1), p("gla", 1))).into(),
+                ],
+                [
+                    "ReGLA comes close to a softmax Transformer (19.0 vs 18.5)".into(),
+                    "ppl(regla) ≤ 1.05 × ppl(rope) at 1×".into(),
+                    format!("regla {} vs rope {}", r(p("regla", 1)), r(p("rope", 1))),
+                    verdict(le(p("regla", 1), p("rope", 1).map(|v| 1.05 * v))).into(),
+                ],
+                [
+                    "From extreme gate init, ReGLA gates leave saturation (Fig. 4)".into(),
+                    "saturation(regla-fig4) < 0.5 × saturation(regla-fig4-init)".into(),
+                    format!("{} → {}", r3(sat("regla-fig4-init")), r3(sat("regla-fig4"))),
+                    verdict(lt(sat("regla-fig4"), sat("regla-fig4-init").map(|v| 0.5 * v))).into(),
+                ],
+                [
+                    "…while GLA gates stay stuck at the extremes (Fig. 4)".into(),
+                    "saturation(gla-fig4) ≥ 0.5 × saturation(gla-fig4-init)".into(),
+                    format!("{} → {}", r3(sat("gla-fig4-init")), r3(sat("gla-fig4"))),
+                    verdict(le(sat("gla-fig4-init").map(|v| 0.5 * v), sat("gla-fig4"))).into(),
+                ],
+            ],
+        );
+        table(
+            md,
+            "LRPE (linearized relative position encoding)",
+            vec![
+                [
+                    "LRPE improves linear attention over no relative encoding (Table 2: Type 1/2 < Base)"
+                        .into(),
+                    "ppl(lrpe) < ppl(linear-elu) at 1×".into(),
+                    format!("lrpe {} vs linear-elu {}", r(p("lrpe", 1)), r(p("linear-elu", 1))),
+                    verdict(lt(p("lrpe", 1), p("linear-elu", 1))).into(),
+                ],
+                [
+                    "Position information helps: NoPE is worse than RoPE (Table 2: 35.38 vs 33.15)".into(),
+                    "ppl(rope) < ppl(nope) at 1× (softmax models here)".into(),
+                    format!("rope {} vs nope {}", r(p("rope", 1)), r(p("nope", 1))),
+                    verdict(lt(p("rope", 1), p("nope", 1))).into(),
+                ],
+            ],
+        );
+        table(
+            md,
+            "TransNormer (Norm/Diag attention)",
+            vec![
+                [
+                    "1+elu linear attention is diluted: less local than softmax (Fig. 2)".into(),
+                    "LAA AUC(linear-elu) < AUC(alibi), layer 0".into(),
+                    format!("{} vs {}", r3(auc("linear-elu", 0)), r3(auc("alibi", 0))),
+                    verdict(lt(auc("linear-elu", 0), auc("alibi", 0))).into(),
+                ],
+                [
+                    "DiagAttention restores locality in early layers (Fig. 2)".into(),
+                    "LAA AUC(transnormer) > AUC(linear-elu), layer 0".into(),
+                    format!("{} vs {}", r3(auc("transnormer", 0)), r3(auc("linear-elu", 0))),
+                    verdict(lt(auc("linear-elu", 0), auc("transnormer", 0))).into(),
+                ],
+                [
+                    "TransNormer beats 1+elu linear attention (Table 4: 31.01 vs 34.25)".into(),
+                    "ppl(transnormer) < ppl(linear-elu) at 1×".into(),
+                    format!("transnormer {} vs linear-elu {}", r(p("transnormer", 1)), r(p("linear-elu", 1))),
+                    verdict(lt(p("transnormer", 1), p("linear-elu", 1))).into(),
+                ],
+                [
+                    "…and matches vanilla softmax attention (31.01 vs 31.01)".into(),
+                    "ppl(transnormer) ≤ 1.05 × ppl(sinusoidal) at 1×".into(),
+                    format!("transnormer {} vs sinusoidal {}", r(p("transnormer", 1)), r(p("sinusoidal", 1))),
+                    verdict(le(p("transnormer", 1), p("sinusoidal", 1).map(|v| 1.05 * v))).into(),
+                ],
+                [
+                    "(context) mean LAA AUC over layers".into(),
+                    "no rule".into(),
+                    format!(
+                        "alibi {}, linear-elu {}, transnormer {}",
+                        r3(mean_auc("alibi")),
+                        r3(mean_auc("linear-elu")),
+                        r3(mean_auc("transnormer"))
+                    ),
+                    "–".into(),
+                ],
+            ],
+        );
+    }
+
+    fn slope_at(&self, preset: usize, mult: usize) -> Option<f64> {
+        self.slopes.get(preset)?.ppl.iter().find(|p| p.length == self.train_len * mult).map(|p| p.ppl)
+    }
+
+    fn section_training(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
+        let _ = writeln!(
+            md,
+            "## 6. Training cost on this machine\n\nFrom each model's history.json (`attnlab train`, release build, \
+             candle on the CPU). The shipped models were trained two at a time with one thread each on a 2-core \
+             machine (`scripts/train_shipped.sh`), so tokens/s is per single-threaded run.\n\n\
+             | model | params | steps | tokens | time | tokens/s | final val loss |\n|---|---:|---:|---:|---:|---:|---:|"
+        );
+        let mut total = 0.0;
+        let mut series = Vec::new();
+        for r in self.trained() {
+            let Some(t) = &r.training else {
+                let _ = writeln!(md, "| `{}` | {} | – | – | – | – | – |", r.name, r.params);
+                continue;
+            };
+            total += t.seconds;
+            let _ = writeln!(
+                md,
+                "| `{}` | {} | {} | {} | {:.1} min | {:.0} | {} |",
+                r.name,
+                r.params,
+                t.steps,
+                t.tokens,
+                t.seconds / 60.0,
+                t.tokens_per_s,
+                t.final_val_loss.map_or("–".into(), |v| num(v, 3))
+            );
+            series.push(Series {
+                name: r.name.clone(),
+                points: t.curve.clone(),
+                dashed: r.family.contains("linear"),
+            });
+        }
+        let _ = writeln!(md, "\nTotal training time: {:.1} h of single-thread runs.\n", total / 3600.0);
+        let chart = LineChart {
+            title: "Validation loss during training",
+            x_label: "training tokens",
+            y_label: "validation loss (nats/token)",
+            x_scale: Scale::Linear,
+            y_scale: Scale::Linear,
+            y_range: None,
+            series,
+            marker: None,
+        };
+        plots.push(("training.svg".into(), chart.render(860.0, 460.0)));
+        let _ = writeln!(md, "![validation loss]({}/training.svg)\n", self.plots);
+    }
+
+    fn section_english(&self, md: &mut String) {
+        let _ = writeln!(
+            md,
+            "## 7. Does it write English? (temperature {TEMPERATURE})\n\n\
+             For each model, {} samples of {SAMPLE_TOKENS} tokens at temperature {TEMPERATURE} (no top-k/top-p; seeds 0…{}; \
+             prompts {}) are split into words (letters and inner apostrophes, lower-cased); the share of those words that \
+             occur in `{}` is reported. Default model of the page and CLI: `{}`.\n\n\
+             | model | real-word share | words | first sample |\n|---|---:|---:|---|",
+            self.args.samples,
+            self.args.samples.saturating_sub(1),
+            PROMPTS.map(|p| format!("\"{p}\"")).join(", "),
+            self.words_path.display(),
+            self.index.default
+        );
+        for r in self.trained() {
+            let sample = r.sample.replace('|', "\\|").replace('\n', " ");
+            let _ = writeln!(
+                md,
+                "| `{}` | {:.1}% | {} | {} |",
+                r.name,
+                100.0 * r.english_share,
+                r.words,
+                sample.trim()
+            );
+        }
+        md.push('\n');
+        let mut models: BTreeMap<&str, &str> = BTreeMap::new();
+        for m in &self.index.models {
+            models.insert(&m.name, &m.description);
+        }
+        md.push_str("## Models\n\n| model | family | what it is |\n|---|---|---|\n");
+        for m in &self.index.models {
+            let _ = writeln!(md, "| `{}` | {} | {} |", m.name, m.family, m.description);
+        }
+        md.push('\n');
+    }
+}
+
+/// `a < b` when both were measured.
+fn lt(a: Option<f64>, b: Option<f64>) -> Option<bool> {
+    Some(a? < b?)
+}
+
+/// `a ≤ b` when both were measured.
+fn le(a: Option<f64>, b: Option<f64>) -> Option<bool> {
+    Some(a? <= b?)
+}
+
+/// Both parts of a two-part rule.
+fn both(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    Some(a? && b?)
+}
+
+fn r3(x: Option<f64>) -> String {
+    x.map_or("–".to_string(), |v| num(v, 3))
+}

@@ -1,0 +1,107 @@
+//! `www/models/index.json`: the list of shipped model folders with their family and description,
+//! and which one is the default of the page and the CLI. Parsed here once for both.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// File name of the index, inside the models folder.
+pub const INDEX_FILE: &str = "index.json";
+
+/// One shipped model folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// Folder name under the models folder (`[a-z0-9-]+`).
+    pub name: String,
+    /// Group shown in the picker, e.g. "softmax + position bias", "linear", "gated linear".
+    pub family: String,
+    /// One sentence on what the model is.
+    pub description: String,
+    /// For an initial checkpoint kept beside its trained model: that model's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_of: Option<String>,
+}
+
+/// The whole index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelIndex {
+    /// Name of the default model.
+    pub default: String,
+    pub models: Vec<ModelEntry>,
+}
+
+/// A folder name the page may put in a URL: lowercase ASCII letters, digits and `-`, 1–64 chars.
+pub fn is_model_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+impl ModelIndex {
+    /// Parse and validate: names well-formed and unique, the default and every `initial_of` listed.
+    pub fn from_json(text: &str) -> Result<ModelIndex> {
+        let bad = |reason: String| Error::Io { path: INDEX_FILE.into(), reason };
+        let idx: ModelIndex = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        for (i, m) in idx.models.iter().enumerate() {
+            if !is_model_name(&m.name) {
+                return Err(bad(format!("models[{i}].name `{}` must be 1–64 of [a-z0-9-]", m.name)));
+            }
+            if idx.models[..i].iter().any(|o| o.name == m.name) {
+                return Err(bad(format!("models[{i}].name `{}` is listed twice", m.name)));
+            }
+        }
+        let listed = |n: &str| idx.models.iter().any(|m| m.name == n);
+        if !listed(&idx.default) {
+            return Err(bad(format!("default `{}` is not among the models", idx.default)));
+        }
+        if let Some(m) = idx.models.iter().find(|m| m.initial_of.as_deref().is_some_and(|t| !listed(t))) {
+            return Err(bad(format!("`{}` is the initial checkpoint of an unlisted model", m.name)));
+        }
+        Ok(idx)
+    }
+
+    /// The entry named `name`.
+    pub fn get(&self, name: &str) -> Option<&ModelEntry> {
+        self.models.iter().find(|m| m.name == name)
+    }
+
+    /// The initial checkpoint kept for `name`, if any.
+    pub fn initial_of(&self, name: &str) -> Option<&ModelEntry> {
+        self.models.iter().find(|m| m.initial_of.as_deref() == Some(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"{"default": "alibi", "models": [
+        {"name": "alibi", "family": "softmax", "description": "d"},
+        {"name": "regla-fig4", "family": "gated", "description": "d"},
+        {"name": "regla-fig4-init", "family": "gated", "description": "d", "initial_of": "regla-fig4"}]}"#;
+
+    #[test]
+    fn parses_and_finds_initial_checkpoints() {
+        let idx = ModelIndex::from_json(OK).unwrap();
+        assert_eq!(idx.get("alibi").map(|m| m.family.as_str()), Some("softmax"));
+        assert_eq!(idx.initial_of("regla-fig4").map(|m| m.name.as_str()), Some("regla-fig4-init"));
+        assert!(idx.initial_of("alibi").is_none());
+    }
+
+    #[test]
+    fn refuses_bad_indexes_by_name() {
+        let cases = [
+            (OK.replace(r#""default": "alibi""#, r#""default": "mep""#), "default `mep`"),
+            (OK.replace(r#""name": "alibi""#, r#""name": "../etc""#), "models[0].name"),
+            (OK.replace(r#""name": "regla-fig4","#, r#""name": "alibi","#), "listed twice"),
+            (OK.replace(r#""initial_of": "regla-fig4""#, r#""initial_of": "gla""#), "unlisted"),
+            (OK.replace(r#""family": "softmax","#, r#""family": "softmax", "size": 3,"#), "unknown field"),
+            ("{".to_string(), "index.json"),
+        ];
+        for (text, want) in cases {
+            let err = ModelIndex::from_json(&text).unwrap_err().to_string();
+            assert!(err.contains(want), "{want}: {err}");
+        }
+    }
+}
