@@ -2,7 +2,8 @@
 //
 // Run by tests/e2e/run.sh (from scripts/test.sh), which builds the site with trunk, puts random
 // models in it with `attnlab init`, and sets:
-//   SITE        the built site (dist/ plus models/default = alibi, models/regla = regla)
+//   SITE        the built site: dist/ plus models/index.json listing random models alibi (default),
+//               regla and regla-init (regla's "initial checkpoint"), and models/default = alibi
 //   ATTNLAB     the attnlab CLI binary (numbers from the page are checked against it)
 //   SHOTS       folder for the screenshots of every view (CI artifacts)
 // Every assertion reads numbers back from the page (data-* attributes), not pixels.
@@ -50,8 +51,11 @@ after(async () => {
   server?.close();
 });
 
-/** A fresh page on `query` (e.g. "?model=regla"), with every request outside the site refused. */
-async function open(query = "") {
+/**
+ * A fresh page on `query` (e.g. "?model=regla"), with every request outside the site refused;
+ * `setup(page)` may add routes first (they take precedence). Waits for `main[data-state=<state>]`.
+ */
+async function open(query = "", { state = "ready", setup } = {}) {
   const context = await browser.newContext({ viewport: { width: 1200, height: 1400 } });
   const page = await context.newPage();
   const outside = [];
@@ -63,8 +67,9 @@ async function open(query = "") {
   });
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
+  if (setup) await setup(page);
   await page.goto(server.url + query);
-  await page.waitForSelector('main[data-state="ready"]', { timeout: LOAD_MS });
+  await page.waitForSelector(`main[data-state="${state}"]`, { timeout: LOAD_MS });
   return { page, context, outside, errors };
 }
 
@@ -199,7 +204,7 @@ test("a heatmap cell read by keyboard equals attnlab dump; LAA AUC equals attnla
 
   const file = promptFile();
   const dump = join(tmpdir(), `attnlab-e2e-${process.pid}.safetensors`);
-  cli(["dump", "--model", join(SITE, "models/default"), "--text", file, "--out", dump, "--attention"]);
+  cli(["dump", "--model", join(SITE, "models/alibi"), "--text", file, "--out", dump, "--attention"]);
   const t = readSafetensors(dump)["attention.layer0"];
   const n = t.shape[1];
   const expected = t.data[0 * n * n + 3 * n + 1];
@@ -208,7 +213,7 @@ test("a heatmap cell read by keyboard equals attnlab dump; LAA AUC equals attnla
   await page.click("#tab-laa");
   await page.waitForSelector("#laa-table tr[data-auc]");
   const aucs = await page.$$eval("#laa-table tr[data-auc]", (rows) => rows.map((r) => Number(r.dataset.auc)));
-  const analyzed = JSON.parse(cli(["analyze", "--model", join(SITE, "models/default"), "--text", file, "--json"]));
+  const analyzed = JSON.parse(cli(["analyze", "--model", join(SITE, "models/alibi"), "--text", file, "--json"]));
   const cliAucs = analyzed.layers.map((l) => l.laa.auc);
   assert.equal(aucs.length, cliAucs.length);
   aucs.forEach((a, i) => assert.ok(Math.abs(a - cliAucs[i]) < 1e-6, `layer ${i}: page ${a} vs CLI ${cliAucs[i]}`));
@@ -250,6 +255,150 @@ test("bad input keeps the prompt and shows a clear message", async () => {
   await page.click("#generate");
   await page.waitForFunction(() => /max_context/.test(document.querySelector("#error")?.textContent ?? ""));
   assert.equal((await page.inputValue("#prompt")).length, long.length, "the prompt is kept");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+/** Wait until the status line reads exactly `text`. */
+async function statusIs(page, text) {
+  await page.waitForFunction((t) => document.querySelector("#status")?.textContent === t, text, { timeout: LOAD_MS });
+}
+
+test("the picker lists the index's models by family; a model outside the index is named with the list", async () => {
+  const { page, context, errors } = await open();
+  const groups = await page.$$eval("#model-picker optgroup", (gs) =>
+    gs.map((g) => [g.label, [...g.querySelectorAll("option")].map((o) => o.value)]),
+  );
+  assert.deepEqual(groups, [
+    ["softmax + position bias", ["alibi"]],
+    ["gated linear attention", ["regla", "regla-init"]],
+  ]);
+  assert.equal(await page.inputValue("#model-picker"), "alibi", "the index's default is shown");
+  assert.match(await page.textContent("#model-description"), /Random ALiBi model/);
+  assert.match(await page.textContent("#status"), /model alibi loaded/);
+  await page.screenshot({ path: join(SHOTS, "picker.png") });
+  assert.deepEqual(errors, []);
+  await context.close();
+
+  const bad = await open("?model=gla", { state: "load-failed" });
+  const message = await bad.page.textContent("#error");
+  assert.match(message, /gla/);
+  assert.match(message, /alibi, regla, regla-init/);
+  assert.deepEqual(bad.errors, []);
+  await bad.context.close();
+});
+
+test("without models/index.json the page loads models/default; a corrupt index is a clear error", async () => {
+  const missing = await open("", {
+    setup: (page) => page.route("**/models/index.json", (route) => route.fulfill({ status: 404, body: "not found" })),
+  });
+  assert.equal(await missing.page.locator("#model-picker").count(), 0, "no picker without an index");
+  assert.match(await missing.page.textContent("#status"), /model default loaded/);
+  assert.deepEqual(missing.errors, []);
+  await missing.context.close();
+
+  const corrupt = await open("", {
+    state: "load-failed",
+    setup: (page) =>
+      page.route("**/models/index.json", (route) =>
+        route.fulfill({ status: 200, contentType: "application/json", body: '{"default": "x", "models": [' }),
+      ),
+  });
+  assert.match(await corrupt.page.textContent("#error"), /models\/index\.json/);
+  assert.deepEqual(corrupt.errors, [], "no panic");
+  await corrupt.context.close();
+});
+
+test("choosing another model loads it, keeps it in the URL, and generation works", async () => {
+  const { page, context, errors } = await open();
+  await page.fill("#prompt", "Once upon a time");
+  await page.selectOption("#model-picker", "regla");
+  await statusIs(page, "model regla loaded: ready");
+  assert.equal(new URL(page.url()).searchParams.get("model"), "regla");
+  assert.equal(await page.inputValue("#prompt"), "Once upon a time", "the prompt is kept");
+  assert.match(await page.textContent("#model-description"), /Random ReGLA model/);
+  await page.fill("#max-tokens", "8");
+  await page.click("#generate");
+  await page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, {
+    timeout: LOAD_MS,
+  });
+  assert.equal(await attr(page, "#output-model", "data-model"), "regla");
+  assert.ok((await page.textContent("#generated")).length > 0);
+  await page.reload();
+  await page.waitForSelector('main[data-state="ready"]', { timeout: LOAD_MS });
+  assert.equal(await page.inputValue("#model-picker"), "regla", "a reload keeps the choice");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("switching models while generating stops the run cleanly and never mixes the models' tokens", async () => {
+  const { page, context, errors } = await open();
+  await page.fill("#prompt", "Once upon a time");
+  await page.fill("#max-tokens", "4096");
+  await page.click("#generate");
+  await page.waitForFunction(() => /generating… \d+ tokens/.test(document.querySelector("#status")?.textContent ?? ""), null, {
+    timeout: LOAD_MS,
+  });
+  // Two quick switches: the first load is superseded by the second.
+  await page.selectOption("#model-picker", "regla-init");
+  await page.selectOption("#model-picker", "regla");
+  await statusIs(page, "model regla loaded: ready");
+  assert.equal(await attr(page, "#output-model", "data-model"), "alibi");
+  assert.equal(await attr(page, "#output-model", "data-cut"), "true");
+  const cut = await page.textContent("#generated");
+  assert.ok(cut.length > 0, "the text written so far stays");
+  await page.waitForTimeout(700);
+  assert.equal(await page.textContent("#generated"), cut, "no token arrives after the switch");
+  assert.equal(await page.inputValue("#prompt"), "Once upon a time", "the prompt is kept");
+  assert.equal(new URL(page.url()).searchParams.get("model"), "regla");
+  // The lab follows the new model.
+  await page.click("#tab-gates");
+  await page.waitForSelector('.gate-cell[data-quantity="f"]');
+  await page.fill("#max-tokens", "8");
+  await page.click("#generate");
+  await page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, {
+    timeout: LOAD_MS,
+  });
+  assert.equal(await attr(page, "#output-model", "data-model"), "regla");
+  assert.equal(await attr(page, "#output-model", "data-cut"), "false");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the gate view compares the trained model with its initial checkpoint (ReGLA Fig. 4)", async () => {
+  const { page, context, errors } = await open("?model=regla");
+  await page.click("#tab-gates");
+  await page.waitForSelector('#fig4[data-state="ready"]', { timeout: LOAD_MS });
+  const cells = (which) =>
+    page.$$eval(`#fig4 .fig4-cell[data-which="${which}"][data-quantity="f"]`, (cs) =>
+      cs.map((c) => ({
+        layer: Number(c.dataset.layer),
+        saturation: Number(c.dataset.saturation),
+        bins: (c.querySelector("svg.histogram")?.dataset.counts ?? "").split(",").length,
+      })),
+    );
+  const initial = await cells("initial");
+  const trained = await cells("trained");
+  assert.ok(trained.length > 0 && initial.length === trained.length, `${initial.length} vs ${trained.length}`);
+  assert.ok([...initial, ...trained].every((c) => c.bins === 20), "two 20-bin histograms per layer");
+  assert.match(await page.textContent("#fig4"), /Fig\. 4/);
+  const file = promptFile();
+  const analyzed = JSON.parse(
+    cli(["analyze", "--model", join(SITE, "models/regla-init"), "--text", file, "--json", "--bins", "20"]),
+  );
+  for (const c of initial) {
+    const g = analyzed.gates.find((g) => g.quantity === "f" && g.head === null && g.layer === c.layer);
+    assert.ok(g && Math.abs(g.saturation - c.saturation) < 1e-9, `layer ${c.layer}: page ${c.saturation} vs CLI ${g?.saturation}`);
+  }
+  const mean = (cs) => cs.reduce((a, c) => a + c.saturation, 0) / cs.length;
+  console.log(`# Fig. 4 (random models): F saturated ${(100 * mean(initial)).toFixed(1)}% at ±6 init vs ${(100 * mean(trained)).toFixed(1)}%`);
+  assert.ok(mean(initial) > mean(trained), "gate biases at ±6 saturate the gates");
+  await page.screenshot({ path: join(SHOTS, "fig4.png"), fullPage: true });
+  // A model without an initial checkpoint shows no comparison.
+  await page.selectOption("#model-picker", "alibi");
+  await statusIs(page, "model alibi loaded: ready");
+  await page.click("#tab-gates");
+  assert.equal(await page.locator("#fig4").count(), 0);
   assert.deepEqual(errors, []);
   await context.close();
 });

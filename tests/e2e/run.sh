@@ -19,10 +19,29 @@ mkdir -p "$OUT/shots"
 echo "e2e: trunk build --release (public URL ./) into $SITE"
 trunk build --release --offline --public-url ./ --dist "$SITE" index.html
 
-echo "e2e: random models: default = alibi, regla"
-rm -rf "$SITE/models/default" "$SITE/models/regla"
-"$ATTNLAB" init --variant alibi --seed 0 --out "$SITE/models/default" >/dev/null
+# The trained models that trunk copied from www/models are replaced by small random ones, with an
+# index of their own: alibi (the default) and regla in two families, plus regla-init, an untrained
+# regla with gate biases at ±6 listed as regla's initial checkpoint (the gate view's Fig. 4
+# comparison). models/default (the page's fallback without an index) is a copy of alibi.
+echo "e2e: random models: alibi (default), regla, regla-init (initial_of regla); fallback default = alibi"
+rm -rf "$SITE/models"
+mkdir -p "$SITE/models"
+"$ATTNLAB" init --variant alibi --seed 0 --out "$SITE/models/alibi" >/dev/null
 "$ATTNLAB" init --variant regla --seed 0 --out "$SITE/models/regla" >/dev/null
+"$ATTNLAB" init --variant regla --seed 1 --gate-bias-init 6 --dtype f16 \
+    --tokenizer "$SITE/models/regla/tokenizer.json" --out "$SITE/models/regla-init" >/dev/null
+cp -r "$SITE/models/alibi" "$SITE/models/default"
+cat >"$SITE/models/index.json" <<'JSON'
+{
+  "default": "alibi",
+  "models": [
+    {"name": "alibi", "family": "softmax + position bias", "description": "Random ALiBi model (e2e)."},
+    {"name": "regla", "family": "gated linear attention", "description": "Random ReGLA model (e2e)."},
+    {"name": "regla-init", "family": "gated linear attention",
+     "description": "Random ReGLA with gate biases at ±6 (e2e).", "initial_of": "regla"}
+  ]
+}
+JSON
 WASM_BYTES=$(find "$SITE" -maxdepth 1 -name '*.wasm' -printf '%s\n' | head -n 1)
 echo "e2e: wasm bundle ${WASM_BYTES:-?} bytes; site without models $(du -sb --exclude=models "$SITE" | cut -f1) bytes"
 

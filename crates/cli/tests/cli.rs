@@ -625,3 +625,35 @@ fn report_writes_results_consistent_with_eval() {
     assert!(e.contains("index.json"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 3 "done means": every model in www/models/index.json loads and generates in the CLI, the
+/// default is one of them, and the folder fits the 40 MiB budget.
+#[test]
+fn shipped_models_load_and_generate() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/models");
+    let text = std::fs::read_to_string(models.join("index.json")).expect("www/models/index.json");
+    let index: serde_json::Value = serde_json::from_str(&text).expect("index.json is JSON");
+    let names: Vec<&str> =
+        index["models"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&index["default"].as_str().unwrap()));
+    let mut bytes = 0u64;
+    for name in &names {
+        let dir = models.join(name);
+        let g = ok_json(&[
+            "generate",
+            "--model",
+            p(&dir),
+            "--prompt",
+            "The jury said",
+            "--max-tokens",
+            "8",
+            "--seed",
+            "0",
+        ]);
+        assert!(!g["tokens"].as_array().unwrap().is_empty(), "{name}: {g}");
+        for f in std::fs::read_dir(&dir).unwrap() {
+            bytes += f.unwrap().metadata().unwrap().len();
+        }
+    }
+    assert!(bytes <= 40 << 20, "www/models holds {bytes} bytes, over 40 MiB");
+}

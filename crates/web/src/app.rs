@@ -1,4 +1,9 @@
-//! The page: model loading with progress, the prompt form, streamed generation and throughput.
+//! The page: the model picker (from `models/index.json`), model loading with progress, the prompt
+//! form, streamed generation and throughput.
+//!
+//! Switching models stops a running generation first (its output stays, labelled with the model
+//! that wrote it) and supersedes any load in flight: every load and run carries an id, and messages
+//! of a superseded one are dropped, so two models' tokens never mix.
 //!
 //! Generation runs as a chain of small tasks: prefill in one, then one token per task with a yield
 //! to the event loop in between (see `yield_now`), so the page stays responsive and Stop takes effect
@@ -8,6 +13,8 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use attnlab_core::catalog::ModelIndex;
+use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::spawn_local;
 use web_sys::{HtmlInputElement, HtmlTextAreaElement};
 use yew::html::Scope;
@@ -16,13 +23,14 @@ use yew::prelude::*;
 use crate::engine::{Engine, Finish, GenSettings, ModelInfo};
 use crate::fetch;
 use crate::lab::BiasEdit;
+use crate::models;
 use crate::views::{
-    EngineRef, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, TraceKind, TraceViewComp,
+    Compare, CompareState, EngineRef, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, TraceKind,
+    TraceViewComp,
 };
 use crate::yield_now::{next_paint, yield_now};
 
-/// Model files, fetched relative to the page so the site works from a subpath.
-const DEFAULT_MODEL: &str = "default";
+/// Model files, fetched relative to the page (`models/<name>/…`) so the site works from a subpath.
 const MODEL_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 const MAX_TOKENS_LIMIT: usize = 4096;
 const DEFAULT_PROMPT: &str = "The history of the city";
@@ -89,8 +97,24 @@ pub struct DecodeStats {
     wall_ms: f64,
 }
 
+/// The untrained checkpoint of the current model, loaded for the gate view's comparison.
+struct Initial {
+    /// The trained model it belongs to.
+    of: String,
+    name: String,
+    state: CompareState,
+}
+
 pub struct App {
     phase: Phase,
+    /// The models index; `None` while it loads, when the server has none, or when it is corrupt.
+    index: Option<Rc<ModelIndex>>,
+    /// The model shown or being loaded.
+    model: Option<String>,
+    /// Id of the latest model load; a load whose id is no longer this one is dropped.
+    load_id: Rc<Cell<u32>>,
+    /// The initial checkpoint of the current model, once the gate view asked for it.
+    initial: Option<Initial>,
     status: String,
     /// Load progress in [0, 1]; `None` while the total size is unknown.
     progress: Option<f64>,
@@ -115,6 +139,9 @@ pub struct App {
     /// Prompt of the run whose output is shown.
     shown_prompt: String,
     output: String,
+    /// Model that produced the shown output, and whether a model switch cut it short.
+    output_model: String,
+    output_cut_by_switch: bool,
     running: bool,
     stop: Rc<Cell<bool>>,
     run_id: u32,
@@ -133,16 +160,48 @@ pub enum Field {
 }
 
 pub enum Msg {
-    LoadProgress { status: String, fraction: Option<f64> },
-    Loaded(Result<Rc<Engine>, String>),
+    /// The models index: `Ok(None)` when the server has none.
+    Index(Result<Option<ModelIndex>, String>),
+    /// The picker chose a model.
+    Pick(String),
+    LoadProgress {
+        load: u32,
+        status: String,
+        fraction: Option<f64>,
+    },
+    Loaded {
+        load: u32,
+        result: Result<Rc<Engine>, String>,
+    },
+    InitialProgress {
+        load: u32,
+        status: String,
+    },
+    InitialLoaded {
+        load: u32,
+        result: Result<Rc<Engine>, String>,
+    },
     Edit(Field, String),
     Generate,
     Stop,
     DismissError,
-    RunStatus { run: u32, status: String },
-    Prefilled { run: u32, stats: PrefillStats },
-    Token { run: u32, text: String, stats: DecodeStats },
-    Finished { run: u32, result: Result<String, String> },
+    RunStatus {
+        run: u32,
+        status: String,
+    },
+    Prefilled {
+        run: u32,
+        stats: PrefillStats,
+    },
+    Token {
+        run: u32,
+        text: String,
+        stats: DecodeStats,
+    },
+    Finished {
+        run: u32,
+        result: Result<String, String>,
+    },
     Tab(Tab),
     BiasEdited(BiasEdit),
     Heldout(Result<String, String>),
@@ -237,6 +296,117 @@ impl App {
 }
 
 impl App {
+    /// Stop a running generation because the model changes: its messages are dropped from now on
+    /// (the run id moves on) and its text so far stays, labelled as cut short.
+    fn stop_for_switch(&mut self) {
+        if !self.running {
+            return;
+        }
+        self.stop.set(true);
+        self.run_id = self.run_id.wrapping_add(1);
+        self.running = false;
+        self.output_cut_by_switch = true;
+        self.trace_text = Rc::new(format!("{}{}", self.shown_prompt, self.output));
+    }
+
+    /// Load `name` (superseding any load in flight); the prompt and settings are kept.
+    fn start_load(&mut self, ctx: &Context<Self>, name: String) {
+        self.stop_for_switch();
+        let load = self.load_id.get().wrapping_add(1);
+        self.load_id.set(load);
+        self.phase = Phase::Loading;
+        self.progress = None;
+        self.status = format!("loading model {name}…");
+        self.engine = None;
+        self.base = None;
+        self.edit = BiasEdit::default();
+        self.trained_ppl = None;
+        self.initial = None;
+        self.model = Some(name.clone());
+        let (link, current) = (ctx.link().clone(), self.load_id.clone());
+        spawn_local(async move {
+            let progress = |status: String, fraction: Option<f64>| {
+                link.send_message(Msg::LoadProgress { load, status, fraction })
+            };
+            let alive = || current.get() == load;
+            let result = fetch_engine(&name, progress, alive).await.map(Rc::new);
+            link.send_message(Msg::Loaded { load, result });
+        });
+    }
+
+    /// In the gate view, load the current model's initial checkpoint (once per model) when the index
+    /// lists one.
+    fn maybe_load_initial(&mut self, ctx: &Context<Self>) {
+        if self.tab != Tab::Gates || self.phase != Phase::Ready {
+            return;
+        }
+        let (Some(index), Some(model)) = (&self.index, &self.model) else {
+            return;
+        };
+        let Some(init) = index.initial_of(model) else {
+            return;
+        };
+        if self.initial.as_ref().is_some_and(|i| &i.of == model) {
+            return;
+        }
+        let name = init.name.clone();
+        self.initial = Some(Initial {
+            of: model.clone(),
+            name: name.clone(),
+            state: CompareState::Loading(format!("loading {name}…").into()),
+        });
+        let load = self.load_id.get();
+        let (link, current) = (ctx.link().clone(), self.load_id.clone());
+        spawn_local(async move {
+            let progress =
+                |status: String, _: Option<f64>| link.send_message(Msg::InitialProgress { load, status });
+            let alive = || current.get() == load;
+            let result = fetch_engine(&name, progress, alive).await.map(Rc::new);
+            link.send_message(Msg::InitialLoaded { load, result });
+        });
+    }
+
+    fn compare(&self) -> Option<Compare> {
+        self.initial.as_ref().map(|i| Compare {
+            name: i.name.clone().into(),
+            of: i.of.clone().into(),
+            state: i.state.clone(),
+        })
+    }
+
+    /// The model picker: one `<optgroup>` per family, the current model's description below.
+    fn view_picker(&self, ctx: &Context<Self>) -> Html {
+        let Some(index) = &self.index else {
+            return html! {};
+        };
+        let current = self.model.as_deref().unwrap_or("");
+        let groups = models::by_family(index).into_iter().map(|(family, entries)| {
+            html! {
+                <optgroup label={family.to_string()}>
+                    { for entries.into_iter().map(|m| html! {
+                        <option value={m.name.clone()} selected={m.name == current}>{ models::option_label(m) }</option>
+                    }) }
+                </optgroup>
+            }
+        });
+        let description = index.get(current).map(|m| m.description.clone()).unwrap_or_default();
+        let on_change = ctx
+            .link()
+            .callback(|e: Event| Msg::Pick(e.target_unchecked_into::<web_sys::HtmlSelectElement>().value()));
+        html! {
+            <section class="picker">
+                <label for="model-picker">{ "Model" }</label>
+                <select id="model-picker" onchange={on_change} aria-describedby="model-description">
+                    if index.get(current).is_none() {
+                        <option value="" selected=true disabled=true>{ "choose a model" }</option>
+                    }
+                    { for groups }
+                </select>
+                <p id="model-description" class="muted">{ description }</p>
+            </section>
+        }
+    }
+
     fn view_lab(&self, ctx: &Context<Self>) -> Html {
         let (Some(engine), Some(_)) = (&self.engine, &self.base) else {
             return html! {};
@@ -252,8 +422,9 @@ impl App {
         });
         let on_laa = link.callback(|(name, layers)| Msg::Laa(name, layers));
         let trace = |kind| {
+            let compare = if kind == TraceKind::Gates { self.compare() } else { None };
             html! { <TraceViewComp kind={kind} engine={engine.clone()} text={self.trace_text.clone()}
-            laa_overlay={self.laa_overlay.clone()} on_laa={on_laa.clone()} /> }
+            laa_overlay={self.laa_overlay.clone()} on_laa={on_laa.clone()} compare={compare} /> }
         };
         let body = match self.tab {
             Tab::Kernels => html! {
@@ -312,11 +483,16 @@ impl Component for App {
     type Properties = ();
 
     fn create(ctx: &Context<Self>) -> Self {
-        spawn_local(load_model(ctx.link().clone()));
+        let link = ctx.link().clone();
+        spawn_local(async move { link.send_message(Msg::Index(fetch_index().await)) });
         let defaults = GenSettings::default();
         App {
             phase: Phase::Loading,
-            status: "starting…".to_string(),
+            index: None,
+            model: None,
+            load_id: Rc::new(Cell::new(0)),
+            initial: None,
+            status: "reading the models index…".to_string(),
             progress: None,
             engine: None,
             base: None,
@@ -334,6 +510,8 @@ impl Component for App {
             seed: defaults.seed.to_string(),
             shown_prompt: String::new(),
             output: String::new(),
+            output_model: String::new(),
+            output_cut_by_switch: false,
             running: false,
             stop: Rc::new(Cell::new(false)),
             run_id: 0,
@@ -345,14 +523,57 @@ impl Component for App {
 
     fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
         match msg {
-            Msg::LoadProgress { status, fraction } => {
+            Msg::Index(result) => {
+                let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
+                let chosen = match result {
+                    Ok(index) => {
+                        self.index = index.map(Rc::new);
+                        models::choose_model(&search, self.index.as_deref())
+                    }
+                    Err(e) => Err(format!("Could not read the models index: {e}")),
+                };
+                match chosen {
+                    Ok(name) => self.start_load(ctx, name),
+                    Err(e) => {
+                        self.phase = Phase::LoadFailed;
+                        self.status = "no model loaded".to_string();
+                        self.error = Some(e);
+                    }
+                }
+            }
+            Msg::Pick(name) => {
+                let listed = self.index.as_ref().is_some_and(|i| i.get(&name).is_some());
+                if !listed
+                    || (self.model.as_deref() == Some(name.as_str()) && self.phase != Phase::LoadFailed)
+                {
+                    return false;
+                }
+                // Keep the choice across reloads; only the query's model parameter changes.
+                if let Some(w) = web_sys::window() {
+                    let search = w.location().search().unwrap_or_default();
+                    let url = models::query_with_model(&search, &name);
+                    if let Ok(history) = w.history() {
+                        let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&url));
+                    }
+                }
+                self.error = None;
+                self.start_load(ctx, name);
+            }
+            Msg::LoadProgress { load, status, fraction } => {
+                if load != self.load_id.get() {
+                    return false;
+                }
                 self.status = status;
                 self.progress = fraction;
             }
-            Msg::Loaded(Ok(engine)) => {
+            Msg::Loaded { load, .. } if load != self.load_id.get() => return false,
+            Msg::Loaded { result: Ok(engine), .. } => {
                 self.phase = Phase::Ready;
                 self.progress = Some(1.0);
-                self.status = "model loaded: ready".to_string();
+                self.status = match &self.model {
+                    Some(name) => format!("model {name} loaded: ready"),
+                    None => "model loaded: ready".to_string(),
+                };
                 self.base = Some(engine.clone());
                 self.engine = Some(engine);
                 self.edit = BiasEdit::default();
@@ -363,11 +584,28 @@ impl Component for App {
                         async move { link.send_message(Msg::Heldout(fetch_text(HELDOUT_URL).await)) },
                     );
                 }
+                self.maybe_load_initial(ctx);
             }
-            Msg::Loaded(Err(e)) => {
+            Msg::Loaded { result: Err(e), .. } => {
                 self.phase = Phase::LoadFailed;
                 self.status = "model failed to load".to_string();
-                self.error = Some(format!("Could not load the model: {e}"));
+                let name = self.model.as_deref().unwrap_or("?");
+                self.error = Some(format!("Could not load the model {name}: {e}"));
+            }
+            Msg::InitialProgress { load, status } => match &mut self.initial {
+                Some(i) if load == self.load_id.get() && matches!(i.state, CompareState::Loading(_)) => {
+                    i.state = CompareState::Loading(status.into());
+                }
+                _ => return false,
+            },
+            Msg::InitialLoaded { load, result } => {
+                let Some(i) = self.initial.as_mut().filter(|_| load == self.load_id.get()) else {
+                    return false;
+                };
+                i.state = match result {
+                    Ok(engine) => CompareState::Ready(EngineRef(engine)),
+                    Err(e) => CompareState::Failed(format!("Could not load {}: {e}", i.name).into()),
+                };
             }
             Msg::Edit(field, value) => match field {
                 Field::Prompt => self.prompt = value,
@@ -398,6 +636,8 @@ impl Component for App {
                 self.stop = Rc::new(Cell::new(false));
                 self.shown_prompt = self.prompt.clone();
                 self.output.clear();
+                self.output_model = self.model.clone().unwrap_or_default();
+                self.output_cut_by_switch = false;
                 self.prefill = None;
                 self.decode = None;
                 self.status = "tokenizing…".to_string();
@@ -453,7 +693,10 @@ impl Component for App {
                     }
                 }
             }
-            Msg::Tab(tab) => self.tab = tab,
+            Msg::Tab(tab) => {
+                self.tab = tab;
+                self.maybe_load_initial(ctx);
+            }
             Msg::BiasEdited(edit) => {
                 let Some(base) = self.base.clone() else {
                     return false;
@@ -533,6 +776,7 @@ impl Component for App {
                     { "Small language models with steerable attention variants, \
                        running entirely in your browser." }
                 </p>
+                { self.view_picker(ctx) }
                 { self.view_load() }
                 { error }
                 <section class="controls">
@@ -576,6 +820,15 @@ impl Component for App {
                         <span class="prompt-echo">{ &self.shown_prompt }</span>
                         <span id="generated" class="generated">{ &self.output }</span>
                     </pre>
+                    if !self.output_model.is_empty() {
+                        <p id="output-model" class="muted" data-model={self.output_model.clone()}
+                            data-cut={self.output_cut_by_switch.to_string()}>
+                            { format!("written by {}", self.output_model) }
+                            if self.output_cut_by_switch {
+                                { " · stopped early: the model was switched while it was generating" }
+                            }
+                        </p>
+                    }
                     { self.view_stats() }
                 </section>
                 { self.view_lab(ctx) }
@@ -584,16 +837,28 @@ impl Component for App {
     }
 }
 
-/// Fetch the three model files (headers first, so the total size is known), then build the engine.
-async fn load_model(link: Scope<App>) {
-    let result = load_engine(&link).await.map(Rc::new);
-    link.send_message(Msg::Loaded(result));
+/// The models index, or `Ok(None)` when the server has none (the page then loads
+/// `models/default/`). A corrupt index is an error, never a panic.
+async fn fetch_index() -> Result<Option<ModelIndex>, String> {
+    let path = models::index_url();
+    let Some(pending) = fetch::open_optional(&path).await? else {
+        return Ok(None);
+    };
+    let bytes = pending.read(|_| {}).await?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{path}: not valid UTF-8"))?;
+    models::parse_index(&text).map(Some)
 }
 
-async fn load_engine(link: &Scope<App>) -> Result<Engine, String> {
-    let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
-    let model = crate::lab::model_from_query(&search)?.unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    link.send_message(Msg::LoadProgress { status: "requesting model files…".to_string(), fraction: None });
+/// Fetch the three model files of `models/<model>/` (headers first, so the total size is known),
+/// then build the engine. `alive()` turning false (a newer load started) abandons the load between
+/// files and before the parse.
+async fn fetch_engine(
+    model: &str,
+    progress: impl Fn(String, Option<f64>),
+    alive: impl Fn() -> bool,
+) -> Result<Engine, String> {
+    const SUPERSEDED: &str = "superseded by another model";
+    progress(format!("requesting the files of {model}…"), None);
     let mut pending = Vec::with_capacity(MODEL_FILES.len());
     for file in MODEL_FILES {
         pending.push(fetch::open(&format!("models/{model}/{file}")).await?);
@@ -602,6 +867,9 @@ async fn load_engine(link: &Scope<App>) -> Result<Engine, String> {
     let mut done: u64 = 0;
     let mut files = Vec::with_capacity(MODEL_FILES.len());
     for (file, response) in MODEL_FILES.into_iter().zip(pending) {
+        if !alive() {
+            return Err(SUPERSEDED.to_string());
+        }
         let base = done;
         let mut last_sent: u64 = 0;
         let bytes = response
@@ -612,25 +880,24 @@ async fn load_engine(link: &Scope<App>) -> Result<Engine, String> {
                 }
                 last_sent = n;
                 let so_far = base + n;
-                let (status, fraction) = match total {
-                    Some(t) => (
-                        format!("fetching {file}: {} of {}", fmt_bytes(so_far), fmt_bytes(t)),
+                match total {
+                    Some(t) => progress(
+                        format!("fetching {model}/{file}: {} of {}", fmt_bytes(so_far), fmt_bytes(t)),
                         Some((so_far as f64 / t.max(1) as f64).min(1.0)),
                     ),
-                    None => (format!("fetching {file}: {}", fmt_bytes(so_far)), None),
-                };
-                link.send_message(Msg::LoadProgress { status, fraction });
+                    None => progress(format!("fetching {model}/{file}: {}", fmt_bytes(so_far)), None),
+                }
             })
             .await?;
         done += bytes.len() as u64;
         files.push(bytes);
     }
-    link.send_message(Msg::LoadProgress {
-        status: format!("validating the model ({})…", fmt_bytes(done)),
-        fraction: Some(1.0),
-    });
+    progress(format!("validating {model} ({})…", fmt_bytes(done)), Some(1.0));
     // Let the status render before the synchronous parse.
     next_paint().await;
+    if !alive() {
+        return Err(SUPERSEDED.to_string());
+    }
     match files.as_slice() {
         [config, weights, tokenizer] => Engine::load(config, weights, tokenizer),
         _ => Err("internal error: expected three model files".to_string()),

@@ -1,7 +1,8 @@
 //! Fetching the model files from the page's own origin, with byte progress.
 //!
-//! URLs are relative (`models/default/...`), so the built site works from any subpath. Every failure
-//! (network, HTTP status, an HTML page where a data file was expected) becomes a one-line message.
+//! URLs are relative (`models/index.json`, `models/<name>/...`), so the built site works from any
+//! subpath. Every failure (network, HTTP status, an HTML page where a data file was expected) becomes
+//! a one-line message.
 
 use js_sys::{Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
@@ -29,12 +30,28 @@ pub fn js_error_text(value: &JsValue) -> String {
 
 /// Start fetching `path` and wait for the response headers.
 pub async fn open(path: &str) -> Result<Pending, String> {
+    match open_inner(path, false).await? {
+        Some(p) => Ok(p),
+        None => Err(format!("{path}: not found")),
+    }
+}
+
+/// Like [`open`], but a file the server does not have (HTTP 404, or a dev server's HTML fallback
+/// page) is `Ok(None)` instead of an error: for optional files such as the models index.
+pub async fn open_optional(path: &str) -> Result<Option<Pending>, String> {
+    open_inner(path, true).await
+}
+
+async fn open_inner(path: &str, optional: bool) -> Result<Option<Pending>, String> {
     let window = web_sys::window().ok_or_else(|| "no window object (not running in a page?)".to_string())?;
     let value = JsFuture::from(window.fetch_with_str(path))
         .await
         .map_err(|e| format!("{path}: network error: {}", js_error_text(&e)))?;
     let response: Response =
         value.dyn_into().map_err(|_| format!("{path}: fetch did not return a Response"))?;
+    if optional && response.status() == 404 {
+        return Ok(None);
+    }
     if !response.ok() {
         let hint = if response.status() == 404 {
             " (the model files are missing on the server: ./scripts/serve.sh creates the default model)"
@@ -47,13 +64,16 @@ pub async fn open(path: &str) -> Result<Pending, String> {
     let header = |name: &str| headers.get(name).ok().flatten();
     // A dev server answers unknown paths with index.html: that is a missing file, not a model.
     if header("content-type").is_some_and(|ct| ct.to_ascii_lowercase().starts_with("text/html")) {
+        if optional {
+            return Ok(None);
+        }
         return Err(format!(
             "{path}: the server sent an HTML page instead of the file (is it missing from dist/models?)"
         ));
     }
     let encoded = header("content-encoding").is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity"));
     let total = if encoded { None } else { header("content-length").and_then(|s| s.trim().parse().ok()) };
-    Ok(Pending { path: path.to_string(), response, total })
+    Ok(Some(Pending { path: path.to_string(), response, total }))
 }
 
 impl Pending {

@@ -205,6 +205,20 @@ impl Engine {
         })
     }
 
+    /// Gate statistics of `text` alone, cut to the same length as [`Engine::trace`] (no attention
+    /// matrices are kept): what the gate view's before/after-training comparison needs of the
+    /// initial checkpoint.
+    pub fn gate_stats(&self, text: &str) -> Result<Vec<GateStats>, String> {
+        let all = self.encode(text)?;
+        if all.is_empty() {
+            return Err(attnlab_core::Error::EmptyPrompt.to_string());
+        }
+        let n = all.len().min(MAX_TRACE_TOKENS.min(self.info.max_context));
+        let req = TraceRequest { attention: false, stage: AttnStage::Probabilities, gates: true };
+        let trace = self.model.trace(&all[..n], req).map_err(|e| e.to_string())?;
+        Ok(analysis::gate_stats(&trace.gates, GATE_BINS))
+    }
+
     /// The default perplexity-sweep lengths: 1×, 2×, …, 32× the training length, keeping those that
     /// fit both `max_context` and a text of `text_tokens` tokens.
     pub fn sweep_lengths(&self, text_tokens: usize) -> Vec<usize> {
@@ -523,6 +537,24 @@ mod tests {
         let logits = soft.trace("The jury said it", AttnStage::Logits).expect("logits");
         assert!(is_signed(logits.attention[0].kind));
         assert!(soft.trace("", AttnStage::Logits).is_err());
+    }
+
+    #[test]
+    fn gate_stats_equal_the_full_trace() {
+        let e = engine("regla");
+        let full = e.trace(INIT_CORPUS, AttnStage::Probabilities).expect("trace").gates;
+        let only = e.gate_stats(INIT_CORPUS).expect("gates");
+        assert!(!only.is_empty());
+        assert_eq!(only.len(), full.len());
+        for (a, b) in only.iter().zip(&full) {
+            assert_eq!(
+                (a.layer, &a.quantity, a.head, &a.histogram),
+                (b.layer, &b.quantity, b.head, &b.histogram)
+            );
+            assert_eq!(a.saturation, b.saturation);
+        }
+        assert!(engine("alibi").gate_stats("The jury").expect("no gates").is_empty());
+        assert!(e.gate_stats("").is_err());
     }
 
     #[test]

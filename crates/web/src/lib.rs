@@ -1,11 +1,13 @@
 //! attnlab-web: the browser app (yew, client-side rendering), built by trunk from the root index.html.
 //!
-//! `engine` and `lab` run the model (plain Rust, also compiled and unit-tested natively), `colors`
-//! holds the colormaps (tested natively too); the UI modules exist only on wasm32.
+//! `engine` and `lab` run the model (plain Rust, also compiled and unit-tested natively), `models`
+//! chooses it from the models index and the URL, `colors` holds the colormaps (all tested natively
+//! too); the UI modules exist only on wasm32.
 
 pub mod colors;
 pub mod engine;
 pub mod lab;
+pub mod models;
 
 #[cfg(target_arch = "wasm32")]
 mod app;

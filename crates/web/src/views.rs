@@ -1,7 +1,9 @@
 //! The lab views: kernels (with the bias sliders), extrapolation (perplexity vs length), attention
-//! heatmaps, locally accumulated attention and gates. Each view has a short "what am I looking at"
-//! note. All model work goes through `lab` (and so through `engine`).
+//! heatmaps, locally accumulated attention and gates (with the before/after-training comparison of
+//! ReGLA Fig. 4 when the index lists an initial checkpoint). Each view has a short "what am I looking
+//! at" note. All model work goes through `lab` (and so through `engine`).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -29,6 +31,24 @@ impl PartialEq for EngineRef {
     fn eq(&self, other: &Self) -> bool {
         Rc::ptr_eq(&self.0, &other.0)
     }
+}
+
+/// The untrained checkpoint the gate view compares the current model with (ReGLA Fig. 4).
+#[derive(Clone, PartialEq)]
+pub struct Compare {
+    /// Index name of the initial checkpoint.
+    pub name: AttrValue,
+    /// Index name of the trained model it is the start of.
+    pub of: AttrValue,
+    pub state: CompareState,
+}
+
+#[derive(Clone, PartialEq)]
+pub enum CompareState {
+    /// Loading, with a status line.
+    Loading(AttrValue),
+    Ready(EngineRef),
+    Failed(AttrValue),
 }
 
 /// `(length, perplexity)` points of one sweep.
@@ -342,6 +362,8 @@ pub enum PplMsg {
 /// Perplexity against context length, computed in the page in slices.
 pub struct PplView {
     run: u32,
+    /// The run that may keep computing: an older sweep stops at its next slice.
+    live_run: Rc<Cell<u32>>,
     running: bool,
     fraction: f64,
     points: Vec<PplPoint>,
@@ -363,6 +385,7 @@ impl Component for PplView {
     fn create(ctx: &Context<Self>) -> Self {
         let mut v = PplView {
             run: 0,
+            live_run: Rc::new(Cell::new(0)),
             running: false,
             fraction: 0.0,
             points: Vec::new(),
@@ -376,6 +399,7 @@ impl Component for PplView {
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
         if ctx.props().engine != old.engine || ctx.props().text != old.text {
             self.run = self.run.wrapping_add(1);
+            self.live_run.set(self.run);
             self.running = true;
             self.points.clear();
             self.schedule(ctx);
@@ -387,14 +411,15 @@ impl Component for PplView {
         match msg {
             PplMsg::Start => {
                 self.run = self.run.wrapping_add(1);
+                self.live_run.set(self.run);
                 self.running = true;
                 self.fraction = 0.0;
                 self.points.clear();
                 self.error = None;
-                let (run, link) = (self.run, ctx.link().clone());
+                let (run, link, live) = (self.run, ctx.link().clone(), self.live_run.clone());
                 let (engine, text) = (ctx.props().engine.0.clone(), ctx.props().text.clone());
                 spawn_local(async move {
-                    let result = sweep(&link, run, &engine, &text).await;
+                    let result = sweep(&link, run, &live, &engine, &text).await;
                     link.send_message(PplMsg::Done { run, result });
                 });
             }
@@ -422,6 +447,11 @@ impl Component for PplView {
             }
         }
         true
+    }
+
+    fn destroy(&mut self, _ctx: &Context<Self>) {
+        // Stop a sweep in flight (e.g. the model was switched and the lab unmounted).
+        self.live_run.set(self.run.wrapping_add(1));
     }
 
     fn view(&self, ctx: &Context<Self>) -> Html {
@@ -481,6 +511,7 @@ impl Component for PplView {
 async fn sweep(
     link: &yew::html::Scope<PplView>,
     run: u32,
+    live: &Cell<u32>,
     engine: &Engine,
     text: &str,
 ) -> Result<Vec<PplPoint>, String> {
@@ -501,6 +532,9 @@ async fn sweep(
             });
         }
         yield_now().await;
+        if live.get() != run {
+            return Err("superseded".to_string());
+        }
     }
     Ok(sweep.points().to_vec())
 }
@@ -522,11 +556,23 @@ pub struct TraceProps {
     /// LAA curves of other models seen in this page, by model name (the overlay).
     pub laa_overlay: Rc<LaaOverlay>,
     pub on_laa: Callback<(String, Vec<LayerLaa>)>,
+    /// Gate view only: the initial checkpoint to compare with (ReGLA Fig. 4).
+    #[prop_or_default]
+    pub compare: Option<Compare>,
 }
 
 pub enum TraceMsg {
     Start,
-    Done { run: u32, result: Result<Rc<TraceView>, String> },
+    Done {
+        run: u32,
+        result: Result<Rc<TraceView>, String>,
+    },
+    /// Gate statistics of the comparison checkpoint on the same text.
+    StartCompare,
+    CompareDone {
+        run: u32,
+        result: Result<Rc<Vec<GateStats>>, String>,
+    },
     Stage(AttnStage),
     Select(usize, usize),
 }
@@ -540,6 +586,9 @@ pub struct TraceViewComp {
     error: Option<String>,
     selected: (usize, usize),
     debounce: Option<Timeout>,
+    compare_run: u32,
+    /// Gate statistics of the comparison checkpoint; `None` while computing (or without one).
+    compare_gates: Option<Result<Rc<Vec<GateStats>>, String>>,
 }
 
 impl TraceViewComp {
@@ -718,6 +767,95 @@ impl TraceViewComp {
     }
 }
 
+impl TraceViewComp {
+    /// ReGLA Fig. 4: the gate histograms of the initial checkpoint beside the trained model's, on the
+    /// same text (so the same number of tokens).
+    fn view_fig4(&self, ctx: &Context<Self>, t: &TraceView) -> Html {
+        let Some(compare) = &ctx.props().compare else {
+            return html! {};
+        };
+        let trained_name = compare.of.to_string();
+        let (state, body) = match (&compare.state, &self.compare_gates) {
+            (CompareState::Loading(status), _) => {
+                ("loading", html! { <p class="muted">{ status.as_str() }</p> })
+            }
+            (CompareState::Failed(e), _) => ("failed", html! { <p class="error">{ e.as_str() }</p> }),
+            (CompareState::Ready(_), None) => {
+                ("computing", html! { <p class="muted">{ "computing the initial checkpoint's gates…" }</p> })
+            }
+            (CompareState::Ready(_), Some(Err(e))) => ("failed", html! { <p class="error">{ e }</p> }),
+            (CompareState::Ready(_), Some(Ok(initial))) => {
+                ("ready", self.fig4_pairs(t, initial, &compare.name, &trained_name))
+            }
+        };
+        html! {
+            <section id="fig4" class="fig4" data-state={state} data-initial={compare.name.clone()}>
+                <h3>{ "Before and after training (ReGLA Fig. 4)" }</h3>
+                <p>
+                    { format!("ReGLA (Lu et al., 2025, Fig. 4) initialises the forget-gate biases at extreme values, so that \
+                       the gates start saturated near 0 or 1, and tracks them through training. The paper's claim: \
+                       a plain sigmoid gate (GLA) stays stuck at the extremes, because its gradient σ(1−σ) all but \
+                       vanishes there, while ReGLA's refining gate lets the values spread into the useful middle \
+                       range. Left: the untrained starting point {}; right: the trained model {}; both run on \
+                       the same text, cut to the same {} tokens.", compare.name, trained_name, t.labels.len()) }
+                </p>
+                { body }
+            </section>
+        }
+    }
+
+    fn fig4_pairs(
+        &self,
+        t: &TraceView,
+        initial: &[GateStats],
+        initial_name: &str,
+        trained_name: &str,
+    ) -> Html {
+        let trained: Vec<&GateStats> = t.gates.iter().filter(|g| g.head.is_none()).collect();
+        let cell = |which: &str, name: &str, g: &GateStats, color: &str| {
+            html! {
+                <div class="fig4-cell" data-which={which.to_string()} data-layer={g.layer.to_string()}
+                    data-quantity={g.quantity.clone()} data-saturation={format!("{}", g.saturation)}>
+                    { histogram(&format!("fig4-{which}-{}-{}", g.layer, g.quantity),
+                        &format!("{name} · layer {} {} (saturated {:.1}%)", g.layer, g.quantity.to_uppercase(), 100.0 * g.saturation),
+                        &g.histogram, color) }
+                </div>
+            }
+        };
+        let pairs = trained.iter().map(|g| {
+            let before =
+                initial.iter().find(|i| i.head.is_none() && i.layer == g.layer && i.quantity == g.quantity);
+            html! {
+                <div class="fig4-pair" data-layer={g.layer.to_string()} data-quantity={g.quantity.clone()}>
+                    if let Some(b) = before {
+                        { cell("initial", initial_name, b, PALETTE[3]) }
+                    } else {
+                        <p class="muted">{ "(no such gate in the initial checkpoint)" }</p>
+                    }
+                    { cell("trained", trained_name, g, PALETTE[0]) }
+                </div>
+            }
+        });
+        let rows = trained.iter().map(|g| {
+            let before =
+                initial.iter().find(|i| i.head.is_none() && i.layer == g.layer && i.quantity == g.quantity);
+            let pct = |v: f64| format!("{:.1}%", 100.0 * v);
+            html! { <tr><td>{ g.layer }</td><td>{ g.quantity.to_uppercase() }</td>
+            <td class="num">{ before.map(|b| pct(b.saturation)).unwrap_or_else(|| "–".into()) }</td>
+            <td class="num">{ pct(g.saturation) }</td></tr> }
+        });
+        html! {
+            <>
+                <div class="fig4-grid">{ for pairs }</div>
+                <table class="table" id="fig4-table"><thead><tr><th>{ "layer" }</th><th>{ "gate" }</th>
+                    <th>{ format!("saturated before ({initial_name})") }</th>
+                    <th>{ format!("saturated after ({trained_name})") }</th></tr></thead>
+                    <tbody>{ for rows }</tbody></table>
+            </>
+        }
+    }
+}
+
 impl Component for TraceViewComp {
     type Message = TraceMsg;
     type Properties = TraceProps;
@@ -731,6 +869,8 @@ impl Component for TraceViewComp {
             error: None,
             selected: (0, 0),
             debounce: None,
+            compare_run: 0,
+            compare_gates: None,
         };
         v.schedule(ctx);
         v
@@ -739,6 +879,8 @@ impl Component for TraceViewComp {
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
         if ctx.props().engine != old.engine || ctx.props().text != old.text || ctx.props().kind != old.kind {
             self.schedule(ctx);
+        } else if ctx.props().compare != old.compare {
+            ctx.link().send_message(TraceMsg::StartCompare);
         }
         true
     }
@@ -760,6 +902,31 @@ impl Component for TraceViewComp {
                     let result = engine.trace(&text, stage).map(Rc::new);
                     link.send_message(TraceMsg::Done { run, result });
                 });
+                ctx.link().send_message(TraceMsg::StartCompare);
+            }
+            TraceMsg::StartCompare => {
+                self.compare_run = self.compare_run.wrapping_add(1);
+                self.compare_gates = None;
+                let props = ctx.props();
+                let Some(CompareState::Ready(engine)) = props.compare.as_ref().map(|c| &c.state) else {
+                    return true;
+                };
+                if props.kind != TraceKind::Gates {
+                    return true;
+                }
+                let (run, link) = (self.compare_run, ctx.link().clone());
+                let (engine, text) = (engine.0.clone(), props.text.clone());
+                spawn_local(async move {
+                    next_paint().await;
+                    let result = engine.gate_stats(&text).map(Rc::new);
+                    link.send_message(TraceMsg::CompareDone { run, result });
+                });
+            }
+            TraceMsg::CompareDone { run, result } => {
+                if run != self.compare_run {
+                    return false;
+                }
+                self.compare_gates = Some(result);
             }
             TraceMsg::Done { run, result } => {
                 if run != self.run {
@@ -827,7 +994,7 @@ impl Component for TraceViewComp {
             (Some(t), None) => match kind {
                 TraceKind::Attention => self.view_attention(ctx, t),
                 TraceKind::Laa => self.view_laa(ctx, t),
-                TraceKind::Gates => self.view_gates(t),
+                TraceKind::Gates => html! { <>{ self.view_gates(t) }{ self.view_fig4(ctx, t) }</> },
             },
         };
         let cut = self.trace.as_ref().filter(|t| t.cut > 0).map(|t| {

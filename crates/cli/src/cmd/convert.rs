@@ -16,8 +16,8 @@ const CHECK_TOKENS: usize = 128;
 
 /// Copy a model folder with its weights stored in another dtype (the shipped models are f16).
 ///
-/// config.json, tokenizer.json and history.json (when present) are copied; model.safetensors is
-/// rewritten. The converted model is loaded back and run on the first 128 tokens of --text next to
+/// config.json and tokenizer.json are copied, history.json (when present) is copied with its
+/// per-step training records thinned to 100; model.safetensors is rewritten. The converted model is loaded back and run on the first 128 tokens of --text next to
 /// the original, and the largest logit difference is reported.
 #[derive(Debug, Clone, Args)]
 pub struct ConvertArgs {
@@ -60,6 +60,7 @@ pub fn run(a: ConvertArgs, json: bool) -> CliResult<()> {
         if src.is_file() {
             let bytes = std::fs::read(&src)
                 .map_err(|e| CliError::runtime(format!("cannot read `{}`: {e}", src.display())))?;
+            let bytes = if name == "history.json" { thin_history(&bytes, &src)? } else { bytes };
             write_file(&a.out.join(name), &bytes)?;
         }
     }
@@ -94,4 +95,28 @@ pub fn run(a: ConvertArgs, json: bool) -> CliResult<()> {
         num(max_diff as f64, 5),
         num(max_logit as f64, 3)
     ))
+}
+
+/// Per-step training records kept in a converted history.json (evenly spaced, the last included).
+const HISTORY_TRAIN_POINTS: usize = 100;
+
+/// history.json without most per-step training records, as compact JSON: validation, options and
+/// totals stay whole (the shipped folders keep the curve, not every step).
+fn thin_history(bytes: &[u8], path: &std::path::Path) -> CliResult<Vec<u8>> {
+    let mut v: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| CliError::runtime(format!("`{}` is not valid JSON: {e}", path.display())))?;
+    if let Some(train) = v.get_mut("train").and_then(|t| t.as_array_mut()) {
+        let n = train.len();
+        if n > HISTORY_TRAIN_POINTS {
+            let every = n.div_ceil(HISTORY_TRAIN_POINTS);
+            let kept: Vec<serde_json::Value> = train
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| (i + 1) % every == 0 || i + 1 == n)
+                .map(|(_, x)| x.clone())
+                .collect();
+            *train = kept;
+        }
+    }
+    serde_json::to_vec(&v).map_err(|e| CliError::runtime(e.to_string()))
 }
