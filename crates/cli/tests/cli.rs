@@ -462,6 +462,14 @@ fn data_brown_then_train_then_generate() {
     more.push("--resume");
     let r = ok_json(&more);
     assert_eq!(r["resumed_from"].as_u64(), Some(4), "{r}");
+    // --resume where no checkpoint exists says so and starts fresh.
+    let fresh = dir.join("fresh");
+    let mut again = args.clone();
+    again[6] = p(&fresh);
+    again.push("--resume");
+    let o = run(&again);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no checkpoint"), "{}", show(&o));
     // Bad input: one line each.
     let e = fails(
         &["train", "--variant", "alibi", "--data", p(&dir.join("nope")), "--out", p(&dir.join("x"))],

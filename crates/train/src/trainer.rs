@@ -260,7 +260,7 @@ fn save_checkpoint(
 }
 
 /// The checkpoint folder to resume from, if any.
-fn find_checkpoint(out: &Path) -> Option<PathBuf> {
+pub fn find_checkpoint(out: &Path) -> Option<PathBuf> {
     ["checkpoint", "checkpoint.old"].iter().map(|n| out.join(n)).find(|p| p.join("state.json").is_file())
 }
 
