@@ -162,7 +162,10 @@ pub fn run(a: TrainArgs, json: bool) -> CliResult<()> {
     };
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     if a.resume && trainer::find_checkpoint(&a.out).is_none() {
-        crate::common::note(&format!("--resume: no checkpoint in `{}`; starting a fresh run", a.out.display()));
+        crate::common::note(&format!(
+            "--resume: no checkpoint in `{}`; starting a fresh run",
+            a.out.display()
+        ));
     }
     let s = trainer::train(model, &data, &opts, &a.out, a.resume, progress).map_err(train_error)?;
     let h = &s.history;
