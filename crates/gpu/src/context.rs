@@ -127,6 +127,25 @@ impl GpuContext {
         &self.caps
     }
 
+    /// The same device with the largest storage binding lowered to `bytes` (never raised): models
+    /// are then checked as on a smaller adapter, before any buffer is created. Tests use it for
+    /// [`GpuError::ModelTooLarge`]; a caller may use it to keep headroom.
+    pub fn with_binding_limit(&self, bytes: u64) -> GpuContext {
+        let mut c = self.clone();
+        c.caps.max_storage_binding = c.caps.max_storage_binding.min(bytes);
+        c
+    }
+
+    /// Destroy the device, as a browser does when the GPU process resets: every later call on this
+    /// context (and its clones) fails with [`GpuError::DeviceLost`]. Lets callers test their CPU
+    /// fallback; the recorded loss is set at once, before the driver's callback arrives.
+    pub fn destroy(&self) {
+        if let Ok(mut g) = self.sticky.lock() {
+            g.lost.get_or_insert_with(|| "Destroyed: the device was destroyed".to_string());
+        }
+        self.device.destroy();
+    }
+
     /// Fail if the device was lost or reported an error outside a scope.
     pub(crate) fn check(&self) -> Result<()> {
         let mut g = self.sticky.lock().map_err(|_| GpuError::DeviceLost("error state poisoned".into()))?;

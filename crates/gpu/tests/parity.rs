@@ -225,6 +225,41 @@ fn errors_are_typed_not_panics() {
     assert!(matches!(pollster::block_on(s.step(1)), Err(GpuError::Core(_))));
 }
 
+/// Issue 4 "bad input": a model over the adapter's binding limit is refused before any buffer
+/// exists, naming the tensor; a device lost mid-generation is a typed error the caller can recover
+/// from (the CPU session, which the page falls back to, still has every token).
+#[test]
+fn model_too_large_and_device_loss_are_typed_errors() {
+    let Some(ctx) = context() else { return };
+    let cfg = ModelConfig::preset("alibi", tiny(64)).expect("preset");
+    let model = Model::random(cfg.clone(), 1).expect("model");
+    match pollster::block_on(GpuModel::new(ctx.with_binding_limit(4096), &model)) {
+        Err(GpuError::ModelTooLarge { what, bytes, limit }) => {
+            assert!(limit == 4096 && bytes > limit && !what.is_empty(), "{what} {bytes} {limit}");
+        }
+        Err(e) => panic!("expected ModelTooLarge, got {e}"),
+        Ok(_) => panic!("expected ModelTooLarge, got a model"),
+    }
+    let toks = tokens(24, cfg.vocab_size, 2);
+    let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+    let mut s = pollster::block_on(gm.session()).expect("session");
+    let mut cpu = model.session();
+    let g = pollster::block_on(s.prefill(&toks[..16])).expect("gpu prefill");
+    let c = cpu.prefill(&toks[..16]).expect("cpu prefill");
+    assert!(rel_err(&c, &g) <= TOL);
+    ctx.destroy();
+    match pollster::block_on(s.step(toks[16])) {
+        Err(GpuError::DeviceLost(msg)) => assert!(msg.contains("Destroyed"), "{msg}"),
+        Err(e) => panic!("expected DeviceLost, got {e}"),
+        Ok(_) => panic!("a destroyed device produced logits"),
+    }
+    // The caller continues on the CPU from the same tokens.
+    for &t in &toks[16..] {
+        cpu.step(t).expect("cpu continues after the GPU is lost");
+    }
+    assert_eq!(cpu.len(), 24);
+}
+
 /// 8192-token prefill for one softmax and one linear variant (no n×n buffer exists: activations are
 /// CHUNK rows, the KV cache is n × attn_dim); the last row matches the CPU reference.
 #[test]
