@@ -30,6 +30,18 @@ pub struct GpuCaps {
 struct Sticky {
     lost: Option<String>,
     error: Option<GpuError>,
+    /// Queue submissions so far (all clones of the context).
+    submissions: u64,
+    /// Bytes copied back to the host so far.
+    readback_bytes: u64,
+}
+
+/// Counters of the host ↔ device traffic (for tests and benchmarks: one submission per decoded
+/// token; only the sampled token, or the logits asked for, come back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Traffic {
+    pub submissions: u64,
+    pub readback_bytes: u64,
 }
 
 /// A device and queue plus the errors they reported.
@@ -146,6 +158,22 @@ impl GpuContext {
         self.device.destroy();
     }
 
+    /// Submissions and readback bytes since the context was created (shared by its clones).
+    pub fn traffic(&self) -> Traffic {
+        self.sticky
+            .lock()
+            .map(|g| Traffic { submissions: g.submissions, readback_bytes: g.readback_bytes })
+            .unwrap_or_default()
+    }
+
+    /// Submit one command buffer inside the error scopes, counting it.
+    pub(crate) async fn submit(&self, cmd: wgpu::CommandBuffer) -> Result<()> {
+        if let Ok(mut g) = self.sticky.lock() {
+            g.submissions += 1;
+        }
+        self.scoped(|| self.queue.submit([cmd])).await.map(|_| ())
+    }
+
     /// Fail if the device was lost or reported an error outside a scope.
     pub(crate) fn check(&self) -> Result<()> {
         let mut g = self.sticky.lock().map_err(|_| GpuError::DeviceLost("error state poisoned".into()))?;
@@ -185,6 +213,9 @@ impl GpuContext {
     /// Map `buf` (MAP_READ) and copy out `len` f32/u32 words.
     pub(crate) async fn read_words(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<u32>> {
         let bytes = (len * 4) as u64;
+        if let Ok(mut g) = self.sticky.lock() {
+            g.readback_bytes += bytes;
+        }
         let slice = buf.slice(0..bytes);
         let (tx, rx) = futures_channel::oneshot::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {

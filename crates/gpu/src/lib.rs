@@ -17,6 +17,6 @@ mod error;
 mod model;
 pub mod shaders;
 
-pub use context::{GpuCaps, GpuContext};
+pub use context::{GpuCaps, GpuContext, Traffic};
 pub use error::{GpuError, Result};
 pub use model::{GpuModel, GpuSession};

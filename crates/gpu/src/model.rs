@@ -1100,7 +1100,7 @@ impl<'m> GpuSession<'m> {
                 enc.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (4 * read) as u64);
             }
             let cmd = enc.finish();
-            ctx.scoped(|| ctx.queue.submit([cmd])).await?;
+            ctx.submit(cmd).await?;
             self.pos += rows;
             if read > 0 {
                 out.extend(ctx.read_words(&self.staging, read).await?.into_iter().map(f32::from_bits));
@@ -1135,7 +1135,7 @@ impl<'m> GpuSession<'m> {
         self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.sample)], 1);
         enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
         let cmd = enc.finish();
-        ctx.scoped(|| ctx.queue.submit([cmd])).await?;
+        ctx.submit(cmd).await?;
         self.pos += 1;
         let w = ctx.read_words(&self.staging_tok, 1).await?;
         w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))

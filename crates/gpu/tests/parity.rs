@@ -260,6 +260,35 @@ fn model_too_large_and_device_loss_are_typed_errors() {
     assert_eq!(cpu.len(), 24);
 }
 
+/// Issue 4 "all state on the GPU": a decode step is one queue submission and reads back only the
+/// logits (`step`) or only the sampled token id, 4 bytes (`step_greedy`).
+#[test]
+fn one_submission_per_token_and_minimal_readback() {
+    let Some(ctx) = context() else { return };
+    for id in ["alibi", "regla"] {
+        let cfg = ModelConfig::preset(id, tiny(64)).expect("preset");
+        let model = Model::random(cfg.clone(), 4).expect("model");
+        let toks = tokens(20, cfg.vocab_size, 3);
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        let mut s = pollster::block_on(gm.session()).expect("session");
+        pollster::block_on(s.prefill(&toks[..16])).expect("prefill");
+        for &t in &toks[16..18] {
+            let before = ctx.traffic();
+            pollster::block_on(s.step(t)).expect("step");
+            let after = ctx.traffic();
+            assert_eq!(after.submissions - before.submissions, 1, "{id}: submissions per step");
+            assert_eq!(after.readback_bytes - before.readback_bytes, 4 * cfg.vocab_size as u64, "{id}");
+        }
+        for &t in &toks[18..] {
+            let before = ctx.traffic();
+            pollster::block_on(s.step_greedy(t)).expect("greedy step");
+            let after = ctx.traffic();
+            assert_eq!(after.submissions - before.submissions, 1, "{id}: submissions per greedy step");
+            assert_eq!(after.readback_bytes - before.readback_bytes, 4, "{id}: only the token id comes back");
+        }
+    }
+}
+
 /// 8192-token prefill for one softmax and one linear variant (no n×n buffer exists: activations are
 /// CHUNK rows, the KV cache is n × attn_dim); the last row matches the CPU reference.
 #[test]
