@@ -55,8 +55,8 @@ after(async () => {
  * A fresh page on `query` (e.g. "?model=regla"), with every request outside the site refused;
  * `setup(page)` may add routes first (they take precedence). Waits for `main[data-state=<state>]`.
  */
-async function open(query = "", { state = "ready", setup } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1200, height: 1400 } });
+async function open(query = "", { state = "ready", setup, on = browser } = {}) {
+  const context = await on.newContext({ viewport: { width: 1200, height: 1400 } });
   const page = await context.newPage();
   const outside = [];
   await page.route("**/*", (route) => {
@@ -122,7 +122,10 @@ function promptFile() {
 }
 
 test("loads from a subpath and generates 32 tokens on the CPU, with throughput shown", async () => {
-  const { page, context, outside, errors } = await open();
+  // ?backend=cpu forces the CPU (wasm) runtime even where WebGPU works.
+  const { page, context, outside, errors } = await open("?backend=cpu");
+  assert.equal(await attr(page, "#backend", "data-backend"), "cpu");
+  assert.equal(await page.isChecked("#force-cpu"), true);
   await page.fill("#max-tokens", "32");
   await page.fill("#seed", "7");
   await page.click("#generate");
@@ -136,6 +139,7 @@ test("loads from a subpath and generates 32 tokens on the CPU, with throughput s
   const prefill = Number(await attr(page, "#prefill-tps", "data-value"));
   const decode = Number(await attr(page, "#decode-tps", "data-value"));
   assert.ok(prefill > 0 && decode > 0, `tokens/s shown: prefill ${prefill}, decode ${decode}`);
+  assert.equal(await attr(page, "#run-backend", "data-backend"), "cpu");
   console.log(`# CPU (wasm) in headless Chromium: prefill ${prefill.toFixed(1)} tok/s, decode ${decode.toFixed(1)} tok/s`);
   await page.screenshot({ path: join(SHOTS, "generate.png"), fullPage: true });
   assert.deepEqual(outside, [], "no request leaves the page's origin");
@@ -399,6 +403,145 @@ test("the gate view compares the trained model with its initial checkpoint (ReGL
   await statusIs(page, "model alibi loaded: ready");
   await page.click("#tab-gates");
   assert.equal(await page.locator("#fig4").count(), 0);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+/** Generate with the form's current settings; returns the text and throughput of the run. */
+async function generateRun(page) {
+  await page.click("#generate");
+  await page.waitForFunction(() => /^(done|stopped)/.test(document.querySelector("#status")?.textContent ?? ""), null, {
+    timeout: LOAD_MS,
+  });
+  return {
+    status: await page.textContent("#status"),
+    text: await page.textContent("#generated"),
+    backend: await attr(page, "#run-backend", "data-backend"),
+    prefill: Number(await attr(page, "#prefill-tps", "data-value")),
+    decode: Number(await attr(page, "#decode-tps", "data-value")),
+  };
+}
+
+test("generation runs on WebGPU and its greedy output equals the CPU's", async (t) => {
+  const { page, context, errors } = await open();
+  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
+  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
+    const notice = (await page.textContent("#backend-notice")) ?? "";
+    // Only a browser without WebGPU (no flag support, no adapter) may skip; any other reason fails.
+    assert.match(notice, /navigator\.gpu|no WebGPU adapter/, notice);
+    await context.close();
+    t.skip(`no WebGPU in this Chromium: ${notice}`);
+    return;
+  }
+  const badge = await page.textContent("#backend");
+  assert.match(badge, /WebGPU · \S/);
+  console.log(`# ${badge}`);
+  await page.fill("#prompt", "Once upon a time");
+  // SwiftShader (a CPU emulation of a GPU) decodes at a few tokens/s: short runs.
+  await page.fill("#max-tokens", "12");
+  await page.fill("#temperature", "0");
+  const gpu = await generateRun(page);
+  assert.equal(gpu.backend, "webgpu");
+  assert.match(gpu.status, /^done: \d+ tokens/);
+  assert.ok(gpu.text.length > 0 && gpu.decode > 0);
+  // The same greedy run on the CPU engine.
+  await page.check("#force-cpu");
+  assert.equal(await attr(page, "#backend", "data-backend"), "cpu");
+  const cpu = await generateRun(page);
+  assert.equal(cpu.backend, "cpu");
+  assert.equal(gpu.text, cpu.text, "greedy output on WebGPU equals the CPU's");
+  assert.equal(gpu.status, cpu.status);
+  console.log(
+    `# WebGPU (${badge.replace(/^backend: WebGPU · /, "")}): prefill ${gpu.prefill.toFixed(1)} tok/s, decode ${gpu.decode.toFixed(1)} tok/s; ` +
+      `CPU (wasm): prefill ${cpu.prefill.toFixed(1)} tok/s, decode ${cpu.decode.toFixed(1)} tok/s`,
+  );
+  // Sampling (temperature > 0) on the GPU uses the same sampler: seeded, reproducible.
+  await page.uncheck("#force-cpu");
+  await page.fill("#temperature", "0.8");
+  await page.fill("#seed", "3");
+  await page.fill("#max-tokens", "4");
+  const a = await generateRun(page);
+  const b = await generateRun(page);
+  assert.equal(a.backend, "webgpu");
+  assert.equal(a.text, b.text, "same seed, same text");
+  // A bias edit runs on the GPU too (the edited model is uploaded at its first generation).
+  await page.click("#tab-kernels");
+  await slide(page, "#slope-scale", 2);
+  await page.waitForFunction(() => document.querySelector("#bias-state")?.textContent?.includes("edited"));
+  await page.fill("#temperature", "0");
+  await page.fill("#max-tokens", "6");
+  const edited = await generateRun(page);
+  assert.equal(edited.backend, "webgpu");
+  assert.match(edited.status, /^done/);
+  await page.check("#force-cpu");
+  const editedCpu = await generateRun(page);
+  assert.equal(editedCpu.backend, "cpu");
+  assert.equal(edited.text, editedCpu.text, "the GPU runs the edited model, not the trained one");
+  await page.screenshot({ path: join(SHOTS, "webgpu.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("without WebGPU the page says why and generates on the CPU", async () => {
+  const noGpu = await chromium.launch({ executablePath: "/usr/bin/chromium", args: [...FLAGS, "--disable-features=WebGPU"] });
+  try {
+    const { page, context, errors } = await open("", { on: noGpu });
+    await page.waitForSelector('#backend[data-backend="cpu"]', { timeout: LOAD_MS });
+    assert.match(await page.textContent("#backend"), /CPU \(wasm\)/);
+    const notice = await page.textContent("#backend-notice");
+    // Chromium may keep navigator.gpu and answer requestAdapter() with null instead.
+    assert.match(notice, /^WebGPU unavailable, generating on the CPU: .*(navigator\.gpu|no WebGPU adapter)/);
+    await page.fill("#max-tokens", "8");
+    const run = await generateRun(page);
+    assert.equal(run.backend, "cpu");
+    assert.match(run.status, /^done: \d+ tokens/);
+    assert.ok(run.text.length > 0);
+    assert.deepEqual(errors, []);
+    await context.close();
+  } finally {
+    await noGpu.close();
+  }
+});
+
+test("losing the GPU device mid-generation stops the run, keeps its text and switches to the CPU", async (t) => {
+  // Keep a handle on the page's GPUDevice so the test can destroy it (a device loss).
+  const setup = (page) =>
+    page.addInitScript(() => {
+      if (!("GPUAdapter" in self)) return;
+      const request = GPUAdapter.prototype.requestDevice;
+      GPUAdapter.prototype.requestDevice = async function (...args) {
+        const device = await request.apply(this, args);
+        self.__attnlabDevices = [...(self.__attnlabDevices ?? []), device];
+        return device;
+      };
+    });
+  const { page, context, errors } = await open("", { setup });
+  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
+  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
+    await context.close();
+    t.skip("no WebGPU in this Chromium");
+    return;
+  }
+  await page.fill("#max-tokens", "4096");
+  await page.click("#generate");
+  await page.waitForFunction(() => /generating… [2-9]\d* tokens/.test(document.querySelector("#status")?.textContent ?? ""), null, {
+    timeout: LOAD_MS,
+  });
+  await page.evaluate(() => self.__attnlabDevices.forEach((d) => d.destroy()));
+  await page.waitForFunction(() => /^stopped after \d+ tokens: /.test(document.querySelector("#status")?.textContent ?? ""), null, {
+    timeout: LOAD_MS,
+  });
+  const status = await page.textContent("#status");
+  console.log(`# after device.destroy(): ${status}`);
+  const kept = await page.textContent("#generated");
+  assert.ok(kept.length > 0, "the text so far stays");
+  assert.equal(await attr(page, "#backend", "data-backend"), "cpu");
+  assert.match(await page.textContent("#backend-notice"), /^WebGPU unavailable, generating on the CPU: /);
+  // The next run uses the CPU engine.
+  await page.fill("#max-tokens", "8");
+  const run = await generateRun(page);
+  assert.equal(run.backend, "cpu");
+  assert.match(run.status, /^done: \d+ tokens/);
   assert.deepEqual(errors, []);
   await context.close();
 });

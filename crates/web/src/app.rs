@@ -8,20 +8,28 @@
 //! Generation runs as a chain of small tasks: prefill in one, then one token per task with a yield
 //! to the event loop in between (see `yield_now`), so the page stays responsive and Stop takes effect
 //! at the next token. All model work goes through [`crate::engine`].
+//!
+//! Generation runs on WebGPU (`crate::gpu`, the `attnlab-gpu` crate) when the browser gives a device
+//! and the model fits it, else on the CPU engine; `crate::backend` decides and words the badge. A GPU
+//! error before the first token reruns the generation on the CPU; one mid-generation stops it (the
+//! text so far stays) and turns the GPU off for the page. The lab views always use the CPU engine.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use attnlab_core::catalog::ModelIndex;
+use attnlab_gpu::GpuContext;
 use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::spawn_local;
 use web_sys::{HtmlInputElement, HtmlTextAreaElement};
 use yew::html::Scope;
 use yew::prelude::*;
 
-use crate::engine::{Engine, Finish, GenSettings, ModelInfo};
+use crate::backend::{self, Active, BackendState, GpuFailure, Probe};
+use crate::engine::{Engine, Finish, GenSettings, ModelInfo, TokenOut};
 use crate::fetch;
+use crate::gpu::{self, GpuSlot};
 use crate::lab::BiasEdit;
 use crate::models;
 use crate::views::{
@@ -148,6 +156,14 @@ pub struct App {
     prefill: Option<PrefillStats>,
     decode: Option<DecodeStats>,
     error: Option<String>,
+    /// Which backend generates, and why (the badge).
+    backend: BackendState,
+    /// The WebGPU device, once the probe succeeded.
+    gpu_ctx: Option<GpuContext>,
+    /// The model uploaded to the GPU.
+    gpu_slot: GpuSlot,
+    /// Backend of the shown run.
+    run_backend: Option<Active>,
 }
 
 pub enum Field {
@@ -207,6 +223,20 @@ pub enum Msg {
     Heldout(Result<String, String>),
     PplDone(EngineRef, PplCurve),
     Laa(String, Vec<LayerLaa>),
+    /// The WebGPU probe's answer: the device and the adapter's name.
+    GpuProbed(Result<(GpuContext, String), GpuFailure>),
+    /// The GPU failed; `load` is set when the failure is the upload of that load's model.
+    GpuFailed {
+        load: Option<u32>,
+        failure: GpuFailure,
+    },
+    /// The run `run` generates on `backend` (a GPU run that failed before its first token reruns on
+    /// the CPU).
+    RunBackend {
+        run: u32,
+        backend: Active,
+    },
+    ForceCpu(bool),
 }
 
 impl App {
@@ -278,8 +308,18 @@ impl App {
             .decode
             .map(|d| format!(" ({} tokens; {} tok/s incl. UI yields)", d.tokens, fmt(decode_wall_tps)))
             .unwrap_or_default();
+        let on = match self.run_backend {
+            Some(Active::Gpu) => {
+                html! { <span id="run-backend" class="stat" data-backend="webgpu">{ "on WebGPU" }</span> }
+            }
+            Some(Active::Cpu) => {
+                html! { <span id="run-backend" class="stat" data-backend="cpu">{ "on the CPU (wasm)" }</span> }
+            }
+            None => html! {},
+        };
         html! {
             <div class="stats">
+                { on }
                 <span class="stat">
                     { "prefill: " }
                     <b id="prefill-tps" data-value={raw(prefill_tps)}>{ fmt(prefill_tps) }</b>
@@ -332,6 +372,49 @@ impl App {
             let result = fetch_engine(&name, progress, alive).await.map(Rc::new);
             link.send_message(Msg::Loaded { load, result });
         });
+    }
+
+    /// Upload the current model to the GPU ahead of the first generation, so a model the adapter
+    /// refuses (too large, unsupported) shows the CPU badge and its reason right away.
+    fn warm_gpu(&self, ctx: &Context<Self>) {
+        let (Some(gpu_ctx), Some(engine)) = (self.gpu_ctx.clone(), self.engine.clone()) else {
+            return;
+        };
+        if self.backend.active() != Active::Gpu || self.phase != Phase::Ready {
+            return;
+        }
+        let (link, slot, load) = (ctx.link().clone(), self.gpu_slot.clone(), self.load_id.get());
+        spawn_local(async move {
+            let result = match slot.acquire().await {
+                Ok(mut lease) => lease.model_for(&gpu_ctx, &engine).await.map(|_| ()),
+                Err(f) => Err(f),
+            };
+            if let Err(failure) = result {
+                link.send_message(Msg::GpuFailed { load: Some(load), failure });
+            }
+        });
+    }
+
+    fn view_backend(&self, ctx: &Context<Self>) -> Html {
+        let on_force = ctx
+            .link()
+            .callback(|e: Event| Msg::ForceCpu(e.target_unchecked_into::<HtmlInputElement>().checked()));
+        let notice = match self.backend.notice() {
+            Some(n) => html! { <p id="backend-notice" class="backend-notice" role="status">{ n }</p> },
+            None => html! {},
+        };
+        html! {
+            <div class="backend">
+                <span id="backend" class="badge" data-backend={self.backend.code()}>
+                    { format!("backend: {}", self.backend.badge()) }
+                </span>
+                <label class="force-cpu muted" title="Generate with the CPU (wasm) runtime even when WebGPU works">
+                    <input id="force-cpu" type="checkbox" checked={self.backend.force_cpu} onchange={on_force}/>
+                    { " force CPU" }
+                </label>
+                { notice }
+            </div>
+        }
     }
 
     /// In the gate view, load the current model's initial checkpoint (once per model) when the index
@@ -448,6 +531,11 @@ impl App {
             <section class="lab">
                 <div class="tabs" role="tablist">{ for tabs }</div>
                 <p class="muted" id="bias-state">{ format!("model: {edited}") }</p>
+                <p class="muted" id="lab-backend-note">
+                    { "The lab views (heatmaps, gates, perplexity sweep, kernels) run on the CPU \
+                       (wasm) reference runtime, whatever backend generates. A bias edit is uploaded \
+                       to the GPU at the next generation." }
+                </p>
                 { body }
             </section>
         }
@@ -485,6 +573,9 @@ impl Component for App {
     fn create(ctx: &Context<Self>) -> Self {
         let link = ctx.link().clone();
         spawn_local(async move { link.send_message(Msg::Index(fetch_index().await)) });
+        let link = ctx.link().clone();
+        spawn_local(async move { link.send_message(Msg::GpuProbed(gpu::probe().await)) });
+        let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
         let defaults = GenSettings::default();
         App {
             phase: Phase::Loading,
@@ -518,6 +609,10 @@ impl Component for App {
             prefill: None,
             decode: None,
             error: None,
+            backend: BackendState::new(backend::force_cpu_from_query(&search)),
+            gpu_ctx: None,
+            gpu_slot: GpuSlot::default(),
+            run_backend: None,
         }
     }
 
@@ -578,6 +673,8 @@ impl Component for App {
                 self.engine = Some(engine);
                 self.edit = BiasEdit::default();
                 self.trained_ppl = None;
+                self.backend.new_model();
+                self.warm_gpu(ctx);
                 if self.heldout.is_none() {
                     let link = ctx.link().clone();
                     spawn_local(
@@ -641,9 +738,15 @@ impl Component for App {
                 self.prefill = None;
                 self.decode = None;
                 self.status = "tokenizing…".to_string();
+                let gpu = match (self.backend.active(), &self.gpu_ctx) {
+                    (Active::Gpu, Some(c)) => Some((c.clone(), self.gpu_slot.clone())),
+                    _ => None,
+                };
+                self.run_backend = Some(if gpu.is_some() { Active::Gpu } else { Active::Cpu });
                 spawn_local(generate(
                     ctx.link().clone(),
                     engine,
+                    gpu,
                     self.prompt.clone(),
                     settings,
                     self.run_id,
@@ -731,6 +834,32 @@ impl Component for App {
                 self.laa_overlay = Rc::new(overlay);
                 return false;
             }
+            Msg::GpuProbed(Ok((gpu_ctx, adapter))) => {
+                self.backend.probe = Probe::Ready { adapter };
+                self.gpu_ctx = Some(gpu_ctx);
+                self.warm_gpu(ctx);
+            }
+            Msg::GpuProbed(Err(failure)) => self.backend.fail(failure),
+            Msg::GpuFailed { load, failure } => {
+                if failure.is_model_specific() && load.is_some_and(|l| l != self.load_id.get()) {
+                    return false;
+                }
+                if !failure.is_model_specific() {
+                    // The device is gone or misbehaves: free the GPU model, stay on the CPU.
+                    self.gpu_slot.clear();
+                }
+                self.backend.fail(failure);
+            }
+            Msg::RunBackend { run, backend } => {
+                if run != self.run_id {
+                    return false;
+                }
+                self.run_backend = Some(backend);
+            }
+            Msg::ForceCpu(force) => {
+                self.backend.force_cpu = force;
+                self.warm_gpu(ctx);
+            }
         }
         true
     }
@@ -770,7 +899,7 @@ impl Component for App {
             <main class="app" data-state={state}>
                 <header>
                     <h1>{ "attnlab" }</h1>
-                    <span id="backend" class="badge">{ "backend: CPU (wasm)" }</span>
+                    { self.view_backend(ctx) }
                 </header>
                 <p class="tagline">
                     { "Small language models with steerable attention variants, \
@@ -904,17 +1033,117 @@ async fn fetch_engine(
     }
 }
 
-/// One generation: prefill in one task, then one token per task.
+/// One generation: prefill in one task, then one token per task. With `gpu`, on WebGPU: a GPU
+/// failure before the first token reruns the generation on the CPU, one later stops it with the
+/// text so far kept; either way the page turns to the CPU with a notice.
 async fn generate(
     link: Scope<App>,
     engine: Rc<Engine>,
+    gpu: Option<(GpuContext, GpuSlot)>,
     prompt: String,
     settings: GenSettings,
     run: u32,
     stop: Rc<Cell<bool>>,
 ) {
-    let result = generate_tokens(&link, &engine, &prompt, settings, run, &stop).await;
+    let result = match gpu {
+        None => generate_tokens(&link, &engine, &prompt, settings, run, &stop).await,
+        Some((ctx, slot)) => {
+            match generate_gpu(&link, &engine, &ctx, &slot, &prompt, settings, run, &stop).await {
+                Ok(status) => Ok(status),
+                Err(GpuRunError::Input(e)) => Err(e),
+                Err(GpuRunError::Gpu { failure, tokens: 0 }) => {
+                    link.send_message(Msg::GpuFailed { load: None, failure });
+                    link.send_message(Msg::RunBackend { run, backend: Active::Cpu });
+                    generate_tokens(&link, &engine, &prompt, settings, run, &stop).await
+                }
+                Err(GpuRunError::Gpu { failure, tokens }) => {
+                    let reason = failure.reason();
+                    link.send_message(Msg::GpuFailed { load: None, failure });
+                    Ok(format!("stopped after {tokens} tokens: {reason}; next runs use the CPU"))
+                }
+            }
+        }
+    };
     link.send_message(Msg::Finished { run, result });
+}
+
+/// Why a GPU run ended early: bad input (an error for the user), or the GPU after `tokens` tokens.
+enum GpuRunError {
+    Input(String),
+    Gpu { failure: GpuFailure, tokens: usize },
+}
+
+fn finish_status(tokens: usize, finish: Finish) -> String {
+    let reason = match finish {
+        Finish::MaxTokens => "max tokens reached",
+        Finish::ContextFull => "the model's max_context is reached",
+        Finish::EndOfText => "end of text",
+    };
+    format!("done: {tokens} tokens ({reason})")
+}
+
+/// The WebGPU run: prefill and decode steps on the GPU, sampling on the CPU from the read-back logits
+/// with the core's sampler (temperature 0: argmax on the GPU, only the token id read back).
+#[allow(clippy::too_many_arguments)]
+async fn generate_gpu(
+    link: &Scope<App>,
+    engine: &Rc<Engine>,
+    ctx: &GpuContext,
+    slot: &GpuSlot,
+    prompt: &str,
+    settings: GenSettings,
+    run: u32,
+    stop: &Cell<bool>,
+) -> Result<String, GpuRunError> {
+    yield_now().await;
+    let mut decoder = engine.decoder(prompt, &settings).map_err(GpuRunError::Input)?;
+    let gpu_err = |tokens: usize| move |failure: GpuFailure| GpuRunError::Gpu { failure, tokens };
+    let mut lease = slot.acquire().await.map_err(gpu_err(0))?;
+    link.send_message(Msg::RunStatus { run, status: "uploading the model to the GPU…".to_string() });
+    let model = lease.model_for(ctx, engine).await.map_err(gpu_err(0))?;
+    let mut session = model.session().await.map_err(|e| gpu_err(0)(gpu::failure(e)))?;
+    let prompt_tokens = decoder.prompt_len();
+    link.send_message(Msg::RunStatus {
+        run,
+        status: format!("prefilling {prompt_tokens} prompt tokens on the GPU…"),
+    });
+    next_paint().await;
+    if stop.get() {
+        return Ok("stopped before prefill".to_string());
+    }
+    let t0 = now_ms();
+    let logits = session.prefill(decoder.prompt_ids()).await.map_err(|e| gpu_err(0)(gpu::failure(e)))?;
+    let prefill_ms = now_ms() - t0;
+    link.send_message(Msg::Prefilled { run, stats: PrefillStats { tokens: prompt_tokens, ms: prefill_ms } });
+    let wall_start = now_ms();
+    let t = now_ms();
+    let mut out: TokenOut = decoder.accept_logits(&logits).map_err(GpuRunError::Input)?;
+    let mut compute_ms = now_ms() - t;
+    loop {
+        let tokens = decoder.generated_len();
+        let finish = out.finish;
+        link.send_message(Msg::Token {
+            run,
+            text: out.text,
+            stats: DecodeStats { tokens, compute_ms, wall_ms: now_ms() - wall_start },
+        });
+        if let Some(f) = finish {
+            return Ok(finish_status(tokens, f));
+        }
+        yield_now().await;
+        if stop.get() {
+            return Ok(format!("stopped after {tokens} tokens"));
+        }
+        let t = now_ms();
+        out = if decoder.is_greedy() {
+            let id = session.step_greedy(out.id).await.map_err(|e| gpu_err(tokens)(gpu::failure(e)))?;
+            decoder.accept_token(id).map_err(GpuRunError::Input)?
+        } else {
+            let logits = session.step(out.id).await.map_err(|e| gpu_err(tokens)(gpu::failure(e)))?;
+            decoder.accept_logits(&logits).map_err(GpuRunError::Input)?
+        };
+        compute_ms += now_ms() - t;
+    }
 }
 
 async fn generate_tokens(
@@ -957,12 +1186,9 @@ async fn generate_tokens(
             text: out.text,
             stats: DecodeStats { tokens, compute_ms, wall_ms: now_ms() - wall_start },
         });
-        let reason = match out.finish {
+        match out.finish {
             None => continue,
-            Some(Finish::MaxTokens) => "max tokens reached",
-            Some(Finish::ContextFull) => "the model's max_context is reached",
-            Some(Finish::EndOfText) => "end of text",
-        };
-        return Ok(format!("done: {tokens} tokens ({reason})"));
+            Some(f) => return Ok(finish_status(tokens, f)),
+        }
     }
 }

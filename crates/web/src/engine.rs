@@ -105,6 +105,16 @@ impl Engine {
 
     /// Tokenize `prompt` and set up sampling; no forward pass yet (call [`Generation::prefill`]).
     pub fn start(&self, prompt: &str, settings: &GenSettings) -> Result<Generation<'_>, String> {
+        Ok(Generation {
+            session: self.model.session(),
+            decoder: self.decoder(prompt, settings)?,
+            logits: None,
+        })
+    }
+
+    /// Tokenize `prompt` and set up sampling, for a forward pass that runs elsewhere (the WebGPU
+    /// backend): the [`Decoder`] turns logits (or a token picked on the GPU) into tokens and text.
+    pub fn decoder(&self, prompt: &str, settings: &GenSettings) -> Result<Decoder<'_>, String> {
         if settings.max_tokens == 0 {
             return Err("max tokens must be at least 1".to_string());
         }
@@ -126,18 +136,99 @@ impl Engine {
             seed: settings.seed,
         })
         .map_err(|e| e.to_string())?;
-        Ok(Generation {
-            session: self.model.session(),
+        Ok(Decoder {
             sampler,
+            greedy: settings.temperature == 0.0,
             tokenizer: &self.tokenizer,
             eos: self.eos,
             prompt_ids,
-            logits: None,
             generated: Vec::new(),
             finished: None,
             max_tokens: settings.max_tokens,
             max_context: self.info.max_context,
         })
+    }
+}
+
+/// Sampling, stopping rules and detokenization of one generation, independent of the backend
+/// that computes the logits (the CPU `Session` in [`Generation`], or the GPU session of the page).
+///
+/// Feed it the logits after the prompt ([`accept_logits`](Decoder::accept_logits)); when the
+/// returned token has no `finish`, run that token through the model and feed the next logits.
+pub struct Decoder<'m> {
+    sampler: Sampler,
+    greedy: bool,
+    tokenizer: &'m Tokenizer,
+    eos: Option<u32>,
+    prompt_ids: Vec<u32>,
+    /// Every sampled id (a final end-of-text id included).
+    generated: Vec<u32>,
+    /// Set once the last token was produced.
+    finished: Option<Finish>,
+    max_tokens: usize,
+    max_context: usize,
+}
+
+impl Decoder<'_> {
+    /// The prompt's token ids (what prefill runs).
+    pub fn prompt_ids(&self) -> &[u32] {
+        &self.prompt_ids
+    }
+
+    /// Number of prompt tokens.
+    pub fn prompt_len(&self) -> usize {
+        self.prompt_ids.len()
+    }
+
+    /// Tokens generated so far.
+    pub fn generated_len(&self) -> usize {
+        self.generated.len()
+    }
+
+    /// Temperature 0: the token is the argmax of the logits (the GPU may pick it itself).
+    pub fn is_greedy(&self) -> bool {
+        self.greedy
+    }
+
+    /// Why the generation ended, once it has.
+    pub fn finished(&self) -> Option<Finish> {
+        self.finished
+    }
+
+    /// Sample the next token from `logits` (those of the last position fed to the model).
+    pub fn accept_logits(&mut self, logits: &[f32]) -> Result<TokenOut, String> {
+        if self.finished.is_some() {
+            return Err("the generation has already finished".to_string());
+        }
+        let id = self.sampler.sample(logits).map_err(|e| e.to_string())?;
+        self.accept_token(id)
+    }
+
+    /// Take `id` as the next token (chosen elsewhere, e.g. the GPU's argmax): stopping rules and
+    /// the decoded text. When the result has no `finish`, `id` must be fed to the model next.
+    pub fn accept_token(&mut self, id: u32) -> Result<TokenOut, String> {
+        if self.finished.is_some() {
+            return Err("the generation has already finished".to_string());
+        }
+        self.generated.push(id);
+        // Positions in the model so far: the prompt plus every generated token but this one.
+        let fed = self.prompt_ids.len() + self.generated.len() - 1;
+        let finish = if self.eos == Some(id) {
+            Some(Finish::EndOfText)
+        } else if self.generated.len() >= self.max_tokens {
+            Some(Finish::MaxTokens)
+        } else if fed >= self.max_context {
+            Some(Finish::ContextFull)
+        } else {
+            None
+        };
+        self.finished = finish;
+        let text_ids = match finish {
+            Some(Finish::EndOfText) => &self.generated[..self.generated.len() - 1],
+            _ => &self.generated[..],
+        };
+        let text = self.tokenizer.decode(text_ids).map_err(|e| e.to_string())?;
+        Ok(TokenOut { id, text, finish })
     }
 }
 
@@ -147,18 +238,9 @@ impl Engine {
 /// returns `Ok(None)`. Each call does one forward pass at most, so the UI can yield between calls.
 pub struct Generation<'m> {
     session: Session<'m>,
-    sampler: Sampler,
-    tokenizer: &'m Tokenizer,
-    eos: Option<u32>,
-    prompt_ids: Vec<u32>,
+    decoder: Decoder<'m>,
     /// Logits for the next position; `None` before prefill.
     logits: Option<Vec<f32>>,
-    /// Every sampled id (a final end-of-text id included).
-    generated: Vec<u32>,
-    /// Set once the last token was produced.
-    finished: Option<Finish>,
-    max_tokens: usize,
-    max_context: usize,
 }
 
 /// One produced token.
@@ -175,12 +257,12 @@ pub struct TokenOut {
 impl Generation<'_> {
     /// Number of prompt tokens.
     pub fn prompt_len(&self) -> usize {
-        self.prompt_ids.len()
+        self.decoder.prompt_len()
     }
 
     /// Tokens generated so far.
     pub fn generated_len(&self) -> usize {
-        self.generated.len()
+        self.decoder.generated_len()
     }
 
     /// Run the prompt through the model (one forward pass over all prompt tokens).
@@ -188,47 +270,31 @@ impl Generation<'_> {
         if self.logits.is_some() {
             return Err("prefill was already run for this generation".to_string());
         }
-        let logits = self.session.prefill(&self.prompt_ids).map_err(|e| e.to_string())?;
+        let logits = self.session.prefill(self.decoder.prompt_ids()).map_err(|e| e.to_string())?;
         self.logits = Some(logits);
         Ok(())
     }
 
     /// Why the generation ended, once it has.
     pub fn finished(&self) -> Option<Finish> {
-        self.finished
+        self.decoder.finished()
     }
 
     /// Sample one token from the current logits and, unless the generation ends with it, run the
     /// decode step that produces the next logits. `Ok(None)` once the generation has finished.
     pub fn next_token(&mut self) -> Result<Option<TokenOut>, String> {
-        if self.finished.is_some() {
+        if self.decoder.finished().is_some() {
             return Ok(None);
         }
         let Some(logits) = self.logits.as_ref() else {
             return Err("next_token called before prefill".to_string());
         };
-        let id = self.sampler.sample(logits).map_err(|e| e.to_string())?;
-        self.generated.push(id);
-        let finish = if self.eos == Some(id) {
-            Some(Finish::EndOfText)
-        } else if self.generated.len() >= self.max_tokens {
-            Some(Finish::MaxTokens)
-        } else if self.session.len() >= self.max_context {
-            Some(Finish::ContextFull)
-        } else {
-            None
-        };
-        match finish {
-            // The last token is never fed back: no decode step for it.
-            Some(f) => self.finished = Some(f),
-            None => self.logits = Some(self.session.step(id).map_err(|e| e.to_string())?),
+        let out = self.decoder.accept_logits(logits)?;
+        // The last token is never fed back: no decode step for it.
+        if out.finish.is_none() {
+            self.logits = Some(self.session.step(out.id).map_err(|e| e.to_string())?);
         }
-        let text_ids = match finish {
-            Some(Finish::EndOfText) => &self.generated[..self.generated.len() - 1],
-            _ => &self.generated[..],
-        };
-        let text = self.tokenizer.decode(text_ids).map_err(|e| e.to_string())?;
-        Ok(Some(TokenOut { id, text, finish }))
+        Ok(Some(out))
     }
 }
 
@@ -330,6 +396,40 @@ mod tests {
                 .0;
             assert_eq!(id as usize, argmax);
             logits = session.step(id).expect("step");
+        }
+    }
+
+    #[test]
+    fn a_decoder_fed_by_another_backend_matches_generation() {
+        // The page's GPU path: prefill/step elsewhere, the decoder samples (or takes an argmax id).
+        let e = engine(24);
+        for temperature in [0.0, 0.9] {
+            let s = GenSettings { temperature, ..settings(1000, 5) };
+            let (ids, text, finish, _) = run(&e, "The jury said", s);
+            let mut d = e.decoder("The jury said", &s).expect("decoder");
+            assert_eq!(d.is_greedy(), temperature == 0.0);
+            let mut session = e.model.session();
+            let mut logits = session.prefill(d.prompt_ids()).expect("prefill");
+            let mut got = Vec::new();
+            let last = loop {
+                let out = if d.is_greedy() {
+                    let argmax = logits
+                        .iter()
+                        .enumerate()
+                        .fold((0usize, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b })
+                        .0;
+                    d.accept_token(argmax as u32).expect("accept token")
+                } else {
+                    d.accept_logits(&logits).expect("accept logits")
+                };
+                got.push(out.id);
+                if out.finish.is_some() {
+                    break out;
+                }
+                logits = session.step(out.id).expect("step");
+            };
+            assert_eq!((got, last.text, last.finish), (ids, text, Some(finish)));
+            assert!(d.accept_logits(&logits).is_err(), "nothing after the end");
         }
     }
 

@@ -4,6 +4,7 @@
 //! chooses it from the models index and the URL, `colors` holds the colormaps (all tested natively
 //! too); the UI modules exist only on wasm32.
 
+pub mod backend;
 pub mod colors;
 pub mod engine;
 pub mod lab;
@@ -13,6 +14,8 @@ pub mod models;
 mod app;
 #[cfg(target_arch = "wasm32")]
 mod fetch;
+#[cfg(target_arch = "wasm32")]
+mod gpu;
 #[cfg(target_arch = "wasm32")]
 mod heatmap;
 #[cfg(target_arch = "wasm32")]
