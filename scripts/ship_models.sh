@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ship the trained runs of scripts/train_shipped.sh: convert data/runs/<name> (f32 checkpoints) into
-# www/models/<name> with F16 weights (config.json, model.safetensors, tokenizer.json, history.json),
-# including the Fig. 4 initial checkpoints, check the 40 MB budget, then regenerate docs/results.md.
+# www/models/<name> with F16 weights (config.json, model.safetensors, history.json; the tokenizer once,
+# shared, in www/models/tokenizer.json), including the Fig. 4 initial checkpoints, check the 40 MB
+# budget, then regenerate docs/results.md.
 #
 #   scripts/ship_models.sh            # every model listed in www/models/index.json
 #   REPORT=0 scripts/ship_models.sh   # skip `attnlab report`
@@ -9,15 +10,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ATTNLAB=${ATTNLAB:-target/release/attnlab}
 RUNS=${RUNS:-data/runs}
-BUDGET=$((40 * 1024 * 1024))  # 40 MiB
+BUDGET=$((40 * 1000 * 1000))  # 40 MB
 names=$(grep -o '"name": *"[a-z0-9-]*"' www/models/index.json | sed 's/.*"\([a-z0-9-]*\)"$/\1/')
 for name in $names; do
   [ -f "$RUNS/$name/model.safetensors" ] || { echo "missing run $RUNS/$name (train it with scripts/train_shipped.sh)"; exit 1; }
   "$ATTNLAB" convert --model "$RUNS/$name" --out "www/models/$name" --dtype f16 --force | head -1
 done
+# One shared tokenizer beside index.json instead of a copy per folder (the loaders fall back to it).
+cp "${DATA:-data/brown}/tokenizer.json" www/models/tokenizer.json
+for name in $names; do
+  if cmp -s "www/models/$name/tokenizer.json" www/models/tokenizer.json; then
+    rm "www/models/$name/tokenizer.json"
+  fi
+done
 total=$(du -cb www/models | tail -1 | cut -f1)
-echo "www/models: $total bytes = $(awk "BEGIN{printf \"%.2f\", $total/1048576}") MiB (budget 40 MiB)"
-[ "$total" -le "$BUDGET" ] || { echo "over the 40 MiB budget"; exit 1; }
+echo "www/models: $total bytes (budget $BUDGET)"
+[ "$total" -le "$BUDGET" ] || { echo "over the 40 MB budget"; exit 1; }
 if [ "${REPORT:-1}" = 1 ]; then
   "$ATTNLAB" report
 fi

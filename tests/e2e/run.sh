@@ -30,6 +30,9 @@ mkdir -p "$SITE/models"
 "$ATTNLAB" init --variant regla --seed 0 --out "$SITE/models/regla" >/dev/null
 "$ATTNLAB" init --variant regla --seed 1 --gate-bias-init 6 --dtype f16 \
     --tokenizer "$SITE/models/regla/tokenizer.json" --out "$SITE/models/regla-init" >/dev/null
+# regla-init uses the collection's shared tokenizer (models/tokenizer.json beside index.json), as the
+# shipped models do: the page and the CLI fall back to it when a folder has none.
+mv "$SITE/models/regla-init/tokenizer.json" "$SITE/models/tokenizer.json"
 cp -r "$SITE/models/alibi" "$SITE/models/default"
 cat >"$SITE/models/index.json" <<'JSON'
 {

@@ -165,15 +165,29 @@ pub fn load_model_dir(dir: &Path) -> CliResult<Model> {
         .map_err(|e| CliError::runtime(format!("cannot load the model in `{}`: {e}", dir.display())))
 }
 
-/// Load `DIR/tokenizer.json` and check that its ids fit the model's vocabulary.
-pub fn load_tokenizer(dir: &Path, model: &Model) -> CliResult<Tokenizer> {
-    let path = dir.join("tokenizer.json");
-    if !path.exists() {
-        return Err(CliError::runtime(format!(
-            "`{}` does not exist: every model folder needs the tokenizer it was trained with",
-            path.display()
-        )));
+/// The tokenizer file of a model folder: its own `tokenizer.json`, else the shared one of the indexed
+/// models folder around it (`catalog::SHARED_TOKENIZER` beside index.json).
+pub fn tokenizer_path(dir: &Path) -> CliResult<PathBuf> {
+    let own = dir.join("tokenizer.json");
+    if own.is_file() {
+        return Ok(own);
     }
+    let parent = dir.parent().filter(|p| p.join(attnlab_core::catalog::INDEX_FILE).is_file());
+    if let Some(shared) =
+        parent.map(|p| p.join(attnlab_core::catalog::SHARED_TOKENIZER)).filter(|p| p.is_file())
+    {
+        return Ok(shared);
+    }
+    Err(CliError::runtime(format!(
+        "`{}` does not exist (and no shared tokenizer.json beside an index.json in the parent folder): every \
+         model needs the tokenizer it was trained with",
+        own.display()
+    )))
+}
+
+/// Load the model folder's tokenizer ([`tokenizer_path`]) and check that its ids fit the vocabulary.
+pub fn load_tokenizer(dir: &Path, model: &Model) -> CliResult<Tokenizer> {
+    let path = tokenizer_path(dir)?;
     let tok = Tokenizer::from_file(&path).map_err(|e| CliError::runtime(e.to_string()))?;
     tok.check_fits(model.config().vocab_size).map_err(|e| {
         CliError::runtime(format!("`{}` does not fit the model: {}", path.display(), tokenizer_reason(e)))

@@ -644,7 +644,8 @@ fn shipped_models_load_and_generate() {
     let names: Vec<&str> =
         index["models"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
     assert!(names.contains(&index["default"].as_str().unwrap()));
-    let mut bytes = 0u64;
+    let mut bytes = std::fs::metadata(models.join("index.json")).unwrap().len()
+        + std::fs::metadata(models.join("tokenizer.json")).map(|m| m.len()).unwrap_or(0);
     for name in &names {
         let dir = models.join(name);
         let g = ok_json(&[
@@ -663,5 +664,25 @@ fn shipped_models_load_and_generate() {
             bytes += f.unwrap().metadata().unwrap().len();
         }
     }
-    assert!(bytes <= 40 << 20, "www/models holds {bytes} bytes, over 40 MiB");
+    assert!(bytes <= 40_000_000, "www/models holds {bytes} bytes, over 40 MB");
+}
+
+/// A model folder in an indexed collection may leave its tokenizer to the shared
+/// `tokenizer.json` beside index.json; without one, the error names the missing file.
+#[test]
+fn models_can_share_the_tokenizer_of_their_index() {
+    let dir = temp_dir("shared-tok");
+    let m = dir.join("models/alibi");
+    init_tiny("alibi", &m);
+    std::fs::rename(m.join("tokenizer.json"), dir.join("models/tokenizer.json")).unwrap();
+    let gen = ["generate", "--model", p(&m), "--prompt", "The river", "--max-tokens", "4", "--seed", "0"];
+    let e = fails(&gen, 1);
+    assert!(e.contains("tokenizer.json") && e.contains("index.json"), "{e}");
+    std::fs::write(
+        dir.join("models/index.json"),
+        r#"{"default": "alibi", "models": [{"name": "alibi", "family": "f", "description": "d"}]}"#,
+    )
+    .unwrap();
+    assert!(!ok_json(&gen)["tokens"].as_array().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 
 /// File name of the index, inside the models folder.
 pub const INDEX_FILE: &str = "index.json";
+/// A tokenizer shared by the models of an indexed folder (beside index.json). A model folder
+/// listed in the index may omit its own `tokenizer.json` and use this one: the shipped models all
+/// share the Brown BPE, and one copy instead of 17 keeps www/models small.
+pub const SHARED_TOKENIZER: &str = "tokenizer.json";
 
 /// One shipped model folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

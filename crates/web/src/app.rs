@@ -990,7 +990,20 @@ async fn fetch_engine(
     progress(format!("requesting the files of {model}…"), None);
     let mut pending = Vec::with_capacity(MODEL_FILES.len());
     for file in MODEL_FILES {
-        pending.push(fetch::open(&format!("models/{model}/{file}")).await?);
+        let path = format!("models/{model}/{file}");
+        let opened = if file == "tokenizer.json" {
+            // A model listed in an index may use the folder's shared tokenizer (core
+            // catalog::SHARED_TOKENIZER) instead of its own copy.
+            match fetch::open_optional(&path).await? {
+                Some(p) => p,
+                None => fetch::open(&format!("models/{}", attnlab_core::catalog::SHARED_TOKENIZER))
+                    .await
+                    .map_err(|e| format!("{path} is missing and so is the shared tokenizer ({e})"))?,
+            }
+        } else {
+            fetch::open(&path).await?
+        };
+        pending.push(opened);
     }
     let total: Option<u64> = pending.iter().map(|p| p.total).sum();
     let mut done: u64 = 0;

@@ -56,7 +56,11 @@ pub fn run(a: ConvertArgs, json: bool) -> CliResult<()> {
 
     model.save_dir_as(&a.out, a.dtype).map_err(|e| CliError::runtime(e.to_string()))?;
     for name in ["tokenizer.json", "history.json"] {
-        let src = a.model.join(name);
+        let src = if name == "tokenizer.json" {
+            crate::common::tokenizer_path(&a.model)?
+        } else {
+            a.model.join(name)
+        };
         if src.is_file() {
             let bytes = std::fs::read(&src)
                 .map_err(|e| CliError::runtime(format!("cannot read `{}`: {e}", src.display())))?;
