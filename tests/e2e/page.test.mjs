@@ -147,6 +147,26 @@ test("loads from a subpath and generates 32 tokens on the CPU, with throughput s
   await context.close();
 });
 
+test("a shipped model (trained mep, F16) loads and writes its first token; load-to-first-token measured", async () => {
+  const t0 = Date.now();
+  const { page, context, outside, errors } = await open("?model=mep&backend=cpu");
+  const loaded = Date.now() - t0;
+  await page.fill("#prompt", "The jury said");
+  await page.fill("#max-tokens", "1");
+  await page.fill("#seed", "1");
+  await page.click("#generate");
+  await page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, {
+    timeout: LOAD_MS,
+  });
+  const first = Date.now() - t0;
+  const generated = await page.textContent("#generated");
+  assert.ok(generated.trim().length > 0, "a token was written");
+  console.log(`# load-to-first-token, shipped mep (F16, CPU/wasm, cold, local server): page ready ${loaded} ms, first token ${first} ms`);
+  assert.deepEqual(outside, [], "no request leaves the page's origin");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("slope and mix sliders change the kernel curves and the perplexity plot", async () => {
   const { page, context, errors } = await open();
   await page.click("#tab-kernels");
@@ -276,6 +296,7 @@ test("the picker lists the index's models by family; a model outside the index i
   assert.deepEqual(groups, [
     ["softmax + position bias", ["alibi"]],
     ["gated linear attention", ["regla", "regla-init"]],
+    ["trained (shipped)", ["mep"]],
   ]);
   assert.equal(await page.inputValue("#model-picker"), "alibi", "the index's default is shown");
   assert.match(await page.textContent("#model-description"), /Random ALiBi model/);
@@ -287,7 +308,7 @@ test("the picker lists the index's models by family; a model outside the index i
   const bad = await open("?model=gla", { state: "load-failed" });
   const message = await bad.page.textContent("#error");
   assert.match(message, /gla/);
-  assert.match(message, /alibi, regla, regla-init/);
+  assert.match(message, /alibi, regla, regla-init, mep/);
   assert.deepEqual(bad.errors, []);
   await bad.context.close();
 });

@@ -23,7 +23,7 @@ trunk build --release --offline --public-url ./ --dist "$SITE" index.html
 # index of their own: alibi (the default) and regla in two families, plus regla-init, an untrained
 # regla with gate biases at ±6 listed as regla's initial checkpoint (the gate view's Fig. 4
 # comparison). models/default (the page's fallback without an index) is a copy of alibi.
-echo "e2e: random models: alibi (default), regla, regla-init (initial_of regla); fallback default = alibi"
+echo "e2e: random models: alibi (default), regla, regla-init (initial_of regla), the shipped mep; fallback default = alibi"
 rm -rf "$SITE/models"
 mkdir -p "$SITE/models"
 "$ATTNLAB" init --variant alibi --seed 0 --out "$SITE/models/alibi" >/dev/null
@@ -34,6 +34,11 @@ mkdir -p "$SITE/models"
 # shipped models do: the page and the CLI fall back to it when a folder has none.
 mv "$SITE/models/regla-init/tokenizer.json" "$SITE/models/tokenizer.json"
 cp -r "$SITE/models/alibi" "$SITE/models/default"
+# One real shipped model (trained mep, F16 weights) with its Brown tokenizer, for the
+# load-to-first-token measurement.
+mkdir -p "$SITE/models/mep"
+cp www/models/mep/config.json www/models/mep/model.safetensors "$SITE/models/mep/"
+cp www/models/tokenizer.json "$SITE/models/mep/tokenizer.json"
 cat >"$SITE/models/index.json" <<'JSON'
 {
   "default": "alibi",
@@ -41,7 +46,8 @@ cat >"$SITE/models/index.json" <<'JSON'
     {"name": "alibi", "family": "softmax + position bias", "description": "Random ALiBi model (e2e)."},
     {"name": "regla", "family": "gated linear attention", "description": "Random ReGLA model (e2e)."},
     {"name": "regla-init", "family": "gated linear attention",
-     "description": "Random ReGLA with gate biases at ±6 (e2e).", "initial_of": "regla"}
+     "description": "Random ReGLA with gate biases at ±6 (e2e).", "initial_of": "regla"},
+    {"name": "mep", "family": "trained (shipped)", "description": "The shipped trained MEP model."}
   ]
 }
 JSON
