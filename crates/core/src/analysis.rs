@@ -19,6 +19,9 @@ pub const SATURATION_HIGH: f32 = 0.95;
 pub struct BiasOverride {
     /// Multiplies every head's base slope (alibi, gaussian, mep). `None` keeps the spec's slopes.
     pub slope_scale: Option<f64>,
+    /// Gives every head this slope before `slope_scale` applies (MEP Table 4's uniform "h" rows).
+    #[serde(default)]
+    pub uniform_slope: Option<f64>,
     /// Replaces a mep layer's kernel list.
     pub kernels: Option<Vec<KernelTerm>>,
 }
@@ -31,13 +34,20 @@ impl BiasOverride {
                 return Err(Error::arg("slope_scale", format!("{s} must be finite and >= 0")));
             }
         }
+        if let Some(u) = self.uniform_slope {
+            if !(u.is_finite() && u >= 0.0) {
+                return Err(Error::arg("uniform_slope", format!("{u} must be finite and >= 0")));
+            }
+        }
         let scaled = |slopes: &Option<Vec<f64>>| -> Option<Vec<f64>> {
-            match self.slope_scale {
+            let base = match self.uniform_slope {
+                Some(u) => Some(vec![u; n_heads]),
                 None => slopes.clone(),
+            };
+            match self.slope_scale {
+                None => base,
                 Some(s) => Some(
-                    slopes
-                        .clone()
-                        .unwrap_or_else(|| crate::bias::alibi_slopes(n_heads))
+                    base.unwrap_or_else(|| crate::bias::alibi_slopes(n_heads))
                         .iter()
                         .map(|m| m * s)
                         .collect(),

@@ -73,13 +73,31 @@ impl StorageDtype {
         }
     }
 
-    /// Little-endian bytes of `data` in this dtype (values out of F16 range become ±inf and are
-    /// refused by the loader, so [`Weights::to_safetensors_as`] checks before writing).
-    fn encode(self, data: &[f32]) -> Vec<u8> {
+    /// Little-endian bytes of `data` in this dtype, or the index of the first finite value the
+    /// dtype cannot hold (it would become ±inf, which the loader refuses).
+    fn encode(self, data: &[f32]) -> std::result::Result<Vec<u8>, usize> {
+        fn narrow<H: Copy>(
+            data: &[f32],
+            conv: impl Fn(f32) -> H,
+            is_inf: impl Fn(H) -> bool,
+            le: impl Fn(H) -> [u8; 2],
+        ) -> std::result::Result<Vec<u8>, usize> {
+            let mut out = Vec::with_capacity(data.len() * 2);
+            for (i, &v) in data.iter().enumerate() {
+                let h = conv(v);
+                if v.is_finite() && is_inf(h) {
+                    return Err(i);
+                }
+                out.extend(le(h));
+            }
+            Ok(out)
+        }
         match self {
-            StorageDtype::F32 => data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            StorageDtype::F16 => data.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
-            StorageDtype::Bf16 => data.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+            StorageDtype::F32 => Ok(data.iter().flat_map(|v| v.to_le_bytes()).collect()),
+            StorageDtype::F16 => narrow(data, half::f16::from_f32, |h| h.is_infinite(), |h| h.to_le_bytes()),
+            StorageDtype::Bf16 => {
+                narrow(data, half::bf16::from_f32, |h| h.is_infinite(), |h| h.to_le_bytes())
+            }
         }
     }
 }
@@ -192,15 +210,8 @@ impl Weights {
     ) -> Result<Vec<u8>> {
         let mut bytes = Vec::with_capacity(self.tensors.len());
         for (name, t) in &self.tensors {
-            let raw = dtype.encode(&t.data);
-            if let Some((_, back)) = decode(dtype.safetensors(), &raw) {
-                // A finite value that overflowed the narrower dtype.
-                if let Some(index) =
-                    t.data.iter().zip(&back).position(|(v, b)| v.is_finite() && !b.is_finite())
-                {
-                    return Err(Error::NonFinite { name: name.clone(), index });
-                }
-            }
+            let raw =
+                dtype.encode(&t.data).map_err(|index| Error::NonFinite { name: name.clone(), index })?;
             bytes.push((name.clone(), t.shape.clone(), raw));
         }
         let mut views = Vec::with_capacity(bytes.len());

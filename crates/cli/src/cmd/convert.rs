@@ -107,20 +107,18 @@ const HISTORY_TRAIN_POINTS: usize = 100;
 /// history.json without most per-step training records, as compact JSON: validation, options and
 /// totals stay whole (the shipped folders keep the curve, not every step).
 fn thin_history(bytes: &[u8], path: &std::path::Path) -> CliResult<Vec<u8>> {
-    let mut v: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| CliError::runtime(format!("`{}` is not valid JSON: {e}", path.display())))?;
-    if let Some(train) = v.get_mut("train").and_then(|t| t.as_array_mut()) {
-        let n = train.len();
-        if n > HISTORY_TRAIN_POINTS {
-            let every = n.div_ceil(HISTORY_TRAIN_POINTS);
-            let kept: Vec<serde_json::Value> = train
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| (i + 1) % every == 0 || i + 1 == n)
-                .map(|(_, x)| x.clone())
-                .collect();
-            *train = kept;
-        }
+    let mut h: attnlab_train::trainer::History = serde_json::from_slice(bytes)
+        .map_err(|e| CliError::runtime(format!("`{}` is not a training history: {e}", path.display())))?;
+    let n = h.train.len();
+    if n > HISTORY_TRAIN_POINTS {
+        let every = n.div_ceil(HISTORY_TRAIN_POINTS);
+        h.train = h
+            .train
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| (i + 1) % every == 0 || i + 1 == n)
+            .map(|(_, r)| r)
+            .collect();
     }
-    serde_json::to_vec(&v).map_err(|e| CliError::runtime(e.to_string()))
+    serde_json::to_vec(&h).map_err(|e| CliError::runtime(e.to_string()))
 }

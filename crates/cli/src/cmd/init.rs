@@ -6,7 +6,7 @@ use crate::common::{
 };
 use attnlab_core::config::{AbsolutePosition, AttentionSpec, ModelConfig, SizePreset};
 use attnlab_core::tokenizer::{Tokenizer, INIT_CORPUS};
-use attnlab_core::weights::StorageDtype;
+use attnlab_core::weights::{StorageDtype, Weights};
 use attnlab_core::Model;
 use clap::{ArgGroup, Args};
 use serde_json::json;
@@ -99,20 +99,20 @@ fn apply_gla_normalizer(cfg: &mut ModelConfig, n: Option<f64>) -> CliResult<()> 
     cfg.validate().map_err(config_error)
 }
 
-/// Apply `--gate-bias-init` to fresh weights (ReGLA Fig. 4's extreme initialisation).
-fn apply_gate_bias_init(model: Model, b: Option<f32>) -> CliResult<Model> {
-    let Some(b) = b else { return Ok(model) };
-    if !(b.is_finite() && b.abs() <= 50.0) {
-        return Err(CliError::usage(format!("--gate-bias-init {b} must be finite and within ±50")));
+/// Seeded random weights (as `Model::random`), with `--gate-bias-init` applied before the model is
+/// built (ReGLA Fig. 4's extreme initialisation).
+fn init_model(mut cfg: ModelConfig, seed: u64, gate_bias: Option<f32>) -> CliResult<Model> {
+    cfg.validate().map_err(config_error)?;
+    let mut weights = Weights::random(&attnlab_core::model::tensor_specs(&cfg), seed);
+    if let Some(b) = gate_bias {
+        if !(b.is_finite() && b.abs() <= 50.0) {
+            return Err(CliError::usage(format!("--gate-bias-init {b} must be finite and within ±50")));
+        }
+        if attnlab_core::gates::set_extreme_gate_bias(&cfg, &mut weights, b) == 0 {
+            return Err(CliError::usage("--gate-bias-init needs a gla or regla layer"));
+        }
+        cfg.name = format!("{}-gate-bias-{b}", cfg.name);
     }
-    let cfg = model.config().clone();
-    let mut weights = model.weights().clone();
-    if attnlab_core::gates::set_extreme_gate_bias(&cfg, &mut weights, b) == 0 {
-        return Err(CliError::usage("--gate-bias-init needs a gla or regla layer"));
-    }
-    let name = format!("{}-gate-bias-{b}", cfg.name);
-    let mut cfg = cfg;
-    cfg.name = name;
     Model::new(cfg, weights).map_err(config_error)
 }
 
@@ -263,7 +263,7 @@ pub fn run(a: InitArgs, json: bool) -> CliResult<()> {
         }
     };
     pb.set_message("initialising weights");
-    let model = apply_gate_bias_init(Model::random(cfg, a.seed).map_err(config_error)?, a.gate_bias_init)?;
+    let model = init_model(cfg, a.seed, a.gate_bias_init)?;
     pb.set_message("writing files");
     model.save_dir_as(&a.out, a.dtype).map_err(|e| CliError::runtime(e.to_string()))?;
     let tok_path = a.out.join("tokenizer.json");

@@ -148,7 +148,11 @@ pub fn run(a: KernelsArgs, json: bool) -> CliResult<()> {
     let id = original.variant_id();
     let mut notes: Vec<String> = Vec::new();
 
-    let ov = BiasOverride { slope_scale: a.slope_scale, kernels: a.kernels.as_ref().map(|k| k.0.clone()) };
+    let ov = BiasOverride {
+        slope_scale: a.slope_scale,
+        uniform_slope: None,
+        kernels: a.kernels.as_ref().map(|k| k.0.clone()),
+    };
     if ov != BiasOverride::default() {
         if a.kernels.is_some() && !matches!(original, AttentionSpec::Mep { .. }) {
             notes.push(format!(

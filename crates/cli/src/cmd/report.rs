@@ -10,12 +10,13 @@ use crate::common::{
 use crate::svg::{histogram_grid, HistPanel, LineChart, Scale, Series};
 use attnlab_core::analysis::{self, BiasOverride, PplPoint};
 use attnlab_core::catalog::ModelIndex;
-use attnlab_core::config::{AttentionSpec, Family};
+use attnlab_core::config::Family;
 use attnlab_core::{Model, Sampler, SamplingConfig, Tokenizer};
+use attnlab_train::trainer::History;
 use clap::Args;
 use serde::Serialize;
-use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashSet};
+use serde_json::json;
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -321,9 +322,11 @@ fn measure_model(
         let total: u64 = h.iter().sum();
         h.iter().map(|c| *c as f64 / total.max(1) as f64 * h.len() as f64).collect::<Vec<f64>>()
     };
-    let gates: Vec<GateSummary> = stats
+    // Per-layer F statistics (all heads), then all layers pooled, weighted by their counts.
+    let per_layer: Vec<&analysis::GateStats> =
+        stats.iter().filter(|g| g.head.is_none() && g.quantity == "f").collect();
+    let gates: Vec<GateSummary> = per_layer
         .iter()
-        .filter(|g| g.head.is_none() && g.quantity == "f")
         .map(|g| GateSummary {
             layer: g.layer,
             saturation: g.saturation,
@@ -331,15 +334,14 @@ fn measure_model(
             density: density(&g.histogram),
         })
         .collect();
-    let gates_all = (!gates.is_empty()).then(|| {
-        let fs: Vec<_> = stats.iter().filter(|g| g.head.is_none() && g.quantity == "f").collect();
-        let count: u64 = fs.iter().map(|g| g.count).sum();
+    let gates_all = (!per_layer.is_empty()).then(|| {
+        let count: u64 = per_layer.iter().map(|g| g.count).sum();
         let mut hist = vec![0u64; GATE_BINS];
-        for g in &fs {
+        for g in &per_layer {
             hist.iter_mut().zip(&g.histogram).for_each(|(a, b)| *a += b);
         }
         let w = |f: &dyn Fn(&analysis::GateStats) -> f64| {
-            fs.iter().map(|g| f(g) * g.count as f64).sum::<f64>() / count.max(1) as f64
+            per_layer.iter().map(|g| f(g) * g.count as f64).sum::<f64>() / count.max(1) as f64
         };
         GateSummary {
             layer: usize::MAX,
@@ -410,16 +412,7 @@ fn slope_ablation(
     tick: &dyn Fn(),
 ) -> CliResult<SlopeResult> {
     let mut m = m.clone();
-    if let Some(u) = uniform {
-        let h = m.config().n_heads;
-        for i in 0..m.config().n_layers {
-            if matches!(m.config().layers[i], AttentionSpec::Alibi { .. }) {
-                m.set_layer_spec(i, AttentionSpec::Alibi { slopes: Some(vec![u; h]) })?;
-            }
-        }
-    } else {
-        analysis::apply_override(&mut m, &BiasOverride::default())?;
-    }
+    analysis::apply_override(&mut m, &BiasOverride { uniform_slope: uniform, ..Default::default() })?;
     let tokens = eval_tokens(a, text, tok)?;
     Ok(SlopeResult { preset: name.to_string(), ppl: ppl(a, &m, &tokens, tick)? })
 }
@@ -427,21 +420,16 @@ fn slope_ablation(
 /// Training summary from a history.json written by `attnlab train` (None when absent or unreadable:
 /// initial checkpoints have none).
 fn read_history(path: &Path) -> Option<Training> {
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    let steps = v["options"]["steps"].as_u64()? as usize;
-    let tokens = v["tokens"].as_u64()?;
-    let seconds = v["seconds"].as_f64()?;
-    let per_step = tokens as f64 / steps.max(1) as f64;
-    let curve: Vec<(f64, f64)> = v["valid"]
-        .as_array()?
-        .iter()
-        .filter_map(|p| Some((p["step"].as_f64()? * per_step, p["loss"].as_f64()?)))
-        .collect();
+    let h: History = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let steps = h.options.steps;
+    let per_step = h.tokens as f64 / steps.max(1) as f64;
+    let curve: Vec<(f64, f64)> =
+        h.valid.iter().map(|v| (v.step as f64 * per_step, f64::from(v.loss))).collect();
     Some(Training {
         steps,
-        tokens,
-        seconds,
-        tokens_per_s: tokens as f64 / seconds.max(1e-9),
+        tokens: h.tokens as u64,
+        seconds: h.seconds,
+        tokens_per_s: h.tokens as f64 / h.seconds.max(1e-9),
         final_val_loss: curve.last().map(|c| c.1),
         curve,
     })
@@ -525,12 +513,12 @@ impl Context<'_> {
             self.lengths.iter().map(|l| format!("{}× ({l})", l / self.train_len.max(1))).collect();
         let _ = writeln!(md, "| model | {} |\n|---|{}", head.join(" | "), "---:|".repeat(self.lengths.len()));
         for (name, pts) in rows {
-            let best_cells: Vec<String> = self
+            let cells: Vec<String> = self
                 .lengths
                 .iter()
                 .map(|l| pts.iter().find(|p| p.length == *l).map_or("–".into(), |p| num(p.ppl, 1)))
                 .collect();
-            let _ = writeln!(md, "| {name} | {} |", best_cells.join(" | "));
+            let _ = writeln!(md, "| {name} | {} |", cells.join(" | "));
         }
         md.push('\n');
     }
@@ -979,10 +967,6 @@ impl Context<'_> {
             );
         }
         md.push('\n');
-        let mut models: BTreeMap<&str, &str> = BTreeMap::new();
-        for m in &self.index.models {
-            models.insert(&m.name, &m.description);
-        }
         md.push_str("## Models\n\n| model | family | what it is |\n|---|---|---|\n");
         for m in &self.index.models {
             let _ = writeln!(md, "| `{}` | {} | {} |", m.name, m.family, m.description);
