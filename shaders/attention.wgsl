@@ -1,26 +1,12 @@
 // Softmax-family attention (and TransNormer Diag blocks) with streaming (online) softmax over the
-// KV cache: each (query row, head) keeps a running max, sum and weighted value sum while it walks its
-// keys (split over a workgroup, merged at the end), so no n×n matrix exists. logits = scale·q·k + B_h(i, j); the bias kind is the
-// pipeline-overridable constant BIAS_KIND: 0 none, 1 per-head distance table B_h[i − j]
-// (aux = [H, table_len]), 2 FIRE (aux = w1[hid], b1[hid], w2[H, hid], b2[H]).
-// block > 0 restricts keys to the query's block (Diag); relu != 0 is the T1 ReLU variant (no softmax).
+// KV cache: each (query row, head) keeps a running max, sum and weighted value sum while it walks
+// its keys (split over a workgroup, merged at the end), so no n×n matrix exists.
+// logits = scale·q·k + B_h(i, j); Params and bias() come from attention_common.wgsl (prepended).
+// Two entry points: `main` (decode, and long steps past the tiled kernel's loop budget) and
+// `prefill`, the tiled kernel for steps of several rows (see there).
 
-override BIAS_KIND: u32 = 0u;
-
-struct Params {
-    h: u32,
-    dh: u32,
-    a: u32,
-    block: u32,
-    scale: f32,
-    relu: u32,
-    table_len: u32,
-    fire_hidden: u32,
-    fire_c: f32,
-    fire_thr: f32,
-    pad0: u32,
-    pad1: u32,
-}
+// Keys per shared-memory tile of `prefill`; the host sets TILE_VEC4 / ceil(dh / 4).
+override TILE_KEYS: u32 = 32u;
 
 struct Step {
     rows: u32,
@@ -39,27 +25,6 @@ struct Step {
 
 const MAX_DH: u32 = 128u;
 const WG: u32 = 64u;
-const FIRE_EPS: f32 = 1e-6;
-
-fn fire_psi(x: f32) -> f32 {
-    return log(1.0 + abs(p.fire_c * x));
-}
-
-fn bias(hh: u32, i: u32, j: u32) -> f32 {
-    if (BIAS_KIND == 1u) {
-        return aux[hh * p.table_len + (i - j)];
-    }
-    if (BIAS_KIND == 2u) {
-        let hid = p.fire_hidden;
-        let u = fire_psi(f32(i - j)) / (fire_psi(max(f32(i), p.fire_thr)) + FIRE_EPS);
-        var acc = aux[2u * hid + p.h * hid + hh];
-        for (var k = 0u; k < hid; k = k + 1u) {
-            acc = acc + aux[2u * hid + hh * hid + k] * max(aux[k] * u + aux[hid + k], 0.0);
-        }
-        return acc;
-    }
-    return 0.0;
-}
 
 var<workgroup> red: array<f32, 64>;
 
@@ -155,6 +120,154 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
         let v = reduce_sum(lid, acc[c] * f);
         if (lid == 0u) {
             outp[ob + c] = v * inv;
+        }
+    }
+}
+
+// Tiled prefill kernel. A workgroup takes TQ consecutive query rows of one head; each row has KS
+// invocations (key lanes) that split every key tile (key t of the tile goes to lane t mod KS), each
+// keeping its own online-softmax state (running max, sum, weighted values) in registers. Tiles of
+// TILE_KEYS keys (K and V, zero-padded to vec4s) are staged in workgroup memory (2 × 8 KiB, within
+// WebGPU's default 16 KiB) and shared by the TQ rows; only tiles from the first row's first key
+// (0, or its Diag block start) up to the last row's diagonal are loaded. The lanes of a row are merged
+// at the end through the same workgroup memory.
+const TQ: u32 = 16u;
+const KS: u32 = 16u;
+// Invocations per workgroup of `prefill`.
+const WGT: u32 = TQ * KS;
+const TILE_VEC4: u32 = 512u;
+const MAX_DH4: u32 = 32u;
+
+var<workgroup> kt: array<vec4<f32>, 512>;
+var<workgroup> vt: array<vec4<f32>, 512>;
+
+fn load4(src_k: bool, base: u32, c4: u32) -> vec4<f32> {
+    var out = vec4<f32>(0.0);
+    for (var e = 0u; e < 4u; e = e + 1u) {
+        let c = c4 * 4u + e;
+        if (c < p.dh) {
+            if (src_k) {
+                out[e] = kc[base + c];
+            } else {
+                out[e] = vc[base + c];
+            }
+        }
+    }
+    return out;
+}
+
+@compute @workgroup_size(WGT)
+fn prefill(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
+    let lid = lid3.x;
+    let hh = wg.x;
+    let r0 = wg.y * TQ;
+    // Uniform per workgroup: the barriers below stay in uniform control flow.
+    if (r0 >= st.rows || hh >= p.h) {
+        return;
+    }
+    let rq = lid / KS;
+    let lane = lid % KS;
+    let r_last = min(r0 + TQ, st.rows) - 1u;
+    let valid = r0 + rq <= r_last;
+    let r = min(r0 + rq, r_last);
+    let i = st.pos0 + r;
+    let i_first = st.pos0 + r0;
+    let i_last = st.pos0 + r_last;
+    var j_lo = 0u;
+    var j0 = 0u;
+    if (p.block > 0u) {
+        j_lo = i_first - i_first % p.block;
+        j0 = i - i % p.block;
+    }
+    let dh4 = (p.dh + 3u) / 4u;
+    let tk = max(min(TILE_KEYS, TILE_VEC4 / dh4), 1u);
+    var q: array<vec4<f32>, MAX_DH4>;
+    var acc: array<vec4<f32>, MAX_DH4>;
+    let qb = r * 3u * p.a + hh * p.dh;
+    for (var c4 = 0u; c4 < dh4; c4 = c4 + 1u) {
+        var v = vec4<f32>(0.0);
+        for (var e = 0u; e < 4u; e = e + 1u) {
+            if (c4 * 4u + e < p.dh) {
+                v[e] = qkv[qb + c4 * 4u + e];
+            }
+        }
+        q[c4] = v;
+        acc[c4] = vec4<f32>(0.0);
+    }
+    var m = -3.0e38;
+    var l = 0.0;
+    for (var t0 = j_lo; t0 <= i_last; t0 = t0 + tk) {
+        let n = min(tk, i_last + 1u - t0);
+        for (var e = lid; e < n * dh4; e = e + WGT) {
+            let base = (t0 + e / dh4) * p.a + hh * p.dh;
+            kt[e] = load4(true, base, e % dh4);
+            vt[e] = load4(false, base, e % dh4);
+        }
+        workgroupBarrier();
+        if (valid) {
+            for (var t = lane; t < n; t = t + KS) {
+                let j = t0 + t;
+                if (j < j0 || j > i) {
+                    continue;
+                }
+                var d4 = vec4<f32>(0.0);
+                for (var c4 = 0u; c4 < dh4; c4 = c4 + 1u) {
+                    d4 = d4 + q[c4] * kt[t * dh4 + c4];
+                }
+                let s = p.scale * (d4.x + d4.y + d4.z + d4.w) + bias(hh, i, j);
+                if (p.relu != 0u) {
+                    let w = max(s, 0.0);
+                    for (var c4 = 0u; c4 < dh4; c4 = c4 + 1u) {
+                        acc[c4] = acc[c4] + w * vt[t * dh4 + c4];
+                    }
+                } else {
+                    let m_new = max(m, s);
+                    let corr = exp(m - m_new);
+                    let w = exp(s - m_new);
+                    l = l * corr + w;
+                    for (var c4 = 0u; c4 < dh4; c4 = c4 + 1u) {
+                        acc[c4] = acc[c4] * corr + w * vt[t * dh4 + c4];
+                    }
+                    m = m_new;
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    // Merge the key lanes of each row into lane 0, one lane at a time through kt / vt.
+    for (var s = 1u; s < KS; s = s + 1u) {
+        if (lane == s) {
+            for (var c4 = 0u; c4 < dh4; c4 = c4 + 1u) {
+                kt[rq * dh4 + c4] = acc[c4];
+            }
+            vt[rq] = vec4<f32>(m, l, 0.0, 0.0);
+        }
+        workgroupBarrier();
+        if (lane == 0u) {
+            let o = vt[rq];
+            var f_self = 1.0;
+            var f_other = 1.0;
+            if (p.relu == 0u) {
+                let m_new = max(m, o.x);
+                f_self = exp(m - m_new);
+                f_other = exp(o.x - m_new);
+                l = l * f_self + o.y * f_other;
+                m = m_new;
+            }
+            for (var c4 = 0u; c4 < dh4; c4 = c4 + 1u) {
+                acc[c4] = acc[c4] * f_self + kt[rq * dh4 + c4] * f_other;
+            }
+        }
+        workgroupBarrier();
+    }
+    if (valid && lane == 0u) {
+        var inv = 1.0;
+        if (p.relu == 0u && l > 0.0) {
+            inv = 1.0 / l;
+        }
+        let ob = r * p.a + hh * p.dh;
+        for (var c = 0u; c < p.dh; c = c + 1u) {
+            outp[ob + c] = acc[c / 4u][c % 4u] * inv;
         }
     }
 }

@@ -62,14 +62,14 @@ pub type CliResult<T> = Result<T, CliError>;
 pub enum Backend {
     /// The CPU reference runtime of attnlab-core.
     Cpu,
-    /// The wgpu backend of attnlab-gpu (generate, eval, bench).
+    /// The wgpu backend of attnlab-gpu (generate, eval, analyze, bench).
     Gpu,
 }
 
 /// `--backend`, shared by every command that runs a model.
 #[derive(Debug, Clone, Args)]
 pub struct BackendArg {
-    /// Compute backend: `cpu` (the reference runtime) or `gpu` (wgpu; generate, eval and bench)
+    /// Compute backend: `cpu` (the reference runtime) or `gpu` (wgpu; generate, eval, analyze and bench)
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
 }
@@ -80,7 +80,7 @@ impl BackendArg {
         match self.backend {
             Backend::Cpu => Ok(()),
             Backend::Gpu => Err(CliError::usage(
-                "this command runs on the CPU reference only (--backend gpu is for generate, eval and bench); \
+                "this command runs on the CPU reference only (--backend gpu is for generate, eval, analyze and bench); \
                  use --backend cpu",
             )),
         }

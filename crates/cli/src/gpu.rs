@@ -1,8 +1,9 @@
 //! `--backend gpu`: one session type over the CPU reference and the wgpu backend.
 
 use crate::common::{Backend, CliError, CliResult};
+use attnlab_core::sampling::Sampler;
 use attnlab_core::{Model, Session};
-use attnlab_gpu::{GpuContext, GpuError, GpuModel, GpuSession};
+use attnlab_gpu::{GpuContext, GpuError, GpuModel, GpuSampling, GpuSession};
 
 /// A GPU error as one CLI error line (input errors stay usage errors).
 pub fn gpu_err(e: GpuError) -> CliError {
@@ -36,6 +37,32 @@ impl<'m> Engine<'m> {
         match self {
             Engine::Cpu(m) => Ok(Sess::Cpu(m.session())),
             Engine::Gpu(g) => Ok(Sess::Gpu(Box::new(pollster::block_on(g.session()).map_err(gpu_err)?))),
+        }
+    }
+
+    /// Attention maps and gates of the first `n` tokens (probabilities stage), exact (no
+    /// downsampling): on the GPU `n` must be at most [`attnlab_gpu::MAX_MAP_SIDE`].
+    pub fn trace(&mut self, tokens: &[u32], n: usize) -> CliResult<attnlab_core::model::Trace> {
+        match self {
+            Engine::Cpu(m) => Ok(attnlab_core::analysis::trace_for_analysis(m, tokens, n)?),
+            Engine::Gpu(g) => {
+                let n = n.min(tokens.len());
+                if n > attnlab_gpu::MAX_MAP_SIDE {
+                    return Err(CliError::usage(format!(
+                        "the GPU records exact attention maps for at most {} tokens (longer traces are \
+                         downsampled); lower --max-tokens",
+                        attnlab_gpu::MAX_MAP_SIDE
+                    )));
+                }
+                let req = attnlab_core::attention::TraceRequest {
+                    attention: true,
+                    gates: true,
+                    ..Default::default()
+                };
+                let t = pollster::block_on(g.trace(&tokens[..n], req, attnlab_gpu::MAX_MAP_SIDE))
+                    .map_err(gpu_err)?;
+                Ok(t.trace)
+            }
         }
     }
 
@@ -76,6 +103,27 @@ impl Sess<'_> {
         match self {
             Sess::Cpu(s) => Ok(s.step(token)?),
             Sess::Gpu(s) => pollster::block_on(s.step(token)).map_err(gpu_err),
+        }
+    }
+
+    /// One decode step that also picks the next token with `sampler` (the same random stream on
+    /// both backends; the GPU samples inside the step's submission and reads back the id only).
+    pub fn step_sample(&mut self, token: u32, sampler: &mut Sampler) -> CliResult<u32> {
+        match self {
+            Sess::Cpu(s) => {
+                let logits = s.step(token)?;
+                Ok(sampler.sample(&logits)?)
+            }
+            Sess::Gpu(s) => {
+                let c = *sampler.config();
+                let gs = GpuSampling {
+                    temperature: c.temperature,
+                    top_k: u32::try_from(c.top_k).unwrap_or(u32::MAX),
+                    top_p: c.top_p,
+                    u: sampler.draw().unwrap_or(0.0),
+                };
+                pollster::block_on(s.step_sample(token, &gs)).map_err(gpu_err)
+            }
         }
     }
 

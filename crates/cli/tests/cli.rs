@@ -684,3 +684,98 @@ fn models_can_share_the_tokenizer_of_their_index() {
     assert!(!ok_json(&gen)["tokens"].as_array().unwrap().is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `analyze --backend gpu` records the maps and gates on the GPU (attnlab-gpu's trace) and reports
+/// the same LAA AUCs, entropies and gate saturation as the CPU reference. Needs an adapter (CI:
+/// lavapipe); skipped with ATTNLAB_SKIP_GPU=1.
+#[test]
+fn analyze_on_the_gpu_matches_the_cpu() {
+    if std::env::var("ATTNLAB_SKIP_GPU").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let dir = temp_dir("analyze-gpu");
+    let model = dir.join("m");
+    let mut args = vec!["init", "--layers-spec", "regla,alibi", "--out", p(&model)];
+    args.extend_from_slice(&TINY[..4]);
+    ok_json(&args);
+    let text = dir.join("t.txt");
+    std::fs::write(&text, TEXT).expect("write text");
+    let analyze = |backend: &str| -> serde_json::Value {
+        let o = bin()
+            .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+            .args(["analyze", "--json", "--model", p(&model), "--text", p(&text), "--max-tokens", "48"])
+            .args(["--backend", backend])
+            .output()
+            .expect("run attnlab");
+        assert!(o.status.success(), "analyze --backend {backend}:\n{}", show(&o));
+        serde_json::from_slice(&o.stdout).expect("JSON")
+    };
+    let (cpu, gpu) = (analyze("cpu"), analyze("gpu"));
+    assert_eq!(gpu["backend"], "gpu");
+    assert!(gpu["device"].as_str().is_some_and(|d| !d.is_empty()));
+    let num = |v: &serde_json::Value| v.as_f64().expect("number");
+    let (cl, gl) = (cpu["layers"].as_array().expect("layers"), gpu["layers"].as_array().expect("layers"));
+    assert_eq!(cl.len(), 2);
+    for (c, g) in cl.iter().zip(gl) {
+        assert!((num(&c["laa"]["auc"]) - num(&g["laa"]["auc"])).abs() < 1e-4, "LAA AUC {c} vs {g}");
+        for (ch, gh) in
+            c["heads"].as_array().expect("heads").iter().zip(g["heads"].as_array().expect("heads"))
+        {
+            assert!((num(&ch["entropy"]) - num(&gh["entropy"])).abs() < 1e-3, "entropy {ch} vs {gh}");
+        }
+    }
+    let (cg, gg) = (cpu["gates"].as_array().expect("gates"), gpu["gates"].as_array().expect("gates"));
+    assert!(!cg.is_empty() && cg.len() == gg.len());
+    for (c, g) in cg.iter().zip(gg) {
+        assert!((num(&c["saturation"]) - num(&g["saturation"])).abs() < 1e-3, "saturation {c} vs {g}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `generate --backend gpu` with temperature, top-k and top-p samples on the GPU: the same seed gives
+/// the same tokens, another seed (almost surely) others, and every token id is in the vocabulary.
+#[test]
+fn generate_samples_on_the_gpu_reproducibly() {
+    if std::env::var("ATTNLAB_SKIP_GPU").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let gen = |seed: &str| -> serde_json::Value {
+        let o = bin()
+            .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+            .args([
+                "generate",
+                "--json",
+                "--model",
+                p(shared_model()),
+                "--prompt",
+                "The river",
+                "--backend",
+                "gpu",
+            ])
+            .args([
+                "--temperature",
+                "1.2",
+                "--top-k",
+                "50",
+                "--top-p",
+                "0.95",
+                "--max-tokens",
+                "24",
+                "--ignore-eos",
+            ])
+            .args(["--seed", seed])
+            .output()
+            .expect("run attnlab");
+        assert!(o.status.success(), "generate --backend gpu:\n{}", show(&o));
+        serde_json::from_slice(&o.stdout).expect("JSON")
+    };
+    let (a, b, c) = (gen("5"), gen("5"), gen("6"));
+    let ids = |v: &serde_json::Value| -> Vec<u64> {
+        v["tokens"].as_array().expect("tokens").iter().map(|t| t.as_u64().expect("id")).collect()
+    };
+    assert_eq!(ids(&a).len(), 24);
+    assert!(ids(&a).iter().all(|&t| t < 300));
+    assert_eq!(ids(&a), ids(&b), "same seed, same tokens");
+    assert_ne!(ids(&a), ids(&c), "another seed, other tokens");
+    assert_eq!(a["backend"], "gpu");
+}

@@ -401,6 +401,50 @@ pub fn perplexity_with<E: From<Error>>(
     Ok(out)
 }
 
+/// Map stride that keeps an `n`-token attention map within `max_side` rows and columns.
+pub fn map_stride(n: usize, max_side: usize) -> usize {
+    n.div_ceil(max_side.max(1)).max(1)
+}
+
+/// Query index of each row of a map downsampled by `stride`: the last query of its block of rows.
+pub fn map_rows(n: usize, stride: usize) -> Vec<usize> {
+    let s = stride.max(1);
+    (0..n.div_ceil(s)).map(|b| (b * s + s - 1).min(n.saturating_sub(1))).collect()
+}
+
+/// Downsampled view of recorded attention matrices, the reference for the GPU's bounded maps
+/// (shaders/attention_map.wgsl). Row b is query i = min(n − 1, b·s + s − 1); column c covers keys
+/// [c·s, (c+1)·s): summed for probability-like kinds (rows keep summing to 1), averaged over the
+/// bin's causal cells j ≤ i for [`AttnMatrixKind::Scores`]. `stride` 1 returns the matrices as recorded.
+pub fn downsample_attention(la: &LayerAttention, stride: usize) -> LayerAttention {
+    let (n, s) = (la.n, stride.max(1));
+    let rows = map_rows(n, s);
+    let out_n = rows.len();
+    let heads = la
+        .heads
+        .iter()
+        .map(|m| {
+            let mut out = vec![0.0f32; out_n * out_n];
+            for (b, &i) in rows.iter().enumerate() {
+                for c in 0..out_n {
+                    let lo = c * s;
+                    let hi = ((c + 1) * s).min(i + 1);
+                    if lo >= hi {
+                        continue;
+                    }
+                    let sum: f32 = m[i * n + lo..i * n + hi].iter().sum();
+                    out[b * out_n + c] = match la.kind {
+                        AttnMatrixKind::Scores => sum / (hi - lo) as f32,
+                        _ => sum,
+                    };
+                }
+            }
+            out
+        })
+        .collect();
+    LayerAttention { layer: la.layer, kind: la.kind, n: out_n, heads }
+}
+
 /// Record attention matrices (bounded by `max_tokens`) and gates for a token sequence.
 pub fn trace_for_analysis(model: &Model, tokens: &[u32], max_tokens: usize) -> Result<crate::model::Trace> {
     let n = tokens.len().min(max_tokens);
@@ -413,6 +457,37 @@ pub fn trace_for_analysis(model: &Model, tokens: &[u32], max_tokens: usize) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Downsampling keeps probability rows summing to 1 and averages scores over causal cells.
+    #[test]
+    fn downsampled_maps_keep_row_sums_and_average_scores() {
+        let n = 7;
+        let mut p = vec![0.0f32; n * n];
+        let mut sc = vec![0.0f32; n * n];
+        for i in 0..n {
+            for j in 0..=i {
+                p[i * n + j] = 1.0 / (i + 1) as f32;
+                sc[i * n + j] = (i * 10 + j) as f32;
+            }
+        }
+        let probs = LayerAttention { layer: 0, kind: AttnMatrixKind::Probabilities, n, heads: vec![p] };
+        let same = downsample_attention(&probs, 1);
+        assert_eq!(same.heads, probs.heads);
+        let d = downsample_attention(&probs, 3);
+        assert_eq!((d.n, map_rows(n, 3)), (3, vec![2, 5, 6]));
+        for b in 0..3 {
+            let row: f32 = d.heads[0][b * 3..b * 3 + 3].iter().sum();
+            assert!((row - 1.0).abs() < 1e-6, "row {b} sums to {row}");
+        }
+        let scores = LayerAttention { layer: 0, kind: AttnMatrixKind::Scores, n, heads: vec![sc] };
+        let d = downsample_attention(&scores, 3);
+        // Row 0 is query 2: keys 0..=2 → mean of 20, 21, 22; nothing beyond the diagonal.
+        assert_eq!(&d.heads[0][0..3], &[21.0, 0.0, 0.0]);
+        // Row 2 is query 6: bin 2 holds key 6 only.
+        assert_eq!(d.heads[0][2 * 3 + 2], 66.0);
+        assert_eq!(map_stride(8192, 512), 16);
+        assert_eq!(map_stride(100, 512), 1);
+    }
 
     #[test]
     fn laa_of_identity_attention_is_one_everywhere_but_zero() {

@@ -166,6 +166,13 @@ impl Sampler {
         })
     }
 
+    /// The uniform draw [`Sampler::sample`] would make for its next token, advancing the RNG the
+    /// same way: `Some(u)` with u ∈ [0, 1) when temperature > 0, `None` (no RNG use) when greedy.
+    /// For backends that pick the token on their device (attnlab-gpu) from the same random stream.
+    pub fn draw(&mut self) -> Option<f64> {
+        (self.cfg.temperature > 0.0).then(|| self.rng.next_f64())
+    }
+
     /// The distribution [`Sampler::sample`] draws from for `logits`: one probability per id,
     /// after temperature, top-k and top-p, renormalised (one-hot when the choice is greedy).
     /// Does not advance the RNG. Useful for displays and tests.
@@ -285,6 +292,23 @@ mod tests {
 
     fn sampler(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
         Sampler::new(SamplingConfig { temperature, top_k, top_p, seed }).expect("valid config")
+    }
+
+    /// `draw` hands out the very draw `sample` would use, and nothing when greedy.
+    #[test]
+    fn draw_is_the_samplers_own_draw() {
+        let mut greedy = sampler(0.0, 0, 1.0, 4);
+        assert_eq!(greedy.draw(), None);
+        assert_eq!(greedy.rng, Rng::new(4));
+        let mut a = sampler(0.7, 0, 1.0, 9);
+        let mut rng = Rng::new(9);
+        assert_eq!(a.draw(), Some(rng.next_f64()));
+        // After a draw, `sample` continues with the next number of the same stream.
+        let logits = [0.0f32, 0.0];
+        let mut b = sampler(0.7, 0, 1.0, 9);
+        b.rng.next_f64();
+        assert_eq!(a.sample(&logits).expect("sample"), b.sample(&logits).expect("sample"));
+        assert_eq!(a.rng, b.rng);
     }
 
     #[test]

@@ -94,7 +94,7 @@ impl GpuContext {
         if caps.max_storage_buffers_per_stage < NEED_STORAGE_PER_STAGE
             || caps.max_invocations_per_workgroup < NEED_INVOCATIONS
             || caps.max_workgroup_storage < NEED_WORKGROUP_STORAGE
-            || limits.max_compute_workgroup_size_x < 64
+            || limits.max_compute_workgroup_size_x < NEED_INVOCATIONS
             || limits.max_compute_workgroup_size_y < 16
         {
             return Err(GpuError::Unsupported(format!(

@@ -19,4 +19,4 @@ pub mod shaders;
 
 pub use context::{GpuCaps, GpuContext, Traffic};
 pub use error::{GpuError, Result};
-pub use model::{GpuModel, GpuSession};
+pub use model::{GpuModel, GpuSampling, GpuSession, GpuTrace, MAX_MAP_SIDE};

@@ -17,6 +17,11 @@ use attnlab_core::{gates, lrpe, ops, Error as CoreError, Model};
 use std::collections::HashMap;
 use wgpu::util::DeviceExt;
 
+mod introspect;
+mod sampling;
+pub use introspect::{GpuTrace, MAX_MAP_SIDE};
+pub use sampling::GpuSampling;
+
 /// Prefill rows per submission (activation buffers hold this many rows).
 pub const CHUNK: usize = 256;
 /// Largest head dim the kernels hold in registers.
@@ -25,6 +30,21 @@ const MAX_DH: usize = 128;
 const SCAN_BUDGET: usize = 32768;
 /// Largest linear feature width per head.
 const MAX_DK: usize = 256;
+/// Rows per chunk of the chunked linear prefill (`SCAN_C` in linear_scan.wgsl).
+const SCAN_C: usize = 64;
+/// Steps of at least this many rows use the chunked scan; shorter ones (decode) the sequential one.
+const SCAN_CHUNKED_MIN: usize = 2 * SCAN_C;
+// The sequential scan only walks fewer than SCAN_CHUNKED_MIN rows, the chunked passes SCAN_C rows.
+const _: () = assert!(SCAN_CHUNKED_MIN * MAX_DK <= SCAN_BUDGET);
+/// Query rows per workgroup of the tiled attention kernel (`TQ` in attention.wgsl).
+const ATTN_TQ: u32 = 16;
+/// Key lanes per query row of the tiled attention kernel (`KS`).
+const ATTN_KS: usize = 16;
+/// vec4 slots of one shared-memory K (or V) tile (`TILE_VEC4`).
+const ATTN_TILE_VEC4: usize = 512;
+/// Loop iterations one tiled-attention invocation may spend (Mesa llvmpipe stops a loop nest after
+/// ~65k); longer key ranges use the per-row kernel.
+const ATTN_BUDGET: usize = 49152;
 
 #[derive(Clone, Copy)]
 enum Bind {
@@ -49,6 +69,13 @@ enum Disp {
     Mat { outd: u32, last: bool },
     /// One workgroup per (group, row).
     Norm(u32),
+    /// Attention: `tiled` ops run when the step has more than one row and ends at most at `max_end`
+    /// (one workgroup per (head, ATTN_TQ rows)); the others (one workgroup per (head, row)) otherwise.
+    Attn { heads: u32, max_end: u32, tiled: bool },
+    /// Linear scan pass (`per` invocations of a 64-wide kernel per unit): pass 0 (sequential, per
+    /// step) runs below SCAN_CHUNKED_MIN rows, the chunked passes 1 (per chunk), 2 (per step) and
+    /// 3 (per row) at or above.
+    Scan { pass: u8, per: u32 },
 }
 
 struct Op {
@@ -573,12 +600,12 @@ impl GpuModel {
 
     /// A new decode session with all state on the GPU (sized for the model's max_context).
     pub async fn session(&mut self) -> Result<GpuSession<'_>> {
-        GpuSession::new(self, CHUNK).await
+        GpuSession::new(self, CHUNK, None).await
     }
 
     /// A session whose prefill submits at most `rows` tokens at a time (1..=[`CHUNK`]).
     pub async fn session_with_chunk(&mut self, rows: usize) -> Result<GpuSession<'_>> {
-        GpuSession::new(self, rows.clamp(1, CHUNK)).await
+        GpuSession::new(self, rows.clamp(1, CHUNK), None).await
     }
 }
 
@@ -652,6 +679,10 @@ pub struct GpuSession<'m> {
     head_last: Vec<Op>,
     sample: Op,
     state_bytes: u64,
+    /// Trace buffers and capture ops of a [`GpuModel::trace`] session.
+    capture: Option<introspect::Capture>,
+    /// Temperature / top-k / top-p sampling op.
+    top: sampling::TopSampler,
 }
 
 impl std::fmt::Debug for GpuSession<'_> {
@@ -668,9 +699,13 @@ struct PipeIds {
     embed: usize,
     rotary: usize,
     attn: [usize; 3],
+    /// Tiled prefill attention per bias kind.
+    attn_tiled: [usize; 3],
     feat: [usize; 5],
     regla_max: usize,
     scan: usize,
+    /// Chunked scan passes: local, carry, out.
+    scan_chunk: [usize; 3],
     sample: usize,
 }
 
@@ -708,22 +743,33 @@ fn build_pipes(m: &mut GpuModel) -> PipeIds {
         embed,
         rotary: usize::MAX,
         attn: [usize::MAX; 3],
+        attn_tiled: [usize::MAX; 3],
         feat: [usize::MAX; 5],
         regla_max: usize::MAX,
         scan: usize::MAX,
+        scan_chunk: [usize::MAX; 3],
         sample,
     };
     if !need_softmax.is_empty() {
         ids.rotary = m.pipe("rotary", shaders::ROTARY, "main", &[], &s(&[(2, W), (3, R), (4, W), (5, W)]));
     }
+    let tile_keys = (ATTN_TILE_VEC4 / m.cfg.head_dim.div_ceil(4).max(1)).max(1);
+    // K and V tiles of ATTN_TILE_VEC4 vec4s each (16 KiB: WebGPU's default limit; an adapter below
+    // it only gets the per-row kernel).
+    let tiled_fits = m.ctx.caps().max_workgroup_storage as usize >= 2 * ATTN_TILE_VEC4 * 16;
     for k in need_softmax {
-        ids.attn[k as usize] = m.pipe(
-            "attention",
-            shaders::ATTENTION,
-            "main",
-            &[("BIAS_KIND", k as f64)],
-            &s(&[(2, R), (3, R), (4, R), (5, R), (6, W)]),
-        );
+        let slots = s(&[(2, R), (3, R), (4, R), (5, R), (6, W)]);
+        ids.attn[k as usize] =
+            m.pipe("attention", shaders::ATTENTION, "main", &[("BIAS_KIND", k as f64)], &slots);
+        if tiled_fits {
+            ids.attn_tiled[k as usize] = m.pipe(
+                "attention",
+                shaders::ATTENTION,
+                "prefill",
+                &[("BIAS_KIND", k as f64), ("TILE_KEYS", tile_keys as f64)],
+                &slots,
+            );
+        }
     }
     if !need_linear.is_empty() {
         ids.scan = m.pipe(
@@ -733,6 +779,17 @@ fn build_pipes(m: &mut GpuModel) -> PipeIds {
             &[],
             &s(&[(2, R), (3, R), (4, R), (5, R), (6, W), (7, W), (8, W)]),
         );
+        ids.scan_chunk = [
+            m.pipe(
+                "linear_scan",
+                shaders::LINEAR_SCAN,
+                "chunk_local",
+                &[],
+                &s(&[(2, R), (3, R), (4, R), (5, R), (8, W), (9, W)]),
+            ),
+            m.pipe("linear_scan", shaders::LINEAR_SCAN, "chunk_carry", &[], &s(&[(6, W), (7, W), (9, W)])),
+            m.pipe("linear_scan", shaders::LINEAR_SCAN, "chunk_out", &[], &s(&[(2, R), (8, W), (9, W)])),
+        ];
     }
     for k in need_linear {
         ids.feat[k as usize] = m.pipe(
@@ -756,16 +813,24 @@ fn build_pipes(m: &mut GpuModel) -> PipeIds {
 }
 
 impl<'m> GpuSession<'m> {
-    async fn new(model: &'m mut GpuModel, chunk: usize) -> Result<GpuSession<'m>> {
-        let pipe_ids = {
+    /// `trace`: capacity in tokens of the introspection capture (see [`GpuModel::trace`]).
+    async fn new(model: &'m mut GpuModel, chunk: usize, trace: Option<usize>) -> Result<GpuSession<'m>> {
+        let (pipe_ids, mut capture, top_pipe) = {
             let ctx = model.ctx.clone();
             ctx.check()?;
             let oom = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
             let ids = build_pipes(model);
+            let capture = trace.map(|cap| {
+                let slots = [(0, Bind::Uniform), (1, Bind::Uniform), (2, Bind::Read), (3, Bind::Write)];
+                introspect::Capture::new(model.pipe("capture", shaders::CAPTURE, "main", &[], &slots), cap)
+            });
+            let top_slots =
+                [(0, Bind::Uniform), (1, Bind::Read), (2, Bind::Write), (3, Bind::Write), (4, Bind::Write)];
+            let top_pipe = model.pipe("sample", shaders::SAMPLE, "sample_top", &[], &top_slots);
             if let Some(e) = oom.pop().await {
                 return Err(GpuError::Validation(format!("pipeline creation: {e}")));
             }
-            ids
+            (ids, capture, top_pipe)
         };
         let model: &'m GpuModel = model;
         let cfg = &model.cfg;
@@ -782,9 +847,18 @@ impl<'m> GpuSession<'m> {
             })
             .max()
             .unwrap_or(dh);
-        // The scan walks rows × dk values per invocation; keep that well under the ~65k loop
-        // iterations some drivers (Mesa llvmpipe) allow one invocation.
-        let rows = chunk.min(ctxlen).min(SCAN_BUDGET / (dkmax + 1)).max(1);
+        // No scan invocation walks more than SCAN_BUDGET values (the ~65k loop iterations some
+        // drivers, Mesa llvmpipe, allow one invocation): the sequential scan only runs steps of fewer
+        // than SCAN_CHUNKED_MIN rows, the chunked passes SCAN_C rows per invocation.
+        let rows = chunk.min(ctxlen).max(1);
+        // Chunked-scan scratch: cum log decay [rows, H, dk], local denominator [rows, H], chunk
+        // states S [chunks, H, dk, dh] and z [chunks, H, dh, dk].
+        let any_linear = model.layers.iter().any(|l| matches!(l.kind, Kind::Linear { .. }));
+        let n_chunks = rows.div_ceil(SCAN_C);
+        let off_den = rows * h * dkmax;
+        let off_s = off_den + rows * h;
+        let off_z = off_s + n_chunks * h * dkmax * dh;
+        let scratch_len = if any_linear { off_z + n_chunks * h * dh * dkmax } else { 4 };
         let rank = model
             .layers
             .iter()
@@ -802,6 +876,7 @@ impl<'m> GpuSession<'m> {
             ("logits".into(), rows * v),
             ("KV cache of one layer".into(), ctxlen * a),
             ("linear state of one layer".into(), h * dkmax * dh),
+            ("chunked scan scratch".into(), scratch_len),
         ];
         for (what, n) in &sizes {
             ctx.check_size(what, 4 * *n as u64)?;
@@ -828,6 +903,7 @@ impl<'m> GpuSession<'m> {
                     mrow: z("mrow", rows * h * 2),
                     logits: z("logits", rows * v),
                 };
+                let scan_scratch = z("chunked scan scratch", scratch_len);
                 let step = dev.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("step"),
                     size: 16,
@@ -893,10 +969,25 @@ impl<'m> GpuSession<'m> {
                                 ],
                                 Disp::Threads(h as u32),
                             );
+                            if let Some(c) = capture.as_mut() {
+                                c.softmax(&mut b, &acts.qkv, &kc);
+                            }
+                            let attn_params = uniform(dev, params);
+                            let bufs = [&attn_params, &acts.qkv, &kc, &vc, aux, &acts.ao];
+                            let tiled = ids.attn_tiled[*bias_kind as usize];
+                            let max_end = if tiled == usize::MAX {
+                                0
+                            } else {
+                                attn_tiled_max_end(dh, *bias_kind, params[7] as usize, params[3] as usize)
+                            };
+                            let heads = h as u32;
+                            if tiled != usize::MAX {
+                                b.op(tiled, &bufs, Disp::Attn { heads, max_end, tiled: true });
+                            }
                             b.op(
                                 ids.attn[*bias_kind as usize],
-                                &[&uniform(dev, params), &acts.qkv, &kc, &vc, aux, &acts.ao],
-                                Disp::Norm(h as u32),
+                                &bufs,
+                                Disp::Attn { heads, max_end, tiled: false },
                             );
                             if *relu_norm {
                                 b.simple_norm(ids, &acts.ao, &acts.an, a, a, gates::SIMPLE_RMS_EPS);
@@ -936,13 +1027,28 @@ impl<'m> GpuSession<'m> {
                                 ],
                                 Disp::Threads(h as u32),
                             );
+                            if let Some(c) = capture.as_mut() {
+                                let gpre = matches!(gate, Gate::Regla { .. }).then_some(&acts.gpre);
+                                c.linear(&mut b, [&acts.fq, &acts.fk, &acts.lg], *dk, gpre);
+                            }
+                            let scan_params = uniform(
+                                dev,
+                                &[
+                                    h as u32,
+                                    dh as u32,
+                                    *dk as u32,
+                                    a as u32,
+                                    fb(*den_eps),
+                                    off_den as u32,
+                                    off_s as u32,
+                                    off_z as u32,
+                                ],
+                            );
+                            let hd = (h * dh) as u32;
                             b.op(
                                 ids.scan,
                                 &[
-                                    &uniform(
-                                        dev,
-                                        &[h as u32, dh as u32, *dk as u32, a as u32, fb(*den_eps), 0, 0, 0],
-                                    ),
+                                    &scan_params,
                                     &acts.fq,
                                     &acts.fk,
                                     &acts.lg,
@@ -951,7 +1057,31 @@ impl<'m> GpuSession<'m> {
                                     &z_buf,
                                     &acts.ao,
                                 ],
-                                Disp::Fixed((h * dh) as u32),
+                                Disp::Scan { pass: 0, per: hd },
+                            );
+                            let [local, carry, out] = ids.scan_chunk;
+                            b.op_slots(
+                                local,
+                                &[
+                                    (0, &scan_params),
+                                    (2, &acts.fq),
+                                    (3, &acts.fk),
+                                    (4, &acts.lg),
+                                    (5, &acts.qkv),
+                                    (8, &acts.ao),
+                                    (9, &scan_scratch),
+                                ],
+                                Disp::Scan { pass: 1, per: hd },
+                            );
+                            b.op_slots(
+                                carry,
+                                &[(0, &scan_params), (6, &s_buf), (7, &z_buf), (9, &scan_scratch)],
+                                Disp::Scan { pass: 2, per: hd },
+                            );
+                            b.op_slots(
+                                out,
+                                &[(0, &scan_params), (2, &acts.fq), (8, &acts.ao), (9, &scan_scratch)],
+                                Disp::Scan { pass: 3, per: hd },
                             );
                             match post {
                                 Post::None => {}
@@ -990,7 +1120,7 @@ impl<'m> GpuSession<'m> {
                 let head_all = std::mem::take(&mut b.ops);
                 b.matmul(ids, &acts.h, &model.head, &acts.logits, v, d, d, v, false, true);
                 let head_last = std::mem::take(&mut b.ops);
-                let sample_params = uniform(dev, &[v as u32, 0, 0, 0]);
+                let sample_params = uniform(dev, &[v as u32, 0, 0, 0, 0, 0, 0, 0]);
                 let sample = Op {
                     pipe: ids.sample,
                     bind: bind_group(
@@ -1004,6 +1134,8 @@ impl<'m> GpuSession<'m> {
             })
             .await?;
         let (step, tok, tok_out, logits, staging, staging_tok, forward, head_all, head_last, sample) = built;
+        let top =
+            ctx.scoped(|| sampling::TopSampler::new(model, top_pipe, &logits, &tok, &tok_out)).await??;
         Ok(GpuSession {
             model,
             pos: 0,
@@ -1019,6 +1151,8 @@ impl<'m> GpuSession<'m> {
             head_last,
             sample,
             state_bytes,
+            capture,
+            top,
         })
     }
 
@@ -1059,16 +1193,32 @@ impl<'m> GpuSession<'m> {
         let maxd = self.model.ctx.caps().max_workgroups_per_dim.max(1);
         let mut pass =
             enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+        let end = (self.pos as u64).saturating_add(u64::from(rows));
+        let chunked = rows as usize >= SCAN_CHUNKED_MIN;
         for op in ops.iter().flat_map(|o| o.iter()) {
-            let pipe = &self.model.pipes[op.pipe];
-            pass.set_pipeline(&pipe.pipeline);
-            pass.set_bind_group(0, &op.bind, &[]);
             let (x, y) = match op.disp {
                 Disp::Threads(per) => split((rows * per).div_ceil(64), maxd),
                 Disp::Fixed(n) => split(n.div_ceil(64), maxd),
                 Disp::Mat { outd, last } => (outd.div_ceil(16), if last { 1 } else { rows.div_ceil(16) }),
                 Disp::Norm(groups) => (groups, rows),
+                Disp::Attn { heads, max_end, tiled } => {
+                    let use_tiled = rows > 1 && end <= u64::from(max_end);
+                    match (tiled, use_tiled) {
+                        (true, true) => (heads, rows.div_ceil(ATTN_TQ)),
+                        (false, false) => (heads, rows),
+                        _ => continue,
+                    }
+                }
+                Disp::Scan { pass: kind, per } => match (kind, chunked) {
+                    (0, false) | (2, true) => split(per.div_ceil(64), maxd),
+                    (1, true) => split((rows.div_ceil(SCAN_C as u32) * per).div_ceil(64), maxd),
+                    (3, true) => split((rows * per).div_ceil(64), maxd),
+                    _ => continue,
+                },
             };
+            let pipe = &self.model.pipes[op.pipe];
+            pass.set_pipeline(&pipe.pipeline);
+            pass.set_bind_group(0, &op.bind, &[]);
             pass.dispatch_workgroups(x.max(1), y.max(1), 1);
         }
     }
@@ -1140,6 +1290,23 @@ impl<'m> GpuSession<'m> {
         let w = ctx.read_words(&self.staging_tok, 1).await?;
         w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))
     }
+}
+
+/// Largest step end (first position + rows) for which the tiled attention kernel stays within
+/// ATTN_BUDGET loop iterations per invocation (mirrors the loops of `prefill` in attention.wgsl);
+/// longer steps use the per-row kernel.
+fn attn_tiled_max_end(dh: usize, bias_kind: u32, fire_hidden: usize, block: usize) -> u32 {
+    let dh4 = dh.div_ceil(4).max(1);
+    let tk = (ATTN_TILE_VEC4 / dh4).max(1);
+    let per_key = 2 * dh4 + 2 + if bias_kind == 2 { fire_hidden + 1 } else { 0 };
+    let per_tile = (tk * dh4).div_ceil(ATTN_TQ as usize * ATTN_KS) * 9 + tk.div_ceil(ATTN_KS) * per_key + 2;
+    let fixed = dh4 * 5 + (ATTN_KS - 1) * (2 * dh4 + 2) + dh + 16;
+    let tiles = ATTN_BUDGET.saturating_sub(fixed) / per_tile;
+    if block > 0 && (block + ATTN_TQ as usize).div_ceil(tk) < tiles {
+        // A Diag block bounds the key range of every query tile.
+        return u32::MAX;
+    }
+    u32::try_from(tiles * tk).unwrap_or(u32::MAX)
 }
 
 fn attn_eps() -> f32 {

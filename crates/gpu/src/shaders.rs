@@ -10,14 +10,27 @@ pub const NORM: &str = include_str!("../../../shaders/norm.wgsl");
 pub const EMBED: &str = include_str!("../../../shaders/embed.wgsl");
 /// RoPE and the KV-cache store.
 pub const ROTARY: &str = include_str!("../../../shaders/rotary.wgsl");
-/// Softmax attention with bias kinds, streaming softmax, Diag blocks.
-pub const ATTENTION: &str = include_str!("../../../shaders/attention.wgsl");
+/// Softmax attention with bias kinds, streaming softmax, Diag blocks (attention_common.wgsl prepended).
+pub const ATTENTION: &str = concat!(
+    include_str!("../../../shaders/attention_common.wgsl"),
+    include_str!("../../../shaders/attention.wgsl")
+);
 /// Linear-family feature maps and log-gates (+ ReGLA running key max).
 pub const LINEAR_FEATURES: &str = include_str!("../../../shaders/linear_features.wgsl");
 /// Gated linear-attention scan / fused decode state update.
 pub const LINEAR_SCAN: &str = include_str!("../../../shaders/linear_scan.wgsl");
 /// Greedy sampling (argmax).
 pub const SAMPLE: &str = include_str!("../../../shaders/sample.wgsl");
+/// Softmax-layer parameters and position bias B_h(i, j): a snippet prepended to the kernels that need
+/// them (WGSL has no includes).
+pub const ATTENTION_COMMON: &str = include_str!("../../../shaders/attention_common.wgsl");
+/// Introspection capture: a step's activation rows copied into a trace buffer.
+pub const CAPTURE: &str = include_str!("../../../shaders/capture.wgsl");
+/// Introspection: bounded, downsampled attention matrices (softmax family and implied linear).
+pub const ATTENTION_MAP: &str = concat!(
+    include_str!("../../../shaders/attention_common.wgsl"),
+    include_str!("../../../shaders/attention_map.wgsl")
+);
 
 /// Every shader as (file name, source).
 pub const SHADERS: &[(&str, &str)] = &[
@@ -30,11 +43,16 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("linear_features.wgsl", LINEAR_FEATURES),
     ("linear_scan.wgsl", LINEAR_SCAN),
     ("sample.wgsl", SAMPLE),
+    ("capture.wgsl", CAPTURE),
+    ("attention_map.wgsl", ATTENTION_MAP),
 ];
+
+/// Snippets (file name, source): not modules on their own, prepended to the shaders that use them.
+pub const SNIPPETS: &[(&str, &str)] = &[("attention_common.wgsl", ATTENTION_COMMON)];
 
 #[cfg(test)]
 mod tests {
-    use super::SHADERS;
+    use super::{SHADERS, SNIPPETS};
 
     /// Every file in `shaders/` is listed here, parses and validates with naga (the compiler wgpu uses).
     #[test]
@@ -47,7 +65,7 @@ mod tests {
             .filter(|n| n.ends_with(".wgsl"))
             .collect();
         on_disk.sort();
-        let mut listed: Vec<String> = SHADERS.iter().map(|(n, _)| n.to_string()).collect();
+        let mut listed: Vec<String> = SHADERS.iter().chain(SNIPPETS).map(|(n, _)| n.to_string()).collect();
         listed.sort();
         assert_eq!(on_disk, listed, "every WGSL file must be listed in SHADERS");
         for (name, src) in SHADERS {
@@ -59,6 +77,14 @@ mod tests {
             )
             .validate(&module)
             .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        }
+    }
+
+    /// Every snippet is prepended to at least one shader, so naga validates it there.
+    #[test]
+    fn every_snippet_is_used() {
+        for (name, src) in SNIPPETS {
+            assert!(SHADERS.iter().any(|(_, s)| s.starts_with(src)), "{name} is prepended to no shader");
         }
     }
 

@@ -3,107 +3,17 @@
 //! CPU reference within relative error 1e-3. Runs on any adapter (CI: Mesa lavapipe). Without an
 //! adapter the tests fail unless `ATTNLAB_SKIP_GPU=1`.
 
-use attnlab_core::config::{
-    AttentionSpec, LrpeCore, LrpeNormalize, LrpeP, LrpeTheta, ModelConfig, SizePreset, TransnormerFlavor,
-    TransnormerRole, VARIANT_IDS,
-};
+use attnlab_core::config::{AttentionSpec, ModelConfig, SizePreset};
 use attnlab_core::Model;
 use attnlab_gpu::{GpuContext, GpuError, GpuModel};
+use common::{configs_with, context, rel_err, tiny, tokens};
+
+mod common;
 
 const TOL: f32 = 1e-3;
 
-fn context() -> Option<GpuContext> {
-    match pollster::block_on(GpuContext::new()) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            if std::env::var("ATTNLAB_SKIP_GPU").is_ok_and(|v| v == "1") {
-                eprintln!("skipping GPU test (ATTNLAB_SKIP_GPU=1): {e}");
-                None
-            } else {
-                panic!("no usable GPU adapter ({e}); install mesa-vulkan-drivers libvulkan1 or set ATTNLAB_SKIP_GPU=1");
-            }
-        }
-    }
-}
-
-fn tiny(max_context: usize) -> SizePreset {
-    SizePreset {
-        vocab_size: 61,
-        d_model: 32,
-        n_layers: 2,
-        n_heads: 2,
-        head_dim: 16,
-        ffn_hidden: 48,
-        train_context: 32,
-        max_context,
-    }
-}
-
 fn configs() -> Vec<(String, ModelConfig)> {
-    let mut out = Vec::new();
-    for id in VARIANT_IDS {
-        let mut cfg = ModelConfig::preset(id, tiny(200)).expect("preset");
-        for l in cfg.layers.iter_mut() {
-            if let AttentionSpec::Transnormer { block_size, .. } = l {
-                *block_size = 8;
-            }
-        }
-        out.push((id.to_string(), cfg));
-    }
-    let mut t1 = ModelConfig::preset("transnormer", tiny(200)).expect("preset");
-    t1.layers = [TransnormerRole::Diag, TransnormerRole::Norm]
-        .into_iter()
-        .map(|role| AttentionSpec::Transnormer { flavor: TransnormerFlavor::T1, role, block_size: 8 })
-        .collect();
-    out.push(("transnormer-t1".into(), t1));
-    for (core, p) in [
-        (LrpeCore::Rotation, LrpeP::Identity),
-        (LrpeCore::Mixed, LrpeP::OddEven),
-        (LrpeCore::Permutation, LrpeP::Householder),
-        (LrpeCore::Complex, LrpeP::Householder),
-    ] {
-        let mut cfg = ModelConfig::preset("lrpe", tiny(200)).expect("preset");
-        let spec = AttentionSpec::Lrpe {
-            core,
-            p,
-            theta: LrpeTheta::Learned,
-            normalize: LrpeNormalize::Rmsnorm,
-            seed: 7,
-        };
-        cfg.layers = vec![spec.clone(), spec];
-        out.push((format!("lrpe-{core:?}-{p:?}"), cfg));
-    }
-    let mut den = ModelConfig::preset("lrpe", tiny(200)).expect("preset");
-    let spec = AttentionSpec::Lrpe {
-        core: LrpeCore::Rotation,
-        p: LrpeP::Identity,
-        theta: LrpeTheta::Fixed,
-        normalize: LrpeNormalize::Denominator,
-        seed: 3,
-    };
-    den.layers = vec![spec.clone(), spec];
-    out.push(("lrpe-denominator".into(), den));
-    let mut hybrid = ModelConfig::preset("regla", tiny(200)).expect("preset");
-    hybrid.layers[1] = AttentionSpec::Alibi { slopes: None };
-    out.push(("hybrid-regla-alibi".into(), hybrid));
-    out
-}
-
-fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((x >> 33) % vocab as u64) as u32
-        })
-        .collect()
-}
-
-/// max |a − b| / max |a| over one row.
-fn rel_err(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "row lengths differ");
-    let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-6);
-    a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs())) / scale
+    configs_with(200)
 }
 
 fn argmax(x: &[f32]) -> u32 {
@@ -305,5 +215,111 @@ fn long_prefill_8192() {
         let e = rel_err(&cpu, &gpu);
         eprintln!("{id} 8192 prefill rel err {e:.2e}");
         assert!(e <= TOL, "{id}: 8192-token prefill rel err {e}");
+    }
+}
+
+/// The chunked linear scan (steps of ≥ 128 rows, chunks of 64) and the tiled prefill attention
+/// against the CPU reference for every parity config: 300 tokens prefilled with every row's logits
+/// in steps of 200 (chunked, with a partial last chunk) + 100 (sequential scan), then 3 decode
+/// steps that continue from the carried state; and 300 tokens in the default steps (256 + 44).
+#[test]
+fn chunked_scan_and_tiled_attention_match_the_cpu_reference() {
+    let Some(ctx) = context() else { return };
+    let (n, extra) = (300, 3);
+    let (mut report, mut failures) = (Vec::new(), Vec::new());
+    for (name, cfg) in configs_with(n + extra + 1) {
+        let model = Model::random(cfg.clone(), 13).expect("random model");
+        let v = cfg.vocab_size;
+        let toks = tokens(n + extra, v, 21);
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        let mut cs = model.session();
+        let cpu_all = cs.prefill_all(&toks[..n]).expect("cpu prefill");
+        let mut worst = 0.0f32;
+        let mut fail = None;
+        {
+            let mut gs = pollster::block_on(gm.session_with_chunk(200)).expect("session");
+            let gpu_all = pollster::block_on(gs.prefill_all(&toks[..n])).expect("gpu prefill");
+            for r in 0..n {
+                let e = rel_err(&cpu_all[r * v..(r + 1) * v], &gpu_all[r * v..(r + 1) * v]);
+                worst = worst.max(e);
+                if (e.is_nan() || e > TOL) && fail.is_none() {
+                    fail = Some(format!("{name}: prefill row {r} rel err {e}"));
+                }
+            }
+            for (k, &t) in toks[n..].iter().enumerate() {
+                let c = cs.step(t).expect("cpu step");
+                let g = pollster::block_on(gs.step(t)).expect("gpu step");
+                let e = rel_err(&c, &g);
+                worst = worst.max(e);
+                if (e.is_nan() || e > TOL) && fail.is_none() {
+                    fail = Some(format!("{name}: decode step {k} after the chunked prefill, rel err {e}"));
+                }
+            }
+        }
+        {
+            let mut gs = pollster::block_on(gm.session()).expect("session");
+            let g = pollster::block_on(gs.prefill(&toks[..n])).expect("gpu prefill");
+            let e = rel_err(&cpu_all[(n - 1) * v..n * v], &g);
+            worst = worst.max(e);
+            if (e.is_nan() || e > TOL) && fail.is_none() {
+                fail = Some(format!("{name}: default-step prefill rel err {e}"));
+            }
+        }
+        match fail {
+            Some(f) => failures.push(f),
+            None => report.push(format!("{name:28} worst {worst:.2e}")),
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(failures.is_empty(), "chunked/tiled parity failures:\n{}", failures.join("\n"));
+}
+
+/// Strong decay (gate biases of −20, so lg ≈ −20 per step and a chunk's log decay ≈ −1280): the
+/// chunked scan never exponentiates a positive log-decay sum, so nothing overflows; logits stay
+/// finite and match the CPU reference, in prefill (chunked) and in decode after it.
+#[test]
+fn chunked_scan_is_stable_under_strong_decay() {
+    let Some(ctx) = context() else { return };
+    for id in ["gla", "regla"] {
+        let mut cfg = ModelConfig::preset(id, tiny(320)).expect("preset");
+        for l in cfg.layers.iter_mut() {
+            if let AttentionSpec::Gla { gate_logit_normalizer, .. } = l {
+                *gate_logit_normalizer = 1.0;
+            }
+        }
+        let base = Model::random(cfg.clone(), 17).expect("random model");
+        let mut w = base.weights().clone();
+        let mut touched = 0;
+        for (name, t) in w.tensors.iter_mut() {
+            if name.ends_with("gla.gk_bias") || name.ends_with("regla.b_g") {
+                t.data.iter_mut().for_each(|x| *x = -20.0);
+                touched += 1;
+            }
+        }
+        assert_eq!(touched, cfg.n_layers, "{id}: gate bias tensors");
+        let model = Model::new(cfg.clone(), w).expect("model");
+        let v = cfg.vocab_size;
+        let toks = tokens(304, v, 8);
+        let mut cs = model.session();
+        let cpu_all = cs.prefill_all(&toks[..300]).expect("cpu prefill");
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        let mut gs = pollster::block_on(gm.session_with_chunk(256)).expect("session");
+        let gpu_all = pollster::block_on(gs.prefill_all(&toks[..300])).expect("gpu prefill");
+        assert!(gpu_all.iter().all(|x| x.is_finite()), "{id}: non-finite logits");
+        let mut worst = 0.0f32;
+        for r in 0..300 {
+            let e = rel_err(&cpu_all[r * v..(r + 1) * v], &gpu_all[r * v..(r + 1) * v]);
+            assert!(e <= TOL, "{id}: strong-decay prefill row {r} rel err {e}");
+            worst = worst.max(e);
+        }
+        for &t in &toks[300..] {
+            let c = cs.step(t).expect("cpu step");
+            let g = pollster::block_on(gs.step(t)).expect("gpu step");
+            assert!(g.iter().all(|x| x.is_finite()), "{id}: non-finite decode logits");
+            let e = rel_err(&c, &g);
+            assert!(e <= TOL, "{id}: strong-decay decode rel err {e}");
+            worst = worst.max(e);
+        }
+        eprintln!("{id} strong decay worst rel err {worst:.2e}");
     }
 }

@@ -37,9 +37,8 @@ pub struct AnalyzeArgs {
 }
 
 pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
-    a.model.backend.check()?;
     let (path, text) = read_text(a.text.as_deref())?;
-    let model = a.model.load()?;
+    let model = a.model.load_any_backend()?;
     let tok = load_tokenizer(&a.model.dir(), &model)?;
     let tokens = encode_text(&tok, &text, &path)?;
     let cfg = model.config();
@@ -58,8 +57,9 @@ pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
         )));
     }
 
+    let mut engine = crate::gpu::Engine::new(&model, a.model.backend.backend)?;
     let pb = spinner(&format!("tracing {n} tokens"), json);
-    let trace = analysis::trace_for_analysis(&model, &tokens, n)?;
+    let trace = engine.trace(&tokens, n)?;
     pb.set_message("summarizing");
     let summaries = analysis::summarize_attention(&model, &trace.attention);
     let uniform = analysis::laa_uniform(n);
@@ -69,6 +69,8 @@ pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
     if json {
         return print_json(&json!({
             "model": a.model.dir().display().to_string(),
+            "backend": a.model.backend.name(),
+            "device": engine.device(),
             "text": path.display().to_string(),
             "text_tokens": tokens.len(),
             "tokens": n,

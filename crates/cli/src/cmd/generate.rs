@@ -100,8 +100,11 @@ pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
     let mut engine = Engine::new(&model, a.model.backend.backend)?;
     let mut session = engine.session()?;
     let t0 = Instant::now();
-    let mut logits = session.prefill(&prompt_ids)?;
+    let logits = session.prefill(&prompt_ids)?;
     let prefill_time = t0.elapsed();
+    // The first token comes from the prompt's logits; every later one from a decode step that also
+    // samples (on the GPU inside the step's submission: only the token id is read back).
+    let mut next = sampler.sample(&logits)?;
 
     let mut stream = Stream { printed: String::new(), enabled: !json };
     let mut generated: Vec<u32> = Vec::with_capacity(max_tokens);
@@ -109,7 +112,7 @@ pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
     let mut decode_steps = 0usize;
     let mut stop = "max-tokens";
     for i in 0..max_tokens {
-        let id = sampler.sample(&logits)?;
+        let id = next;
         if Some(id) == eos {
             stop = "eos";
             break;
@@ -121,7 +124,7 @@ pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
         }
         if i + 1 < max_tokens {
             let t = Instant::now();
-            logits = session.step(id)?;
+            next = session.step_sample(id, &mut sampler)?;
             decode_time += t.elapsed();
             decode_steps += 1;
         }

@@ -1,0 +1,128 @@
+//! Sampling beyond greedy on the GPU (`sample_top` in shaders/sample.wgsl): temperature, top-k and
+//! top-p in the decode step's own submission, so only the picked token (4 bytes) is read back. The
+//! random draw stays on the CPU: the caller passes the uniform u its sampler would use
+//! ([`attnlab_core::sampling::Sampler::draw`]), so a seed gives the same stream on both backends.
+
+use super::{bind_group, words, Disp, GpuSession, Op};
+use crate::error::{GpuError, Result};
+
+/// Sampling settings of one GPU decode step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuSampling {
+    /// 0 = greedy (argmax, `u` unused).
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0 = all).
+    pub top_k: u32,
+    /// Keep the shortest most-likely prefix whose probability reaches top_p (1 = all).
+    pub top_p: f32,
+    /// The uniform draw in [0, 1) that picks the token by inverse CDF.
+    pub u: f64,
+}
+
+/// The `sample_top` op of a session with its writable parameter block and sort scratch.
+pub(super) struct TopSampler {
+    params: wgpu::Buffer,
+    op: Op,
+    npow2: u32,
+}
+
+impl TopSampler {
+    /// `pipe`: the `sample_top` pipeline; buffers of the session it samples for.
+    pub(super) fn new(
+        m: &super::GpuModel,
+        pipe: usize,
+        logits: &wgpu::Buffer,
+        tok: &wgpu::Buffer,
+        tok_out: &wgpu::Buffer,
+    ) -> Result<TopSampler> {
+        let vocab = m.cfg.vocab_size;
+        let npow2 = vocab.next_power_of_two();
+        let npow2 = u32::try_from(npow2).map_err(|_| {
+            GpuError::Unsupported(format!("vocabulary of {vocab} is too large to sample on the GPU"))
+        })?;
+        m.ctx.check_size("sampling scratch", 8 * u64::from(npow2))?;
+        let dev = &m.ctx.device;
+        let params = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sampling params"),
+            size: 32,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let scratch = super::zeros(dev, "sampling scratch", 2 * npow2 as usize, wgpu::BufferUsages::empty());
+        let bind = bind_group(m, pipe, &[(0, &params), (1, logits), (2, tok), (3, tok_out), (4, &scratch)]);
+        Ok(TopSampler { params, op: Op { pipe, bind, disp: Disp::Fixed(1) }, npow2 })
+    }
+}
+
+fn check(s: &GpuSampling) -> Result<()> {
+    let bad = |what: &str| Err(attnlab_core::Error::arg("sampling", what.to_string()).into());
+    if !(s.temperature.is_finite() && s.temperature >= 0.0) {
+        return bad("temperature must be finite and ≥ 0");
+    }
+    if !(s.top_p > 0.0 && s.top_p <= 1.0) {
+        return bad("top_p must be in (0, 1]");
+    }
+    if !(0.0..1.0).contains(&s.u) {
+        return bad("the uniform draw u must be in [0, 1)");
+    }
+    Ok(())
+}
+
+impl GpuSession<'_> {
+    fn write_sampling(&self, s: &GpuSampling) {
+        let ts = &self.top;
+        let w = [
+            self.model.cfg.vocab_size as u32,
+            s.top_k,
+            s.temperature.to_bits(),
+            s.top_p.to_bits(),
+            (s.u as f32).min(1.0 - f32::EPSILON).to_bits(),
+            ts.npow2,
+            0,
+            0,
+        ];
+        self.model.ctx.queue.write_buffer(&ts.params, 0, &words(&w));
+    }
+
+    /// One decode step that samples the next token on the GPU with `s` in the same submission; only
+    /// the token id (4 bytes) is read back.
+    pub async fn step_sample(&mut self, token: u32, s: &GpuSampling) -> Result<u32> {
+        check(s)?;
+        self.check_tokens(&[token])?;
+        self.write_sampling(s);
+        let ctx = self.model.ctx.clone();
+        ctx.queue.write_buffer(&self.step, 0, &words(&[1, self.pos as u32, 0, 0]));
+        ctx.queue.write_buffer(&self.tok, 0, &words(&[token]));
+        let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.top.op)], 1);
+        enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
+        ctx.submit(enc.finish()).await?;
+        self.pos += 1;
+        let w = ctx.read_words(&self.staging_tok, 1).await?;
+        w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))
+    }
+
+    /// Sample from caller-supplied logits (`[vocab]`) with the GPU sampler; the session's position
+    /// does not move (for tests and replays). Overwrites the session's logits row.
+    pub async fn sample_logits(&mut self, logits: &[f32], s: &GpuSampling) -> Result<u32> {
+        check(s)?;
+        let v = self.model.cfg.vocab_size;
+        if logits.len() != v {
+            return Err(attnlab_core::Error::arg(
+                "logits",
+                format!("{} logits for a vocabulary of {v}", logits.len()),
+            )
+            .into());
+        }
+        self.write_sampling(s);
+        let ctx = self.model.ctx.clone();
+        let bytes: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
+        ctx.queue.write_buffer(&self.logits, 0, &bytes);
+        let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        self.encode(&mut enc, &[std::slice::from_ref(&self.top.op)], 1);
+        enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
+        ctx.submit(enc.finish()).await?;
+        let w = ctx.read_words(&self.staging_tok, 1).await?;
+        w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))
+    }
+}

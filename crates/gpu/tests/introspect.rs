@@ -1,0 +1,156 @@
+//! GPU introspection ≡ CPU reference trace (issue 4: "the introspection the page needs"): attention
+//! maps of every layer at every stage (implied matrices for linear layers), gates (F, g, r) and bias
+//! tables, for every parity config (catalog ids, TransNormer T1, LRPE core × P, a hybrid); downsampled maps equal
+//! `analysis::downsample_attention` of the CPU's full matrices. Runs on any adapter (CI: lavapipe);
+//! without one the tests fail unless `ATTNLAB_SKIP_GPU=1`.
+
+use attnlab_core::analysis::downsample_attention;
+use attnlab_core::attention::{AttnStage, LayerAttention, TraceRequest};
+use attnlab_core::config::ModelConfig;
+use attnlab_core::Model;
+use attnlab_gpu::{GpuModel, MAX_MAP_SIDE};
+use common::{configs_with, context, tokens};
+
+mod common;
+
+/// Map cells are probabilities, normalised weights or scores of order 1: absolute tolerance.
+const TOL: f32 = 2e-4;
+
+/// The parity configs (every catalog id, TransNormer T1, LRPE core × P, hybrid) with 160 positions.
+fn configs() -> Vec<(String, ModelConfig)> {
+    configs_with(160)
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn compare_maps(what: &str, cpu: &[LayerAttention], gpu: &[LayerAttention], tol: f32) {
+    assert_eq!(cpu.len(), gpu.len(), "{what}: layer count");
+    for (c, g) in cpu.iter().zip(gpu) {
+        assert_eq!((c.layer, c.kind, c.n), (g.layer, g.kind, g.n), "{what}: layer {} header", c.layer);
+        for (h, (cm, gm)) in c.heads.iter().zip(&g.heads).enumerate() {
+            // Scores can be large (bias tables): compare relative to the map's scale.
+            let scale = cm.iter().fold(1.0f32, |m, x| m.max(x.abs()));
+            let e = max_abs_diff(cm, gm) / scale;
+            assert!(e <= tol, "{what}: layer {} head {h}: max |cpu − gpu| / scale = {e:.2e}", c.layer);
+        }
+    }
+}
+
+/// Exact maps (n ≤ MAX_MAP_SIDE) at every stage and gates, for every variant.
+#[test]
+fn maps_and_gates_match_the_cpu_trace_for_every_variant() {
+    let Some(ctx) = context() else { return };
+    let n = 37;
+    for (name, cfg) in configs() {
+        let model = Model::random(cfg.clone(), 5).expect("model");
+        let toks = tokens(n, cfg.vocab_size, 11);
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        for stage in [AttnStage::Logits, AttnStage::Biased, AttnStage::Probabilities] {
+            let req = TraceRequest { attention: true, stage, gates: true };
+            let cpu = model.trace(&toks, req).expect("cpu trace");
+            let gpu = pollster::block_on(gm.trace(&toks, req, MAX_MAP_SIDE)).expect("gpu trace");
+            assert_eq!((gpu.tokens, gpu.stride), (n, 1));
+            compare_maps(&format!("{name} {stage:?}"), &cpu.attention, &gpu.trace.attention, TOL);
+            let v = cfg.vocab_size;
+            let last = &cpu.logits[(n - 1) * v..n * v];
+            let e = max_abs_diff(last, &gpu.trace.logits);
+            assert!(e < 1e-3, "{name}: last-token logits differ by {e}");
+            assert_eq!(cpu.gates.len(), gpu.trace.gates.len(), "{name}: gated layers");
+            for (c, g) in cpu.gates.iter().zip(&gpu.trace.gates) {
+                assert_eq!(
+                    (c.layer, &c.variant, c.n, c.n_heads, c.dim),
+                    (g.layer, &g.variant, g.n, g.n_heads, g.dim)
+                );
+                let e = max_abs_diff(&c.f, &g.f);
+                assert!(e < 1e-4, "{name}: layer {} F differs by {e}", c.layer);
+                for (cq, gq) in [(&c.g, &g.g), (&c.r, &g.r)] {
+                    assert_eq!(cq.is_some(), gq.is_some());
+                    if let (Some(a), Some(b)) = (cq, gq) {
+                        assert!(max_abs_diff(a, b) < 1e-4, "{name}: ReGLA g/r differ");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Beyond the bound the GPU downsamples: its maps equal the CPU's full matrices downsampled by
+/// the core reference, rows still sum to 1 for probabilities.
+#[test]
+fn downsampled_maps_match_the_core_reference() {
+    let Some(ctx) = context() else { return };
+    let n = 150;
+    let side = 16;
+    for name in ["alibi", "fire", "transnormer", "regla", "linear-elu", "hybrid-regla-alibi"] {
+        let (_, cfg) = configs().into_iter().find(|(n, _)| n == name).expect("config");
+        let model = Model::random(cfg.clone(), 8).expect("model");
+        let toks = tokens(n, cfg.vocab_size, 4);
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        for stage in [AttnStage::Biased, AttnStage::Probabilities] {
+            let req = TraceRequest { attention: true, stage, gates: false };
+            let cpu = model.trace(&toks, req).expect("cpu trace");
+            let gpu = pollster::block_on(gm.trace(&toks, req, side)).expect("gpu trace");
+            assert_eq!(gpu.stride, 10, "150 tokens in at most 16 rows → stride 10");
+            let reference: Vec<LayerAttention> =
+                cpu.attention.iter().map(|la| downsample_attention(la, gpu.stride)).collect();
+            assert!(gpu.trace.attention.iter().all(|la| la.n == 15));
+            compare_maps(&format!("{name} {stage:?} downsampled"), &reference, &gpu.trace.attention, TOL);
+        }
+    }
+}
+
+/// Bias tables read back from the GPU are the core's tables; layers without one say so.
+#[test]
+fn bias_tables_read_back_from_the_gpu() {
+    let Some(ctx) = context() else { return };
+    for (name, cfg) in configs() {
+        let model = Model::random(cfg.clone(), 2).expect("model");
+        let gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        for layer in 0..cfg.n_layers {
+            let gpu = pollster::block_on(gm.bias_table(layer)).expect("bias table");
+            let cpu = attnlab_core::analysis::kernel_curves(&model, layer, 20).expect("curves");
+            match gpu {
+                Some((len, values)) => {
+                    assert_eq!(len, cfg.max_context, "{name}: table length");
+                    for curve in &cpu {
+                        for (d, b) in curve.bias.iter().enumerate() {
+                            let g = values[curve.head * len + d];
+                            assert!(
+                                (g - *b as f32).abs() <= 1e-5 * b.abs().max(1.0) as f32,
+                                "{name}: B_{}({d})",
+                                curve.head
+                            );
+                        }
+                    }
+                }
+                None => assert!(
+                    !matches!(name.as_str(), "alibi" | "kerple-log" | "t5" | "mep"),
+                    "{name}: layer {layer} should have a bias table"
+                ),
+            }
+        }
+    }
+    assert!(pollster::block_on(
+        pollster::block_on(GpuModel::new(ctx.clone(), &Model::random(configs()[0].1.clone(), 1).expect("m")))
+            .expect("upload")
+            .bias_table(99)
+    )
+    .is_err());
+}
+
+/// Bad input: empty and over-long token lists are typed errors.
+#[test]
+fn trace_rejects_empty_and_too_long_input() {
+    let Some(ctx) = context() else { return };
+    let (_, cfg) = configs().into_iter().find(|(n, _)| n == "alibi").expect("config");
+    let model = Model::random(cfg.clone(), 1).expect("model");
+    let mut gm = pollster::block_on(GpuModel::new(ctx, &model)).expect("upload");
+    let req = TraceRequest { attention: true, stage: AttnStage::Probabilities, gates: true };
+    assert!(pollster::block_on(gm.trace(&[], req, 64)).is_err());
+    let long = tokens(cfg.max_context + 1, cfg.vocab_size, 1);
+    let e = pollster::block_on(gm.trace(&long, req, 64)).expect_err("too long");
+    assert!(e.to_string().contains("context"), "{e}");
+}

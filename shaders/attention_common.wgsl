@@ -1,0 +1,45 @@
+// Shared by attention.wgsl and attention_map.wgsl (prepended to both by crates/gpu/src/shaders.rs,
+// since WGSL has no includes): a softmax-family layer's parameter block and its position bias
+// B_h(i, j). BIAS_KIND is a pipeline-overridable constant: 0 none, 1 per-head distance table
+// B_h[i − j] (aux = [H, table_len], built on the CPU in f64), 2 FIRE (aux = w1[hid], b1[hid],
+// w2[H, hid], b2[H]). The including shader binds `p: Params` and the storage array `aux`.
+
+override BIAS_KIND: u32 = 0u;
+
+// block > 0 restricts keys to the query's block (TransNormer Diag); relu != 0 is T1's ReLU (no softmax).
+struct Params {
+    h: u32,
+    dh: u32,
+    a: u32,
+    block: u32,
+    scale: f32,
+    relu: u32,
+    table_len: u32,
+    fire_hidden: u32,
+    fire_c: f32,
+    fire_thr: f32,
+    pad0: u32,
+    pad1: u32,
+}
+
+const FIRE_EPS: f32 = 1e-6;
+
+fn fire_psi(x: f32) -> f32 {
+    return log(1.0 + abs(p.fire_c * x));
+}
+
+fn bias(hh: u32, i: u32, j: u32) -> f32 {
+    if (BIAS_KIND == 1u) {
+        return aux[hh * p.table_len + (i - j)];
+    }
+    if (BIAS_KIND == 2u) {
+        let hid = p.fire_hidden;
+        let u = fire_psi(f32(i - j)) / (fire_psi(max(f32(i), p.fire_thr)) + FIRE_EPS);
+        var acc = aux[2u * hid + p.h * hid + hh];
+        for (var k = 0u; k < hid; k = k + 1u) {
+            acc = acc + aux[2u * hid + hh * hid + k] * max(aux[k] * u + aux[hid + k], 0.0);
+        }
+        return acc;
+    }
+    return 0.0;
+}

@@ -1,0 +1,249 @@
+// Introspection: one layer's attention matrices [H, out_n, out_n], bounded and downsampled on the
+// GPU (attention_common.wgsl, with Params and bias(), is prepended). Map row b is query i = min(n − 1, b·stride + stride − 1), the last
+// query of its block of `stride` rows; map column c covers keys [c·stride, (c+1)·stride): summed
+// for probability-like matrices (rows keep summing to 1), averaged over the bin's causal cells
+// j ≤ i for scores. stride = 1 is the exact n×n matrix of the CPU reference's trace;
+// attnlab_core::analysis::downsample_attention is the reference for stride > 1.
+//
+// softmax_map: softmax-family layers, from the captured rotated q and the layer's KV cache.
+//   stage 0: scale·q·k, 1: + B_h(i, j), 2: softmax probabilities (T1 ReLU: ReLU weights / row sum).
+// linear_map: the implied matrix of a linear layer (design.md), from captured φq, φk, log-gates:
+//   A_ij = Σ_d φq_i[d] φk_j[d] exp(Σ_{s=j+1..i} lg_s[d]), each row divided by Σ_j |A_ij| (signs
+//   kept), or by max(Σ_j A_ij, eps) for 1+elu with its denominator (exact weights).
+
+struct MapParams {
+    n: u32,
+    out_n: u32,
+    stride: u32,
+    stage: u32,
+    h: u32,
+    dk: u32,
+    den: u32,
+    den_eps: f32,
+}
+
+// The layer's own attention uniform (attention_common.wgsl's Params).
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<uniform> mp: MapParams;
+@group(0) @binding(2) var<storage, read> qcap: array<f32>;
+@group(0) @binding(3) var<storage, read> kc: array<f32>;
+@group(0) @binding(4) var<storage, read> aux: array<f32>;
+@group(0) @binding(5) var<storage, read_write> outp: array<f32>;
+@group(0) @binding(6) var<storage, read> fq: array<f32>;
+@group(0) @binding(7) var<storage, read> fk: array<f32>;
+@group(0) @binding(8) var<storage, read> lg: array<f32>;
+
+const MAP_WG: u32 = 64u;
+const MAX_MAP: u32 = 512u;
+const MAP_MAX_DH: u32 = 128u;
+const MAP_MAX_DK: u32 = 256u;
+
+var<workgroup> map_red: array<f32, 64>;
+var<workgroup> pj: array<f32, 64>;
+var<workgroup> rowbuf: array<f32, 512>;
+var<workgroup> tot: array<f32, 256>;
+
+fn map_reduce(lid: u32, v: f32, is_max: bool) -> f32 {
+    map_red[lid] = v;
+    workgroupBarrier();
+    for (var s = MAP_WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            if (is_max) {
+                map_red[lid] = max(map_red[lid], map_red[lid + s]);
+            } else {
+                map_red[lid] = map_red[lid] + map_red[lid + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    let r = map_red[0];
+    workgroupBarrier();
+    return r;
+}
+
+fn query_row(b: u32) -> u32 {
+    return min(mp.n - 1u, b * mp.stride + mp.stride - 1u);
+}
+
+// Bin c accumulated in rowbuf: lane 0 adds the workgroup's 64 per-key values of keys base..base+63.
+fn add_block(lid: u32, base: u32, i: u32, is_abs: bool) -> f32 {
+    var s = 0.0;
+    workgroupBarrier();
+    if (lid == 0u) {
+        for (var t = 0u; t < MAP_WG; t = t + 1u) {
+            let j = base + t;
+            if (j <= i) {
+                rowbuf[j / mp.stride] = rowbuf[j / mp.stride] + pj[t];
+                if (is_abs) {
+                    s = s + abs(pj[t]);
+                } else {
+                    s = s + pj[t];
+                }
+            }
+        }
+    }
+    workgroupBarrier();
+    return s;
+}
+
+// One workgroup per (map row, head).
+@compute @workgroup_size(64)
+fn softmax_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l3: vec3<u32>) {
+    let lid = l3.x;
+    let b = wg.x;
+    let hh = wg.y;
+    if (b >= mp.out_n || hh >= p.h) {
+        return;
+    }
+    let i = query_row(b);
+    var j0 = 0u;
+    if (p.block > 0u) {
+        j0 = i - i % p.block;
+    }
+    var q: array<f32, MAP_MAX_DH>;
+    for (var c = 0u; c < p.dh; c = c + 1u) {
+        q[c] = qcap[i * 3u * p.a + hh * p.dh + c];
+    }
+    let probs = mp.stage == 2u;
+    let relu = p.relu != 0u;
+    // Pass 1 (probabilities): row max and normaliser, split over the lanes, then merged.
+    var m = -3.0e38;
+    var l = 0.0;
+    if (probs) {
+        for (var j = j0 + lid; j <= i; j = j + MAP_WG) {
+            var dot = 0.0;
+            for (var c = 0u; c < p.dh; c = c + 1u) {
+                dot = dot + q[c] * kc[j * p.a + hh * p.dh + c];
+            }
+            let s = p.scale * dot + bias(hh, i, j);
+            if (relu) {
+                l = l + max(s, 0.0);
+            } else {
+                let m_new = max(m, s);
+                l = l * exp(m - m_new) + exp(s - m_new);
+                m = m_new;
+            }
+        }
+        if (relu) {
+            l = map_reduce(lid, l, false);
+        } else {
+            let big = map_reduce(lid, m, true);
+            l = map_reduce(lid, l * exp(m - big), false);
+            m = big;
+        }
+    }
+    // Pass 2: 64 keys at a time, one per lane, binned into rowbuf.
+    for (var base = j0 - j0 % MAP_WG; base <= i; base = base + MAP_WG) {
+        let j = base + lid;
+        var v = 0.0;
+        if (j >= j0 && j <= i) {
+            var dot = 0.0;
+            for (var c = 0u; c < p.dh; c = c + 1u) {
+                dot = dot + q[c] * kc[j * p.a + hh * p.dh + c];
+            }
+            var s = p.scale * dot;
+            if (mp.stage >= 1u) {
+                s = s + bias(hh, i, j);
+            }
+            v = s;
+            if (probs) {
+                if (relu) {
+                    v = max(s, 0.0);
+                    if (l > 0.0) {
+                        v = v / l;
+                    }
+                } else {
+                    v = exp(s - m) / l;
+                }
+            }
+        }
+        pj[lid] = v;
+        add_block(lid, base, i, false);
+    }
+    for (var c = lid; c < mp.out_n; c = c + MAP_WG) {
+        var v = rowbuf[c];
+        if (!probs) {
+            // Scores: mean over the bin's causal cells (cells outside a Diag block count as 0).
+            let lo = c * mp.stride;
+            let hi = min(lo + mp.stride - 1u, i);
+            if (hi >= lo) {
+                v = v / f32(hi - lo + 1u);
+            } else {
+                v = 0.0;
+            }
+        }
+        outp[(hh * mp.out_n + b) * mp.out_n + c] = v;
+    }
+}
+
+// One workgroup per (map row, head). Keys are walked backwards 64 at a time so that the decay
+// exponent Σ_{s=j+1..i} lg_s is accumulated from i like the CPU reference (never as a difference of
+// two large prefix sums): `sfx` holds the sum over the blocks already walked, each lane adds its own
+// in-block suffix.
+@compute @workgroup_size(64)
+fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l3: vec3<u32>) {
+    let lid = l3.x;
+    let b = wg.x;
+    let hh = wg.y;
+    if (b >= mp.out_n || hh >= mp.h) {
+        return;
+    }
+    let i = query_row(b);
+    let dk = mp.dk;
+    let h = mp.h;
+    var fqi: array<f32, MAP_MAX_DK>;
+    var sfx: array<f32, MAP_MAX_DK>;
+    for (var d = 0u; d < dk; d = d + 1u) {
+        fqi[d] = fq[(i * h + hh) * dk + d];
+        sfx[d] = 0.0;
+    }
+    var total = 0.0;
+    var base = i - i % MAP_WG;
+    loop {
+        let j = base + lid;
+        let bend = min(base + MAP_WG - 1u, i);
+        var v = 0.0;
+        if (j <= i) {
+            for (var d = 0u; d < dk; d = d + 1u) {
+                var e = sfx[d];
+                for (var s = j + 1u; s <= bend; s = s + 1u) {
+                    e = e + lg[(s * h + hh) * dk + d];
+                }
+                v = v + fqi[d] * fk[(j * h + hh) * dk + d] * exp(e);
+            }
+        }
+        pj[lid] = v;
+        for (var d = lid; d < dk; d = d + MAP_WG) {
+            var t = 0.0;
+            for (var s = base; s <= bend; s = s + 1u) {
+                t = t + lg[(s * h + hh) * dk + d];
+            }
+            tot[d] = t;
+        }
+        total = total + add_block(lid, base, i, mp.den == 0u);
+        for (var d = 0u; d < dk; d = d + 1u) {
+            sfx[d] = sfx[d] + tot[d];
+        }
+        workgroupBarrier();
+        if (base == 0u) {
+            break;
+        }
+        base = base - MAP_WG;
+    }
+    // Lane 0 holds the row's Σ|A| (or Σ A): share it.
+    if (lid == 0u) {
+        map_red[0] = total;
+    }
+    workgroupBarrier();
+    var norm = map_red[0];
+    if (mp.den != 0u) {
+        norm = max(norm, mp.den_eps);
+    }
+    for (var c = lid; c < mp.out_n; c = c + MAP_WG) {
+        var v = rowbuf[c];
+        if (norm > 0.0) {
+            v = v / norm;
+        }
+        outp[(hh * mp.out_n + b) * mp.out_n + c] = v;
+    }
+}
