@@ -94,8 +94,9 @@ cargo build -p attnlab-gpu --target "$WASM_TARGET"
 step "clippy attnlab-web (wasm32)"
 cargo clippy -p attnlab-web --target "$WASM_TARGET" -- -D warnings
 
-step "build attnlab-web for wasm32 (release)"
-cargo build -p attnlab-web --target "$WASM_TARGET" --release
+# The page's own profile (root Cargo.toml, chosen in index.html), so trunk reuses this build below.
+step "build attnlab-web for wasm32 (web-release profile)"
+cargo build -p attnlab-web --target "$WASM_TARGET" --profile web-release
 
 step "end-to-end browser tests (trunk build + headless Chromium)"
 ensure_trunk

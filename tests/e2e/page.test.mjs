@@ -512,6 +512,12 @@ test("without WebGPU the page says why and generates on the CPU", async () => {
     const notice = await page.textContent("#backend-notice");
     // Chromium may keep navigator.gpu and answer requestAdapter() with null instead.
     assert.match(notice, /^WebGPU unavailable, generating on the CPU: .*(navigator\.gpu|no WebGPU adapter)/);
+    // Trying again asks anew and, still without WebGPU, lands on the CPU with the notice.
+    assert.equal(await attr(page, "#backend", "data-probes"), "1");
+    await page.click("#retry-webgpu");
+    await page.waitForSelector('#backend[data-probes="2"][data-backend="cpu"] ~ #backend-notice #retry-webgpu', {
+      timeout: LOAD_MS,
+    });
     await page.fill("#max-tokens", "8");
     const run = await generateRun(page);
     assert.equal(run.backend, "cpu");
@@ -563,6 +569,149 @@ test("losing the GPU device mid-generation stops the run, keeps its text and swi
   const run = await generateRun(page);
   assert.equal(run.backend, "cpu");
   assert.match(run.status, /^done: \d+ tokens/);
+  // "Try WebGPU again" negotiates a new device without a reload; the text stays.
+  await page.fill("#prompt", "Once upon a time");
+  await page.click("#retry-webgpu");
+  await page.waitForSelector('#backend[data-backend="webgpu"]', { timeout: LOAD_MS });
+  assert.equal(await page.locator("#backend-notice").count(), 0, "no fallback notice on the new device");
+  assert.equal(await page.inputValue("#prompt"), "Once upon a time", "the prompt is kept");
+  assert.equal(await page.textContent("#generated"), run.text, "the output is kept");
+  await page.fill("#max-tokens", "3");
+  const again = await generateRun(page);
+  assert.equal(again.backend, "webgpu", "generation runs on the new WebGPU device");
+  assert.match(again.status, /^done: \d+ tokens/);
+  console.log(`# after "Try WebGPU again": ${await page.textContent("#backend")}`);
   assert.deepEqual(errors, []);
   await context.close();
+});
+
+/** Paths (below the site prefix) of the requests the page makes from now on. */
+function recordRequests(page) {
+  const paths = [];
+  page.on("request", (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.startsWith(PREFIX)) paths.push(path.slice(PREFIX.length));
+  });
+  return paths;
+}
+
+async function reloadReady(page) {
+  await page.reload();
+  await page.waitForSelector('main[data-state="ready"]', { timeout: LOAD_MS });
+}
+
+/** Replace the cached entry of `path` with `edit(bytes)`, keeping its headers (the integrity value). */
+async function tamperCache(page, path, how) {
+  await page.evaluate(
+    async ([path, how]) => {
+      const cache = await caches.open("attnlab-models-v1");
+      const url = new URL(path, document.baseURI).href;
+      const old = await cache.match(url);
+      if (!old) throw new Error(`${url} is not cached`);
+      let bytes = new Uint8Array(await old.arrayBuffer());
+      if (how === "truncate") bytes = bytes.slice(0, bytes.length - 100);
+      else bytes[bytes.length >> 1] ^= 0x5a;
+      await cache.put(url, new Response(bytes, { headers: new Headers(old.headers) }));
+    },
+    [path, how],
+  );
+}
+
+test("model files come from the browser cache on reload; a corrupt entry is noticed and fetched again", async () => {
+  const { page, context, errors } = await open("?backend=cpu");
+  assert.equal(await attr(page, "#model-source", "data-source"), "network");
+  assert.match(await page.textContent("#model-source"), /now kept in the browser cache/);
+  const requests = recordRequests(page);
+
+  await reloadReady(page);
+  assert.equal(await attr(page, "#model-source", "data-source"), "cache");
+  const modelFiles = requests.filter((p) => p.startsWith("models/alibi/"));
+  assert.deepEqual(modelFiles, [], "no model file is requested from the server on reload");
+  assert.equal(await page.locator("#cache-notice").count(), 0);
+
+  // A truncated entry (integrity header kept): noticed, deleted, fetched again.
+  await tamperCache(page, "models/alibi/model.safetensors", "truncate");
+  requests.length = 0;
+  await reloadReady(page);
+  const notice = await page.textContent("#cache-notice");
+  console.log(`# ${notice}`);
+  assert.match(notice, /^cached model\.safetensors of alibi was corrupt \(.*bytes where .* were stored\): fetched again$/);
+  assert.ok(requests.includes("models/alibi/model.safetensors"), "the server was asked again");
+  assert.ok(!requests.includes("models/alibi/config.json"), "intact entries still come from the cache");
+  assert.equal(await attr(page, "#model-source", "data-source"), "mixed");
+  await page.fill("#max-tokens", "8");
+  const run = await generateRun(page);
+  assert.match(run.status, /^done: \d+ tokens/);
+  assert.ok(run.text.length > 0, "generation works after the refetch");
+
+  // One altered byte (same length) is caught by the checksum.
+  await tamperCache(page, "models/alibi/model.safetensors", "flip");
+  requests.length = 0;
+  await reloadReady(page);
+  assert.match(await page.textContent("#cache-notice"), /^cached model\.safetensors of alibi was corrupt \(the checksum differs\): fetched again$/);
+  assert.ok(requests.includes("models/alibi/model.safetensors"));
+  // The refetched file was stored again.
+  requests.length = 0;
+  await reloadReady(page);
+  assert.equal(await attr(page, "#model-source", "data-source"), "cache");
+  assert.equal(await page.locator("#cache-notice").count(), 0);
+
+  // A model with the collection's shared tokenizer is cached whole, the shared file included.
+  await page.selectOption("#model-picker", "regla-init");
+  await statusIs(page, "model regla-init loaded: ready");
+  requests.length = 0;
+  await reloadReady(page);
+  assert.equal(await attr(page, "#model-source", "data-source"), "cache");
+  assert.deepEqual(requests.filter((p) => p.startsWith("models/") && p !== "models/index.json"), []);
+  assert.deepEqual(errors, []);
+  await context.close();
+
+  // Without the Cache API the page loads from the network and says so.
+  const noCache = await open("", {
+    setup: (page) => page.addInitScript(() => Object.defineProperty(window, "caches", { value: undefined })),
+  });
+  assert.equal(await attr(noCache.page, "#model-source", "data-source"), "network");
+  assert.match(await noCache.page.textContent("#model-source"), /not cached: .*Cache API/);
+  assert.deepEqual(noCache.errors, []);
+  await noCache.context.close();
+});
+
+test("the extrapolation view draws every shipped model's curve from results.json", async () => {
+  const table = JSON.parse(readFileSync(join(SITE, "results.json"), "utf8"));
+  const { page, context, errors } = await open();
+  await page.click("#tab-extrapolation");
+  await page.waitForSelector('#ppl-chart g.series[data-label^="shipped: "]', { timeout: LOAD_MS });
+  const shown = await page.$$eval('#ppl-chart g.series[data-label^="shipped: "]', (gs) =>
+    gs.map((g) => ({
+      name: g.dataset.label.replace(/^shipped: /, ""),
+      xs: g.dataset.xs.split(",").map(Number),
+      ys: g.dataset.values.split(",").map(Number),
+      width: Number(g.querySelector("path").getAttribute("stroke-width")),
+    })),
+  );
+  assert.equal(shown.length, table.models.length, "one curve per shipped model");
+  for (const m of table.models) {
+    const s = shown.find((c) => c.name === m.name);
+    assert.ok(s, `${m.name} is plotted`);
+    assert.deepEqual(s.xs, m.ppl.map((p) => p.length), `${m.name}: lengths`);
+    assert.deepEqual(s.ys, m.ppl.map((p) => p.ppl), `${m.name}: perplexities equal results.json`);
+  }
+  // The loaded model's name (alibi) is highlighted among the thin lines.
+  const alibi = shown.find((c) => c.name === "alibi");
+  assert.ok(alibi && shown.every((c) => c === alibi || c.width < alibi.width), "the current model is highlighted");
+  const legend = await page.$$eval("#ppl-chart-legend li", (lis) => lis.map((li) => li.dataset.label));
+  assert.ok(legend.includes("shipped: mep") && legend.includes("current settings"), `${legend}`);
+  // (The slider test's extrapolation.png shows them under the page's finished sweep.)
+  assert.deepEqual(errors, []);
+  await context.close();
+
+  const missing = await open("", {
+    setup: (page) => page.route("**/results.json", (route) => route.fulfill({ status: 404, body: "not found" })),
+  });
+  await missing.page.click("#tab-extrapolation");
+  await missing.page.waitForSelector("#shipped-missing", { timeout: LOAD_MS });
+  assert.match(await missing.page.textContent("#shipped-missing"), /results\.json is not on the server/);
+  assert.equal(await missing.page.locator('#ppl-chart g.series[data-label^="shipped: "]').count(), 0);
+  assert.deepEqual(missing.errors, []);
+  await missing.context.close();
 });

@@ -51,8 +51,15 @@ cat >"$SITE/models/index.json" <<'JSON'
   ]
 }
 JSON
-WASM_BYTES=$(find "$SITE" -maxdepth 1 -name '*.wasm' -printf '%s\n' | head -n 1)
-echo "e2e: wasm bundle ${WASM_BYTES:-?} bytes; site without models $(du -sb --exclude=models "$SITE" | cut -f1) bytes"
+WASM_FILE=$(find "$SITE" -maxdepth 1 -name '*.wasm' | head -n 1)
+WASM_BYTES=$(stat -c %s "$WASM_FILE")
+WASM_GZIP=$(gzip -9 -c "$WASM_FILE" | wc -c)
+echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); site without models $(du -sb --exclude=models "$SITE" | cut -f1) bytes"
+# The page's size budget (issue 5): the wasm bundle stays at or under 3 MB.
+if ((WASM_BYTES > 3000000)); then
+    echo "e2e: the wasm bundle is over the 3,000,000-byte budget" >&2
+    exit 1
+fi
 
 cd tests/e2e
 if [[ ! -d node_modules/playwright-core ]]; then

@@ -32,9 +32,11 @@ use crate::fetch;
 use crate::gpu::{self, GpuSlot};
 use crate::lab::BiasEdit;
 use crate::models;
+use crate::results::{self, RESULTS_URL};
+use crate::store;
 use crate::views::{
-    Compare, CompareState, EngineRef, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, TraceKind,
-    TraceViewComp,
+    Compare, CompareState, EngineRef, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, Shipped,
+    TraceKind, TraceViewComp,
 };
 use crate::yield_now::{next_paint, yield_now};
 
@@ -135,6 +137,8 @@ pub struct App {
     /// Held-out text and where it came from.
     heldout: Option<(Rc<String>, String)>,
     trained_ppl: Option<PplCurve>,
+    /// The shipped models' perplexity table (`results.json`), fetched with the held-out text.
+    shipped: Shipped,
     laa_overlay: Rc<LaaOverlay>,
     /// Text of the trace views (prompt + output of the last run), fixed while a run streams.
     trace_text: Rc<String>,
@@ -158,12 +162,18 @@ pub struct App {
     error: Option<String>,
     /// Which backend generates, and why (the badge).
     backend: BackendState,
+    /// How many times the page asked for a WebGPU device (the first probe, then each retry).
+    probes: u32,
     /// The WebGPU device, once the probe succeeded.
     gpu_ctx: Option<GpuContext>,
     /// The model uploaded to the GPU.
     gpu_slot: GpuSlot,
     /// Backend of the shown run.
     run_backend: Option<Active>,
+    /// Where the current model's files came from (browser cache or network), with notices.
+    load_report: Option<LoadReport>,
+    /// Answer of "forget cached models".
+    cache_note: Option<String>,
 }
 
 pub enum Field {
@@ -187,7 +197,7 @@ pub enum Msg {
     },
     Loaded {
         load: u32,
-        result: Result<Rc<Engine>, String>,
+        result: Result<(Rc<Engine>, LoadReport), String>,
     },
     InitialProgress {
         load: u32,
@@ -221,6 +231,7 @@ pub enum Msg {
     Tab(Tab),
     BiasEdited(BiasEdit),
     Heldout(Result<String, String>),
+    Shipped(Shipped),
     PplDone(EngineRef, PplCurve),
     Laa(String, Vec<LayerLaa>),
     /// The WebGPU probe's answer: the device and the adapter's name.
@@ -237,6 +248,11 @@ pub enum Msg {
         backend: Active,
     },
     ForceCpu(bool),
+    /// "Try WebGPU again": probe the adapter and device anew.
+    RetryGpu,
+    /// "forget cached models": empty the browser cache of model files.
+    ForgetCache,
+    CacheForgotten(Result<(), String>),
 }
 
 impl App {
@@ -275,7 +291,7 @@ impl App {
         Ok(GenSettings { max_tokens, temperature, top_k, top_p, seed })
     }
 
-    fn view_load(&self) -> Html {
+    fn view_load(&self, ctx: &Context<Self>) -> Html {
         let bar = match (self.phase, self.progress) {
             (Phase::Loading, Some(f)) => html! {
                 <progress id="load-progress" max="1" value={format!("{f:.4}")}></progress>
@@ -287,11 +303,32 @@ impl App {
             Some(info) => view_model_info(info),
             None => html! {},
         };
+        let source = match &self.load_report {
+            Some(r) if self.phase == Phase::Ready => html! {
+                <p id="model-source" class="muted model-source" data-source={r.code()}>
+                    { r.text() }{ " " }
+                    <button id="forget-cache" class="link" onclick={ctx.link().callback(|_| Msg::ForgetCache)}
+                        title="Delete the model files this page keeps in the browser cache">
+                        { "forget cached models" }
+                    </button>
+                    if let Some(note) = &self.cache_note { { " · " }{ note } }
+                </p>
+            },
+            _ => html! {},
+        };
+        let notice = match &self.load_report {
+            Some(r) if !r.notices.is_empty() => html! {
+                <p id="cache-notice" class="notice" role="status">{ r.notices.join("; ") }</p>
+            },
+            _ => html! {},
+        };
         html! {
             <section class="load">
                 <div id="status" class="status" role="status" aria-live="polite">{ &self.status }</div>
                 { bar }
                 { info }
+                { source }
+                { notice }
             </section>
         }
     }
@@ -363,13 +400,15 @@ impl App {
         self.trained_ppl = None;
         self.initial = None;
         self.model = Some(name.clone());
+        self.load_report = None;
+        self.cache_note = None;
         let (link, current) = (ctx.link().clone(), self.load_id.clone());
         spawn_local(async move {
             let progress = |status: String, fraction: Option<f64>| {
                 link.send_message(Msg::LoadProgress { load, status, fraction })
             };
             let alive = || current.get() == load;
-            let result = fetch_engine(&name, progress, alive).await.map(Rc::new);
+            let result = fetch_engine(&name, progress, alive).await.map(|(e, r)| (Rc::new(e), r));
             link.send_message(Msg::Loaded { load, result });
         });
     }
@@ -399,13 +438,23 @@ impl App {
         let on_force = ctx
             .link()
             .callback(|e: Event| Msg::ForceCpu(e.target_unchecked_into::<HtmlInputElement>().checked()));
+        let retry = self.backend.can_retry().then(|| {
+            html! {
+                <button id="retry-webgpu" class="link" onclick={ctx.link().callback(|_| Msg::RetryGpu)}
+                    title="Ask the browser for a WebGPU adapter and device again (the page and your text stay)">
+                    { "Try WebGPU again" }
+                </button>
+            }
+        });
         let notice = match self.backend.notice() {
-            Some(n) => html! { <p id="backend-notice" class="backend-notice" role="status">{ n }</p> },
+            Some(n) => html! {
+                <p id="backend-notice" class="backend-notice" role="status">{ n }{ " " }{ for retry }</p>
+            },
             None => html! {},
         };
         html! {
             <div class="backend">
-                <span id="backend" class="badge" data-backend={self.backend.code()}>
+                <span id="backend" class="badge" data-backend={self.backend.code()} data-probes={self.probes.to_string()}>
                     { format!("backend: {}", self.backend.badge()) }
                 </span>
                 <label class="force-cpu muted" title="Generate with the CPU (wasm) runtime even when WebGPU works">
@@ -444,7 +493,7 @@ impl App {
             let progress =
                 |status: String, _: Option<f64>| link.send_message(Msg::InitialProgress { load, status });
             let alive = || current.get() == load;
-            let result = fetch_engine(&name, progress, alive).await.map(Rc::new);
+            let result = fetch_engine(&name, progress, alive).await.map(|(e, _)| Rc::new(e));
             link.send_message(Msg::InitialLoaded { load, result });
         });
     }
@@ -517,7 +566,8 @@ impl App {
             Tab::Extrapolation => match &self.heldout {
                 Some((text, source)) => html! {
                     <PplView engine={engine.clone()} text={text.clone()} text_source={source.clone()}
-                        trained={self.trained_ppl.clone()}
+                        trained={self.trained_ppl.clone()} shipped={self.shipped.clone()}
+                        model={self.model.clone().unwrap_or_default()}
                         on_done={link.callback(|(e, p)| Msg::PplDone(e, p))} />
                 },
                 None => html! { <p class="muted">{ "loading the held-out text…" }</p> },
@@ -546,6 +596,22 @@ impl App {
 async fn fetch_text(path: &str) -> Result<String, String> {
     let bytes = fetch::open(path).await?.read(|_| {}).await?;
     String::from_utf8(bytes).map_err(|_| format!("{path}: not valid UTF-8"))
+}
+
+/// The shipped models' perplexity table, or why there is none.
+async fn fetch_shipped() -> Shipped {
+    let read = async {
+        let Some(pending) = fetch::open_optional(RESULTS_URL).await? else {
+            return Err(format!("{RESULTS_URL} is not on the server"));
+        };
+        let bytes = pending.read(|_| {}).await?;
+        let text = String::from_utf8(bytes).map_err(|_| format!("{RESULTS_URL}: not valid UTF-8"))?;
+        results::parse(&text)
+    };
+    match read.await {
+        Ok(curves) => Shipped::Ready(Rc::new(curves)),
+        Err(e) => Shipped::Missing(e.into()),
+    }
 }
 
 fn view_model_info(info: &ModelInfo) -> Html {
@@ -591,6 +657,7 @@ impl Component for App {
             tab: Tab::Kernels,
             heldout: None,
             trained_ppl: None,
+            shipped: Shipped::Loading,
             laa_overlay: Rc::new(BTreeMap::new()),
             trace_text: Rc::new(DEFAULT_PROMPT.to_string()),
             prompt: DEFAULT_PROMPT.to_string(),
@@ -610,9 +677,12 @@ impl Component for App {
             decode: None,
             error: None,
             backend: BackendState::new(backend::force_cpu_from_query(&search)),
+            probes: 1,
             gpu_ctx: None,
             gpu_slot: GpuSlot::default(),
             run_backend: None,
+            load_report: None,
+            cache_note: None,
         }
     }
 
@@ -662,7 +732,8 @@ impl Component for App {
                 self.progress = fraction;
             }
             Msg::Loaded { load, .. } if load != self.load_id.get() => return false,
-            Msg::Loaded { result: Ok(engine), .. } => {
+            Msg::Loaded { result: Ok((engine, report)), .. } => {
+                self.load_report = Some(report);
                 self.phase = Phase::Ready;
                 self.progress = Some(1.0);
                 self.status = match &self.model {
@@ -680,6 +751,8 @@ impl Component for App {
                     spawn_local(
                         async move { link.send_message(Msg::Heldout(fetch_text(HELDOUT_URL).await)) },
                     );
+                    let link = ctx.link().clone();
+                    spawn_local(async move { link.send_message(Msg::Shipped(fetch_shipped().await)) });
                 }
                 self.maybe_load_initial(ctx);
             }
@@ -823,6 +896,7 @@ impl Component for App {
                     ),
                 });
             }
+            Msg::Shipped(shipped) => self.shipped = shipped,
             Msg::PplDone(engine, points) => {
                 if self.base.as_ref().is_some_and(|b| Rc::ptr_eq(b, &engine.0)) {
                     self.trained_ppl = Some(points);
@@ -859,6 +933,28 @@ impl Component for App {
             Msg::ForceCpu(force) => {
                 self.backend.force_cpu = force;
                 self.warm_gpu(ctx);
+            }
+            Msg::RetryGpu => {
+                if !self.backend.can_retry() {
+                    return false;
+                }
+                // Free the lost device's model; a run still on it has stopped (the GPU failed).
+                self.gpu_slot.clear();
+                self.gpu_ctx = None;
+                self.backend.retry();
+                self.probes += 1;
+                let link = ctx.link().clone();
+                spawn_local(async move { link.send_message(Msg::GpuProbed(gpu::probe().await)) });
+            }
+            Msg::ForgetCache => {
+                let link = ctx.link().clone();
+                spawn_local(async move { link.send_message(Msg::CacheForgotten(store::clear().await)) });
+            }
+            Msg::CacheForgotten(result) => {
+                self.cache_note = Some(match result {
+                    Ok(()) => "cached models forgotten: the next load fetches from the network".to_string(),
+                    Err(e) => format!("the browser cache could not be emptied: {e}"),
+                });
             }
         }
         true
@@ -906,7 +1002,7 @@ impl Component for App {
                        running entirely in your browser." }
                 </p>
                 { self.view_picker(ctx) }
-                { self.view_load() }
+                { self.view_load(ctx) }
                 { error }
                 <section class="controls">
                     <label for="prompt">{ "Prompt" }</label>
@@ -978,43 +1074,228 @@ async fn fetch_index() -> Result<Option<ModelIndex>, String> {
     models::parse_index(&text).map(Some)
 }
 
-/// Fetch the three model files of `models/<model>/` (headers first, so the total size is known),
-/// then build the engine. `alive()` turning false (a newer load started) abandons the load between
-/// files and before the parse.
+/// Where a model's files came from: shown under the model's description.
+#[derive(Clone, Default, PartialEq)]
+pub struct LoadReport {
+    /// Files read from the browser cache, and fetched from the network.
+    pub from_cache: usize,
+    pub from_network: usize,
+    /// Why the browser cache was not used (or not written), when it was not.
+    pub cache_off: Option<String>,
+    /// One line per cached file that was corrupt and fetched again.
+    pub notices: Vec<String>,
+}
+
+impl LoadReport {
+    /// `data-source` of the line: "cache", "network" or "mixed".
+    fn code(&self) -> &'static str {
+        match (self.from_cache, self.from_network) {
+            (_, 0) => "cache",
+            (0, _) => "network",
+            _ => "mixed",
+        }
+    }
+
+    fn text(&self) -> String {
+        let total = self.from_cache + self.from_network;
+        let mut text = match (self.from_cache, self.from_network) {
+            (_, 0) => "model files: from the browser cache (no download)".to_string(),
+            (0, _) if self.cache_off.is_none() => {
+                "model files: fetched from the network, now kept in the browser cache".to_string()
+            }
+            (0, _) => "model files: fetched from the network".to_string(),
+            (c, _) => format!("model files: {c} of {total} from the browser cache, the rest fetched"),
+        };
+        if let Some(why) = &self.cache_off {
+            text.push_str(&format!(" (not cached: {why})"));
+        }
+        text
+    }
+}
+
+/// One model file: its bytes, the URL they belong to, and whether they came from the cache.
+struct FileData {
+    key: String,
+    bytes: Vec<u8>,
+    from_cache: bool,
+    /// For a tokenizer: the model folder's URL that points at the shared tokenizer (`key`).
+    via: Option<String>,
+}
+
+const SUPERSEDED: &str = "superseded by another model";
+
+/// Fetch the three model files of `models/<model>/` and build the engine. Files in the browser
+/// cache (`crate::store`) are read from there after their integrity value is checked; a corrupt
+/// entry is deleted and fetched again with a notice, and cached files that verify but do not load
+/// are fetched again too. Files fetched from the network are cached once the model has loaded.
+/// `alive()` turning false (a newer load started) abandons the load between files and before the
+/// parse.
 async fn fetch_engine(
     model: &str,
     progress: impl Fn(String, Option<f64>),
     alive: impl Fn() -> bool,
+) -> Result<(Engine, LoadReport), String> {
+    let mut report = LoadReport::default();
+    let cache = match store::ModelCache::open().await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            report.cache_off = Some(e);
+            None
+        }
+    };
+    let mut files = load_files(model, cache.as_ref(), &progress, &alive, &mut report).await?;
+    let mut engine = parse_files(model, &files, &progress, &alive).await;
+    if let (Err(e), Some(c)) = (&engine, &cache) {
+        if e != SUPERSEDED && files.iter().any(|f| f.from_cache) {
+            // The cached bytes match their integrity value but do not load: drop them, fetch anew.
+            for f in files.iter().filter(|f| f.from_cache) {
+                let _ = c.delete(&f.key).await;
+                if let Some(via) = &f.via {
+                    let _ = c.delete(via).await;
+                }
+            }
+            report.notices.push(format!("cached files of {model} did not load ({e}): fetched again"));
+            report.from_cache = 0;
+            report.from_network = 0;
+            files = load_files(model, None, &progress, &alive, &mut report).await?;
+            engine = parse_files(model, &files, &progress, &alive).await;
+        }
+    }
+    let engine = engine?;
+    if let Some(c) = &cache {
+        for f in files.iter().filter(|f| !f.from_cache) {
+            let stored = match &f.via {
+                Some(via) => match c.put(&f.key, &f.bytes).await {
+                    Ok(()) => c.put_use(via, &f.key).await,
+                    Err(e) => Err(e),
+                },
+                None => c.put(&f.key, &f.bytes).await,
+            };
+            if let Err(e) = stored {
+                report.cache_off = Some(format!("the browser cache refused {} ({e})", f.key));
+                break;
+            }
+        }
+    }
+    Ok((engine, report))
+}
+
+/// Validate and load the three files.
+async fn parse_files(
+    model: &str,
+    files: &[FileData],
+    progress: &impl Fn(String, Option<f64>),
+    alive: &impl Fn() -> bool,
 ) -> Result<Engine, String> {
-    const SUPERSEDED: &str = "superseded by another model";
+    let size: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
+    progress(format!("validating {model} ({})…", fmt_bytes(size)), Some(1.0));
+    // Let the status render before the synchronous parse.
+    next_paint().await;
+    if !alive() {
+        return Err(SUPERSEDED.to_string());
+    }
+    match files {
+        [config, weights, tokenizer] => Engine::load(&config.bytes, &weights.bytes, &tokenizer.bytes),
+        _ => Err("internal error: expected three model files".to_string()),
+    }
+}
+
+/// The three files of `models/<model>/`: from `cache` where it holds them intact, else from the
+/// network (headers first, so the total size is known for the progress bar).
+async fn load_files(
+    model: &str,
+    cache: Option<&store::ModelCache>,
+    progress: &impl Fn(String, Option<f64>),
+    alive: &impl Fn() -> bool,
+    report: &mut LoadReport,
+) -> Result<Vec<FileData>, String> {
+    let shared = format!("models/{}", attnlab_core::catalog::SHARED_TOKENIZER);
     progress(format!("requesting the files of {model}…"), None);
-    let mut pending = Vec::with_capacity(MODEL_FILES.len());
+    // Per file: the cached bytes, or the opened network response.
+    enum Got {
+        Cached(FileData),
+        Network { key: String, via: Option<String>, pending: fetch::Pending },
+    }
+    let mut got = Vec::with_capacity(MODEL_FILES.len());
     for file in MODEL_FILES {
         let path = format!("models/{model}/{file}");
-        let opened = if file == "tokenizer.json" {
+        let mut key = path.clone();
+        let mut via = None;
+        if let Some(c) = cache {
+            let mut found = c.get(&key).await;
+            if let Ok(store::Cached::Use(target)) = &found {
+                // Only the collection's shared tokenizer may stand in for a model's own.
+                if file == "tokenizer.json" && *target == shared {
+                    via = Some(path.clone());
+                    key = shared.clone();
+                    found = c.get(&key).await;
+                } else {
+                    found = Ok(store::Cached::Missing);
+                }
+            }
+            match found {
+                Ok(store::Cached::Bytes(bytes)) => {
+                    report.from_cache += 1;
+                    got.push(Got::Cached(FileData { key, bytes, from_cache: true, via }));
+                    continue;
+                }
+                Ok(store::Cached::Corrupt(why)) => {
+                    let _ = c.delete(&key).await;
+                    let name = if via.is_some() { "shared tokenizer.json" } else { file };
+                    report
+                        .notices
+                        .push(format!("cached {name} of {model} was corrupt ({why}): fetched again"));
+                }
+                Ok(store::Cached::Missing | store::Cached::Use(_)) => {}
+                Err(e) => report.cache_off = Some(format!("reading the browser cache failed ({e})")),
+            }
+        }
+        let pending = if via.is_some() {
+            fetch::open(&key).await?
+        } else if file == "tokenizer.json" {
             // A model listed in an index may use the folder's shared tokenizer (core
             // catalog::SHARED_TOKENIZER) instead of its own copy.
             match fetch::open_optional(&path).await? {
                 Some(p) => p,
-                None => fetch::open(&format!("models/{}", attnlab_core::catalog::SHARED_TOKENIZER))
-                    .await
-                    .map_err(|e| format!("{path} is missing and so is the shared tokenizer ({e})"))?,
+                None => {
+                    via = Some(path.clone());
+                    key = shared.clone();
+                    fetch::open(&key)
+                        .await
+                        .map_err(|e| format!("{path} is missing and so is the shared tokenizer ({e})"))?
+                }
             }
         } else {
             fetch::open(&path).await?
         };
-        pending.push(opened);
+        got.push(Got::Network { key, via, pending });
     }
-    let total: Option<u64> = pending.iter().map(|p| p.total).sum();
+    let total: Option<u64> = got
+        .iter()
+        .map(|g| match g {
+            Got::Cached(_) => Some(0),
+            Got::Network { pending, .. } => pending.total,
+        })
+        .sum();
+    if total == Some(0) {
+        progress(format!("reading {model} from the browser cache…"), Some(1.0));
+    }
     let mut done: u64 = 0;
     let mut files = Vec::with_capacity(MODEL_FILES.len());
-    for (file, response) in MODEL_FILES.into_iter().zip(pending) {
+    for (file, g) in MODEL_FILES.into_iter().zip(got) {
         if !alive() {
             return Err(SUPERSEDED.to_string());
         }
+        let (key, via, pending) = match g {
+            Got::Cached(f) => {
+                files.push(f);
+                continue;
+            }
+            Got::Network { key, via, pending } => (key, via, pending),
+        };
         let base = done;
         let mut last_sent: u64 = 0;
-        let bytes = response
+        let bytes = pending
             .read(|n| {
                 // Throttle re-renders: every 256 KiB is plenty for a progress bar.
                 if n < last_sent + (256 << 10) && n != 0 {
@@ -1032,18 +1313,10 @@ async fn fetch_engine(
             })
             .await?;
         done += bytes.len() as u64;
-        files.push(bytes);
+        report.from_network += 1;
+        files.push(FileData { key, bytes, from_cache: false, via });
     }
-    progress(format!("validating {model} ({})…", fmt_bytes(done)), Some(1.0));
-    // Let the status render before the synchronous parse.
-    next_paint().await;
-    if !alive() {
-        return Err(SUPERSEDED.to_string());
-    }
-    match files.as_slice() {
-        [config, weights, tokenizer] => Engine::load(config, weights, tokenizer),
-        _ => Err("internal error: expected three model files".to_string()),
-    }
+    Ok(files)
 }
 
 /// One generation: prefill in one task, then one token per task. With `gpu`, on WebGPU: a GPU
@@ -1148,13 +1421,17 @@ async fn generate_gpu(
             return Ok(format!("stopped after {tokens} tokens"));
         }
         let t = now_ms();
-        out = if decoder.is_greedy() {
-            let id = session.step_greedy(out.id).await.map_err(|e| gpu_err(tokens)(gpu::failure(e)))?;
-            decoder.accept_token(id).map_err(GpuRunError::Input)?
+        // The GPU picks the token inside the step's submission (argmax, or temperature / top-k /
+        // top-p with the decoder's own random draw): only the id is read back.
+        let id = if decoder.is_greedy() {
+            session.step_greedy(out.id).await
         } else {
-            let logits = session.step(out.id).await.map_err(|e| gpu_err(tokens)(gpu::failure(e)))?;
-            decoder.accept_logits(&logits).map_err(GpuRunError::Input)?
+            let (temperature, top_k, top_p, u) = decoder.draw();
+            let top_k = u32::try_from(top_k).unwrap_or(u32::MAX);
+            session.step_sample(out.id, &attnlab_gpu::GpuSampling { temperature, top_k, top_p, u }).await
         };
+        let id = id.map_err(|e| gpu_err(tokens)(gpu::failure(e)))?;
+        out = decoder.accept_token(id).map_err(GpuRunError::Input)?;
         compute_ms += now_ms() - t;
     }
 }

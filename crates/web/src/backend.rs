@@ -117,6 +117,21 @@ impl BackendState {
         }
     }
 
+    /// Whether "Try WebGPU again" is offered: the probe failed or the GPU was lost, and the CPU runs
+    /// in its place (not for a model the GPU refused: that is the model, not the device).
+    pub fn can_retry(&self) -> bool {
+        !self.force_cpu
+            && matches!((&self.probe, &self.broken), (Probe::Failed(_), _) | (Probe::Ready { .. }, Some(_)))
+    }
+
+    /// Start negotiating an adapter and device again: the failure is forgotten and the badge says
+    /// "checking WebGPU…" until the new probe answers.
+    pub fn retry(&mut self) {
+        self.probe = Probe::Pending;
+        self.broken = None;
+        self.model_refused = None;
+    }
+
     /// A new model is shown: its predecessor's refusal no longer applies.
     pub fn new_model(&mut self) {
         self.model_refused = None;
@@ -228,6 +243,27 @@ mod tests {
         assert_eq!((s.active(), s.gpu_usable()), (Active::Cpu, false));
         let n = s.notice().expect("notice");
         assert!(n.contains("device was lost") && n.contains("Destroyed"), "the first failure is kept: {n}");
+    }
+
+    #[test]
+    fn a_failed_or_lost_gpu_can_be_tried_again() {
+        let mut lost = ready();
+        assert!(!lost.can_retry(), "nothing to retry on a working GPU");
+        lost.fail(GpuFailure::DeviceLost("Destroyed".into()));
+        assert!(lost.can_retry());
+        lost.retry();
+        assert_eq!((lost.active(), lost.code(), lost.notice()), (Active::Cpu, "probing", None));
+        lost.probe = Probe::Ready { adapter: "SwiftShader".to_string() };
+        assert_eq!(lost.active(), Active::Gpu, "a new device generates again");
+
+        let mut none = BackendState::new(false);
+        none.fail(GpuFailure::NoAdapter("none".into()));
+        assert!(none.can_retry());
+        let mut refused = ready();
+        refused.fail(GpuFailure::ModelTooLarge("big".into()));
+        assert!(!refused.can_retry(), "a refused model is not the device's failure");
+        let forced = BackendState { force_cpu: true, ..none.clone() };
+        assert!(!forced.can_retry());
     }
 
     #[test]

@@ -204,6 +204,14 @@ impl Decoder<'_> {
         self.accept_token(id)
     }
 
+    /// The sampling settings and the random draw for the next token when another backend picks it
+    /// (the GPU's `step_sample`): (temperature, top-k, top-p, u). Advances the random stream exactly
+    /// as [`accept_logits`](Decoder::accept_logits) would, so a seed means the same on both backends.
+    pub fn draw(&mut self) -> (f32, usize, f32, f64) {
+        let c = *self.sampler.config();
+        (c.temperature, c.top_k, c.top_p, self.sampler.draw().unwrap_or(0.0))
+    }
+
     /// Take `id` as the next token (chosen elsewhere, e.g. the GPU's argmax): stopping rules and
     /// the decoded text. When the result has no `finish`, `id` must be fed to the model next.
     pub fn accept_token(&mut self, id: u32) -> Result<TokenOut, String> {

@@ -7,8 +7,10 @@
 pub mod backend;
 pub mod colors;
 pub mod engine;
+pub mod integrity;
 pub mod lab;
 pub mod models;
+pub mod results;
 
 #[cfg(target_arch = "wasm32")]
 mod app;
@@ -20,6 +22,8 @@ mod gpu;
 mod heatmap;
 #[cfg(target_arch = "wasm32")]
 mod plot;
+#[cfg(target_arch = "wasm32")]
+mod store;
 #[cfg(target_arch = "wasm32")]
 mod views;
 #[cfg(target_arch = "wasm32")]

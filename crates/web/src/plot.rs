@@ -17,7 +17,12 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Dashed (reference series, e.g. the shipped table or the uniform baseline).
     pub dashed: bool,
+    /// Stroke width in chart pixels ([`LINE`] for an ordinary line).
+    pub width: f64,
 }
+
+/// The ordinary stroke width of a series.
+pub const LINE: f64 = 1.6;
 
 /// A line chart.
 #[derive(Clone, PartialEq)]
@@ -31,6 +36,9 @@ pub struct LineChart {
     pub series: Vec<Series>,
     /// Vertical markers `(x, label)`, e.g. the training length.
     pub markers: Vec<(f64, String)>,
+    /// Legend as a list below the chart (`<ul id="<id>-legend">`), for more series than the
+    /// in-chart legend holds (12).
+    pub legend_below: bool,
 }
 
 const W: f64 = 560.0;
@@ -126,7 +134,8 @@ pub fn line_chart(c: &LineChart) -> Html {
     let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(c.markers.iter().map(|m| m.0));
     let x = Axis::new(xs, c.log_x, ML, W - MR);
     let y = Axis::new(c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), c.log_y, H - MB, MT);
-    let paths = c.series.iter().map(|s| {
+    // Drawn last to first, so the first series lies on top.
+    let paths = c.series.iter().rev().map(|s| {
         let mut d = String::new();
         let mut pen_up = true;
         for &(px, py) in &s.points {
@@ -139,8 +148,10 @@ pub fn line_chart(c: &LineChart) -> Html {
             }
         }
         let values: Vec<String> = s.points.iter().map(|p| format!("{}", p.1)).collect();
+        let xs: Vec<String> = s.points.iter().map(|p| format!("{}", p.0)).collect();
         let dash = if s.dashed { "5 4" } else { "" };
-        let dots: Html = if s.points.len() <= 16 {
+        // Markers on short series, except thin background lines.
+        let dots: Html = if s.points.len() <= 16 && s.width >= LINE {
             s.points
                 .iter()
                 .filter_map(|&(px, py)| Some((x.map(px)?, y.map(py)?)))
@@ -150,8 +161,8 @@ pub fn line_chart(c: &LineChart) -> Html {
             Html::default()
         };
         html! {
-            <g class="series" data-label={s.label.clone()} data-values={values.join(",")}>
-                <path d={d} fill="none" stroke={s.color.clone()} stroke-width="1.6" stroke-dasharray={dash}>
+            <g class="series" data-label={s.label.clone()} data-values={values.join(",")} data-xs={xs.join(",")}>
+                <path d={d} fill="none" stroke={s.color.clone()} stroke-width={format!("{}", s.width)} stroke-dasharray={dash}>
                     <title>{ &s.label }</title>
                 </path>
                 { dots }
@@ -182,7 +193,8 @@ pub fn line_chart(c: &LineChart) -> Html {
             </g>
         }
     });
-    let legend = c.series.iter().take(12).enumerate().map(|(k, s)| {
+    let in_chart = if c.legend_below { 0 } else { 12 };
+    let legend = c.series.iter().take(in_chart).enumerate().map(|(k, s)| {
         let ly = MT + 4.0 + 14.0 * k as f64;
         html! {
             <g class="legend-item">
@@ -206,6 +218,20 @@ pub fn line_chart(c: &LineChart) -> Html {
                 <text x={format!("{:.1}", (ML + W - MR) / 2.0)} y={format!("{}", H - 6.0)} text-anchor="middle" class="axis-label">{ &c.x_label }</text>
                 <text transform={format!("translate(14 {:.1}) rotate(-90)", (MT + H - MB) / 2.0)} text-anchor="middle" class="axis-label">{ &c.y_label }</text>
             </svg>
+            if c.legend_below {
+                <ul id={format!("{}-legend", c.id)} class="legend-below">
+                    { for c.series.iter().map(|s| html! {
+                        <li data-label={s.label.clone()}>
+                            <svg width="22" height="8" aria-hidden="true">
+                                <line x1="1" x2="21" y1="4" y2="4" stroke={s.color.clone()}
+                                    stroke-width={format!("{}", s.width.max(1.5))}
+                                    stroke-dasharray={if s.dashed { "4 3" } else { "" }} />
+                            </svg>
+                            { &s.label }
+                        </li>
+                    }) }
+                </ul>
+            }
         </figure>
     }
 }

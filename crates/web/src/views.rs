@@ -20,7 +20,8 @@ use yew::prelude::*;
 use crate::engine::Engine;
 use crate::heatmap::{Heatmap, Thumb};
 use crate::lab::{self, BiasEdit, TraceView};
-use crate::plot::{histogram, line_chart, LineChart, Series, PALETTE};
+use crate::plot::{histogram, line_chart, LineChart, Series, LINE, PALETTE};
+use crate::results::ShippedCurve;
 use crate::yield_now::{next_paint, yield_now};
 
 /// An engine shared by the views; equal when it is the same engine (a slider edit makes a new one).
@@ -172,6 +173,7 @@ pub fn kernel_view(props: &KernelProps) -> Html {
                         color: PALETTE[c.head % PALETTE.len()].to_string(),
                         points: ys.iter().enumerate().map(|(d, &y)| (d as f64, y)).collect(),
                         dashed: false,
+                        width: LINE,
                     }
                 })
                 .collect();
@@ -188,6 +190,7 @@ pub fn kernel_view(props: &KernelProps) -> Html {
                 log_y: *log_y && *kind == CurveKind::Kernel,
                 series,
                 markers: vec![(info.train_context as f64, format!("training length {}", info.train_context))],
+                legend_below: false,
             })
         }
         Err(e) => html! { <p class="error">{ e }</p> },
@@ -351,6 +354,24 @@ pub struct PplProps {
     pub trained: Option<PplCurve>,
     /// Called with `(length, perplexity)` points when a sweep finishes.
     pub on_done: Callback<(EngineRef, PplCurve)>,
+    /// The shipped models' curves (`results.json`), drawn behind this page's.
+    pub shipped: Shipped,
+    /// Name of the loaded model (its shipped curve is highlighted).
+    pub model: AttrValue,
+}
+
+/// The shipped results table of the extrapolation view.
+#[derive(Clone, PartialEq)]
+pub enum Shipped {
+    Loading,
+    Ready(Rc<Vec<ShippedCurve>>),
+    /// Why there is no table (missing on the server, unreadable).
+    Missing(AttrValue),
+}
+
+/// Colour of the k-th of n shipped curves: evenly spaced hues.
+fn shipped_color(k: usize, n: usize) -> String {
+    format!("hsl({:.0} 60% 45%)", 360.0 * k as f64 / n.max(1) as f64)
 }
 
 pub enum PplMsg {
@@ -462,13 +483,49 @@ impl Component for PplView {
             color: PALETTE[0].into(),
             points: self.points.iter().map(|p| (p.length as f64, p.ppl)).collect(),
             dashed: false,
+            width: LINE,
         }];
+        let shipped_note = match &props.shipped {
+            Shipped::Loading => {
+                html! { <p class="muted" id="shipped-state">{ "loading the shipped models' table…" }</p> }
+            }
+            Shipped::Missing(why) => html! {
+                <p class="notice" id="shipped-missing" role="status">
+                    { format!("The shipped models' table is not available ({why}): only this page's curves are shown. \
+                               It is docs/results/results.json, written by `attnlab report`.") }
+                </p>
+            },
+            Shipped::Ready(curves) => {
+                let current = curves.iter().any(|c| c.name == props.model.as_str());
+                html! {
+                    <p class="muted" id="shipped-state" data-models={curves.len().to_string()}>
+                        { format!("Thin lines: the {} shipped models as measured by `attnlab report` \
+                                   (docs/results/results.json, same held-out text){}.", curves.len(),
+                                   if current { format!("; {} in bold", props.model) } else { String::new() }) }
+                    </p>
+                }
+            }
+        };
+        if let Shipped::Ready(curves) = &props.shipped {
+            let n = curves.len();
+            for (k, c) in curves.iter().enumerate() {
+                let current = c.name == props.model.as_str();
+                series.push(Series {
+                    label: format!("shipped: {}", c.name),
+                    color: shipped_color(k, n),
+                    points: c.points.iter().map(|&(l, p)| (l as f64, p)).collect(),
+                    dashed: false,
+                    width: if current { 3.0 } else { 0.8 },
+                });
+            }
+        }
         if let Some(t) = &props.trained {
             series.push(Series {
                 label: "as trained".into(),
                 color: PALETTE[3].into(),
                 points: t.iter().map(|&(l, p)| (l as f64, p)).collect(),
                 dashed: true,
+                width: LINE,
             });
         }
         let rows = self.points.iter().map(|p| {
@@ -490,6 +547,7 @@ impl Component for PplView {
                     <progress id="ppl-progress" max="1" value={format!("{:.4}", self.fraction)}></progress>
                 }
                 if let Some(e) = &self.error { <p class="error">{ e }</p> }
+                { shipped_note }
                 { line_chart(&LineChart {
                     id: "ppl-chart".into(),
                     title: "perplexity against context length".into(),
@@ -499,6 +557,7 @@ impl Component for PplView {
                     log_y: true,
                     series,
                     markers: vec![(info.train_context as f64, "training length".into())],
+                    legend_below: true,
                 }) }
                 <table class="table"><thead><tr><th>{ "length" }</th><th>{ "× train" }</th><th>{ "windows" }</th>
                     <th>{ "tokens" }</th><th>{ "perplexity" }</th></tr></thead><tbody>{ for rows }</tbody></table>
@@ -663,6 +722,7 @@ impl TraceViewComp {
                 color: PALETTE[s.layer % PALETTE.len()].into(),
                 points: curve(&s.laa.curve),
                 dashed: false,
+                width: LINE,
             })
             .collect();
         let uniform = laa_uniform(n);
@@ -671,6 +731,7 @@ impl TraceViewComp {
             color: "#888888".into(),
             points: curve(&uniform.curve),
             dashed: true,
+            width: LINE,
         });
         let me = props.engine.0.info().name.clone();
         let overlay: Vec<Series> = props
@@ -691,6 +752,7 @@ impl TraceViewComp {
                     color: PALETTE[(k + 4) % PALETTE.len()].into(),
                     points: curve(&mean),
                     dashed: true,
+                    width: LINE,
                 }
             })
             .collect();
@@ -712,6 +774,7 @@ impl TraceViewComp {
                     log_y: false,
                     series,
                     markers: vec![],
+                    legend_below: false,
                 }) }
                 if !overlay.is_empty() {
                     { line_chart(&LineChart {
@@ -723,6 +786,7 @@ impl TraceViewComp {
                         log_y: false,
                         series: overlay,
                         markers: vec![],
+                        legend_below: false,
                     }) }
                 }
                 <table class="table" id="laa-table"><thead><tr><th>{ "layer" }</th><th>{ "variant" }</th>
