@@ -115,14 +115,7 @@ impl Sess<'_> {
                 Ok(sampler.sample(&logits)?)
             }
             Sess::Gpu(s) => {
-                let c = *sampler.config();
-                let gs = GpuSampling {
-                    temperature: c.temperature,
-                    top_k: u32::try_from(c.top_k).unwrap_or(u32::MAX),
-                    top_p: c.top_p,
-                    u: sampler.draw().unwrap_or(0.0),
-                };
-                pollster::block_on(s.step_sample(token, &gs)).map_err(gpu_err)
+                pollster::block_on(s.step_sample(token, &GpuSampling::next_from(sampler))).map_err(gpu_err)
             }
         }
     }

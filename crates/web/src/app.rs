@@ -1426,9 +1426,8 @@ async fn generate_gpu(
         let id = if decoder.is_greedy() {
             session.step_greedy(out.id).await
         } else {
-            let (temperature, top_k, top_p, u) = decoder.draw();
-            let top_k = u32::try_from(top_k).unwrap_or(u32::MAX);
-            session.step_sample(out.id, &attnlab_gpu::GpuSampling { temperature, top_k, top_p, u }).await
+            let sampling = attnlab_gpu::GpuSampling::next_from(decoder.sampler_mut());
+            session.step_sample(out.id, &sampling).await
         };
         let id = id.map_err(|e| gpu_err(tokens)(gpu::failure(e)))?;
         out = decoder.accept_token(id).map_err(GpuRunError::Input)?;

@@ -204,12 +204,10 @@ impl Decoder<'_> {
         self.accept_token(id)
     }
 
-    /// The sampling settings and the random draw for the next token when another backend picks it
-    /// (the GPU's `step_sample`): (temperature, top-k, top-p, u). Advances the random stream exactly
-    /// as [`accept_logits`](Decoder::accept_logits) would, so a seed means the same on both backends.
-    pub fn draw(&mut self) -> (f32, usize, f32, f64) {
-        let c = *self.sampler.config();
-        (c.temperature, c.top_k, c.top_p, self.sampler.draw().unwrap_or(0.0))
+    /// The sampler, for a backend that picks the token itself from the sampler's draws (the GPU's
+    /// `step_sample`), so a seed means the same on both backends.
+    pub fn sampler_mut(&mut self) -> &mut Sampler {
+        &mut self.sampler
     }
 
     /// Take `id` as the next token (chosen elsewhere, e.g. the GPU's argmax): stopping rules and

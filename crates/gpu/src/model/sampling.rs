@@ -1,10 +1,11 @@
 //! Sampling beyond greedy on the GPU (`sample_top` in shaders/sample.wgsl): temperature, top-k and
 //! top-p in the decode step's own submission, so only the picked token (4 bytes) is read back. The
 //! random draw stays on the CPU: the caller passes the uniform u its sampler would use
-//! ([`attnlab_core::sampling::Sampler::draw`]), so a seed gives the same stream on both backends.
+//! ([`GpuSampling::next_from`]), so a seed gives the same stream on both backends.
 
 use super::{bind_group, words, Disp, GpuSession, Op};
 use crate::error::{GpuError, Result};
+use attnlab_core::sampling::{Sampler, SamplingConfig};
 
 /// Sampling settings of one GPU decode step.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,16 +55,26 @@ impl TopSampler {
     }
 }
 
+impl GpuSampling {
+    /// The settings of `sampler` and its next draw (advancing its stream exactly as
+    /// `Sampler::sample` would), so a seed means the same on the CPU and the GPU.
+    pub fn next_from(sampler: &mut Sampler) -> GpuSampling {
+        let c = *sampler.config();
+        GpuSampling {
+            temperature: c.temperature,
+            top_k: u32::try_from(c.top_k).unwrap_or(u32::MAX),
+            top_p: c.top_p,
+            u: sampler.draw().unwrap_or(0.0),
+        }
+    }
+}
+
+/// The CPU sampler's own validation of temperature and top-p, plus the draw's range.
 fn check(s: &GpuSampling) -> Result<()> {
-    let bad = |what: &str| Err(attnlab_core::Error::arg("sampling", what.to_string()).into());
-    if !(s.temperature.is_finite() && s.temperature >= 0.0) {
-        return bad("temperature must be finite and ≥ 0");
-    }
-    if !(s.top_p > 0.0 && s.top_p <= 1.0) {
-        return bad("top_p must be in (0, 1]");
-    }
+    SamplingConfig { temperature: s.temperature, top_k: s.top_k as usize, top_p: s.top_p, seed: 0 }
+        .validate()?;
     if !(0.0..1.0).contains(&s.u) {
-        return bad("the uniform draw u must be in [0, 1)");
+        return Err(attnlab_core::Error::arg("u", format!("{} must be in [0, 1)", s.u)).into());
     }
     Ok(())
 }
