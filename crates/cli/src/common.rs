@@ -1,8 +1,9 @@
 //! Shared pieces of the subcommands: errors and exit codes, model/tokenizer/text loading, argument
 //! parsers, output helpers (stdout that survives a closed pipe, tables, JSON) and progress bars.
 
-use attnlab_core::config::{KernelKind, KernelTerm, VARIANT_IDS};
+use attnlab_core::config::VARIANT_IDS;
 use attnlab_core::tokenizer::Tokenizer;
+use attnlab_core::variants::{KernelKind, KernelTerm};
 use attnlab_core::Model;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -327,7 +328,7 @@ pub fn parse_kernels(s: &str) -> Result<KernelMix, String> {
         };
         terms.push(KernelTerm { kernel, scale, weight, p });
     }
-    attnlab_core::config::validate_kernel_terms(&terms).map_err(|(k, why)| {
+    attnlab_core::variants::mep::validate_kernel_terms(&terms).map_err(|(k, why)| {
         format!("item {} `{}`: {why}", k + 1, s.split(',').nth(k).unwrap_or("").trim())
     })?;
     Ok(KernelMix(terms))

@@ -2,7 +2,6 @@
 //! locally accumulated attention (LAA), gate statistics and perplexity versus context length.
 
 use crate::attention::{AttnMatrixKind, LayerAttention, LayerGates, TraceRequest};
-use crate::config::{AttentionSpec, KernelTerm};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::sampling::log_softmax;
@@ -13,72 +12,6 @@ pub const LAA_POINTS: usize = 101;
 /// Saturation thresholds of the gate view (ReGLA digest §5: share of F < 0.05 or > 0.95).
 pub const SATURATION_LOW: f32 = 0.05;
 pub const SATURATION_HIGH: f32 = 0.95;
-
-/// Runtime edit of a layer's position bias (the page's sliders, the CLI's overrides).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct BiasOverride {
-    /// Multiplies every head's base slope (alibi, gaussian, mep). `None` keeps the spec's slopes.
-    pub slope_scale: Option<f64>,
-    /// Gives every head this slope before `slope_scale` applies (MEP Table 4's uniform "h" rows).
-    #[serde(default)]
-    pub uniform_slope: Option<f64>,
-    /// Replaces a mep layer's kernel list.
-    pub kernels: Option<Vec<KernelTerm>>,
-}
-
-impl BiasOverride {
-    /// The spec with this override applied; specs without slopes or kernels are returned unchanged.
-    pub fn apply(&self, spec: &AttentionSpec, n_heads: usize) -> Result<AttentionSpec> {
-        if let Some(s) = self.slope_scale {
-            if !(s.is_finite() && s >= 0.0) {
-                return Err(Error::arg("slope_scale", format!("{s} must be finite and >= 0")));
-            }
-        }
-        if let Some(u) = self.uniform_slope {
-            if !(u.is_finite() && u >= 0.0) {
-                return Err(Error::arg("uniform_slope", format!("{u} must be finite and >= 0")));
-            }
-        }
-        let scaled = |slopes: &Option<Vec<f64>>| -> Option<Vec<f64>> {
-            let base = match self.uniform_slope {
-                Some(u) => Some(vec![u; n_heads]),
-                None => slopes.clone(),
-            };
-            match self.slope_scale {
-                None => base,
-                Some(s) => Some(
-                    base.unwrap_or_else(|| crate::bias::alibi_slopes(n_heads))
-                        .iter()
-                        .map(|m| m * s)
-                        .collect(),
-                ),
-            }
-        };
-        Ok(match spec {
-            AttentionSpec::Alibi { slopes } => AttentionSpec::Alibi { slopes: scaled(slopes) },
-            AttentionSpec::Gaussian { slopes } => AttentionSpec::Gaussian { slopes: scaled(slopes) },
-            AttentionSpec::Mep { kernels, slopes } => {
-                let kernels = self.kernels.clone().unwrap_or_else(|| kernels.clone());
-                crate::config::validate_kernel_terms(&kernels)
-                    .map_err(|(k, reason)| Error::arg(format!("kernels[{k}]"), reason))?;
-                AttentionSpec::Mep { kernels, slopes: scaled(slopes) }
-            }
-            other => other.clone(),
-        })
-    }
-}
-
-/// Apply `o` to every layer of `model` (revalidating each spec).
-pub fn apply_override(model: &mut Model, o: &BiasOverride) -> Result<()> {
-    let h = model.config().n_heads;
-    for i in 0..model.config().n_layers {
-        let spec = o.apply(&model.config().layers[i], h)?;
-        if spec != model.config().layers[i] {
-            model.set_layer_spec(i, spec)?;
-        }
-    }
-    Ok(())
-}
 
 /// `B_h(d)` and `exp(B_h(d))` of one head for d = 0..n.
 #[derive(Debug, Clone, Serialize)]

@@ -14,7 +14,7 @@
 //!   overflowing `m·d²`) saturates to `±BIAS_LIMIT`. That keeps every bias finite in f32 and far above
 //!   the causal-mask value [`MASKED`], because ±inf and NaN must never reach WGSL (MEP §3.12).
 
-use crate::config::{KernelKind, KernelTerm};
+use crate::variants::mep::{KernelKind, KernelTerm};
 
 /// Clamp floor for the Kerple parameters `a` and `p` (MEP §3.3/§3.4, RI §2: `clamp(min=1e-2)`).
 pub const KERPLE_MIN: f64 = 0.01;
@@ -284,7 +284,7 @@ where
 }
 
 /// `ln K(d)` of one unweighted kernel at rate `r = scale · slope` (MEP §3.1–3.4 and the
-/// `KernelKind` docs in config.rs).
+/// `KernelKind` docs in variants/mep.rs).
 ///
 /// - `Exp`: `-r·d`; `Gaussian`: `-r·d²`;
 /// - `KerpleLog`: `-p·ln(1 + r·d)` with `p >= 0.01` (default 1). The inner scale `a = r` is **not**

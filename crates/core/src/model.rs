@@ -1,7 +1,7 @@
 //! The model: embeddings → pre-norm blocks (attention, FFN) → final norm → logits, and the decode
 //! [`Session`] holding a KV cache or recurrent state per layer.
 
-use crate::attention::{self, AttnLayer, LayerAttention, LayerGates, LayerState, TraceRequest};
+use crate::attention::{AttnLayer, LayerAttention, LayerGates, LayerState, TraceRequest};
 use crate::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
 use crate::error::{Error, Result};
 use crate::ops::{gelu, silu, sinusoidal_embedding, Linear, Norm};
@@ -25,7 +25,11 @@ pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
         }
     };
     norm(&mut v, "final_norm");
-    v.extend(attention::shared_tensor_specs(cfg));
+    // Shared position parameters, once per variant id (KERPLE-style sharing across layers).
+    let mut seen = std::collections::BTreeSet::new();
+    for spec in cfg.layers.iter().filter(|s| seen.insert(s.variant_id())) {
+        v.extend(spec.variant().shared_tensors(cfg));
+    }
     for (i, spec) in cfg.layers.iter().enumerate() {
         norm(&mut v, &format!("layers.{i}.attn_norm"));
         norm(&mut v, &format!("layers.{i}.ffn_norm"));
@@ -33,7 +37,7 @@ pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
             v.push(TensorSpec::new(format!("layers.{i}.attn.{name}"), &[a, d], Init::Normal(std_d)));
         }
         v.push(TensorSpec::new(format!("layers.{i}.attn.wo"), &[d, a], Init::Normal(std_out(a))));
-        v.extend(attention::layer_tensor_specs(cfg, i, spec));
+        v.extend(spec.variant().layer_tensors(cfg, i));
         if cfg.ffn.kind == FfnKind::Swiglu {
             v.push(TensorSpec::new(format!("layers.{i}.ffn.w_gate"), &[hid, d], Init::Normal(std_d)));
         }

@@ -152,9 +152,76 @@ pub fn sinusoidal_embedding(pos: usize, d: usize, out: &mut [f32]) {
     }
 }
 
+/// Epsilon of [`simple_rms_norm`], added **outside** the square root (TransNormer digest §1.3).
+pub const SIMPLE_RMS_EPS: f32 = 1e-8;
+
+/// SimpleRMSNorm (TransNormer digest §1.3, NormAttention): `x / (‖x‖₂ / sqrt(n) + 1e-8)`, no gain.
+/// The sum of squares is accumulated in f64. An all-zero input stays zero.
+pub fn simple_rms_norm(x: &mut [f32]) {
+    if x.is_empty() {
+        return;
+    }
+    let ss: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let rms = (ss / x.len() as f64).sqrt();
+    let denom = rms + SIMPLE_RMS_EPS as f64;
+    for v in x.iter_mut() {
+        *v = (*v as f64 / denom) as f32;
+    }
+}
+
+/// RMSNorm with gain: `x / sqrt(mean(x²) + eps) ⊙ w` (eps inside the root; the residual-stream norm
+/// of config.rs and the per-head output norm of GLA/ReGLA/RetNet, ReGLA digest §1.6, §7 A5).
+///
+/// # Panics
+/// If `w.len() != x.len()` (caller bug, not data).
+pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
+    assert_eq!(w.len(), x.len(), "rms_norm: gain length must equal input length");
+    if x.is_empty() {
+        return;
+    }
+    let ss: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let inv = 1.0 / (ss / x.len() as f64 + eps as f64).sqrt();
+    for (v, &g) in x.iter_mut().zip(w) {
+        *v = (*v as f64 * inv * g as f64) as f32;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::seeded_normal;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    /// TransNormer digest §1.3 and reference-implementations §8 property 5: SimpleRMSNorm output has
+    /// unit RMS up to eps; zero input stays zero. RMSNorm with gain matches the formula.
+    #[test]
+    fn norms() {
+        let mut x = seeded_normal(64, 8);
+        for v in x.iter_mut() {
+            *v *= 7.0;
+        }
+        simple_rms_norm(&mut x);
+        let rms = (x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / 64.0).sqrt();
+        assert!(close(rms, 1.0, 1e-6), "rms {rms}");
+        let mut z = vec![0.0f32; 8];
+        simple_rms_norm(&mut z);
+        assert!(z.iter().all(|&v| v == 0.0));
+        // eps is outside the root: x = [1e-8; n] has rms 1e-8 → x / 2e-8 = 0.5.
+        let mut tiny = vec![1e-8f32; 4];
+        simple_rms_norm(&mut tiny);
+        assert!(tiny.iter().all(|&v| close(v as f64, 0.5, 1e-6)));
+
+        let mut x = vec![3.0f32, -4.0];
+        rms_norm(&mut x, &[1.0, 2.0], 0.0);
+        let r = (12.5f64).sqrt();
+        assert!(close(x[0] as f64, 3.0 / r, 1e-6) && close(x[1] as f64, -8.0 / r, 1e-6));
+        let mut x = vec![3.0f32, -4.0];
+        rms_norm(&mut x, &[1.0, 1.0], 1.0);
+        assert!(close(x[0] as f64, 3.0 / (13.5f64).sqrt(), 1e-6));
+    }
 
     #[test]
     fn dot_matches_naive_sum() {

@@ -43,7 +43,7 @@ pub struct Rng {
 impl Rng {
     /// A generator whose state is seeded from `seed` with SplitMix64.
     pub fn new(seed: u64) -> Rng {
-        let mut sm = crate::lrpe::SplitMix64::new(seed);
+        let mut sm = crate::rng::SplitMix64::new(seed);
         let s = [sm.next_u64(), sm.next_u64(), sm.next_u64(), sm.next_u64()];
         Rng { s }
     }
@@ -318,7 +318,7 @@ mod tests {
         let got: Vec<u64> = (0..4).map(|_| r.next_u64()).collect();
         assert_eq!(got, [11520, 0, 1509978240, 1215971899390074240]);
         // SplitMix64 from seed 0: first output 0xE220A8397B1DCDAF.
-        assert_eq!(crate::lrpe::SplitMix64::new(0).next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(crate::rng::SplitMix64::new(0).next_u64(), 0xE220_A839_7B1D_CDAF);
         assert_eq!(Rng::new(0).s[0], 0xE220_A839_7B1D_CDAF);
     }
 

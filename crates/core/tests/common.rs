@@ -1,10 +1,9 @@
 //! Shared helpers of the core integration tests.
 #![allow(dead_code)]
 
-use attnlab_core::config::{
-    AttentionSpec, LrpeCore, LrpeNormalize, LrpeP, LrpeTheta, ModelConfig, SizePreset, TransnormerFlavor,
-    TransnormerRole, VARIANT_IDS,
-};
+use attnlab_core::config::{AttentionSpec, ModelConfig, SizePreset, VARIANT_IDS};
+use attnlab_core::variants::lrpe::{LrpeCore, LrpeNormalize, LrpeP, LrpeTheta};
+use attnlab_core::variants::transnormer::{TransnormerFlavor, TransnormerRole};
 use attnlab_core::Model;
 
 /// A small size preset that still crosses chunk (64) and Diag-block (8) boundaries in tests.
@@ -27,9 +26,13 @@ pub fn all_configs() -> Vec<(String, ModelConfig)> {
     let mut out = Vec::new();
     for id in VARIANT_IDS {
         let mut cfg = ModelConfig::preset(id, tiny()).expect("preset");
-        if let AttentionSpec::Transnormer { .. } = cfg.layers[0] {
+        if let AttentionSpec::Transnormer(_) = cfg.layers[0] {
             for l in cfg.layers.iter_mut() {
-                if let AttentionSpec::Transnormer { block_size, .. } = l {
+                if let AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
+                    block_size,
+                    ..
+                }) = l
+                {
                     *block_size = 8;
                 }
             }
@@ -38,40 +41,46 @@ pub fn all_configs() -> Vec<(String, ModelConfig)> {
     }
     let mut t1 = ModelConfig::preset("transnormer", tiny()).expect("preset");
     t1.layers = vec![
-        AttentionSpec::Transnormer {
+        AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
             flavor: TransnormerFlavor::T1,
             role: TransnormerRole::Diag,
             block_size: 8,
-        },
-        AttentionSpec::Transnormer {
+        }),
+        AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
             flavor: TransnormerFlavor::T1,
             role: TransnormerRole::Norm,
             block_size: 8,
-        },
+        }),
     ];
     out.push(("transnormer-t1".into(), t1));
     for core in [LrpeCore::Rotation, LrpeCore::Mixed, LrpeCore::Permutation, LrpeCore::Complex] {
         for p in [LrpeP::Identity, LrpeP::Householder, LrpeP::OddEven] {
             for theta in [LrpeTheta::Learned, LrpeTheta::Fixed] {
                 let mut cfg = ModelConfig::preset("lrpe", tiny()).expect("preset");
-                let spec = AttentionSpec::Lrpe { core, p, theta, normalize: LrpeNormalize::Rmsnorm, seed: 7 };
+                let spec = AttentionSpec::Lrpe(attnlab_core::variants::lrpe::LrpeSpec {
+                    core,
+                    p,
+                    theta,
+                    normalize: LrpeNormalize::Rmsnorm,
+                    seed: 7,
+                });
                 cfg.layers = vec![spec.clone(), spec];
                 out.push((format!("lrpe-{core:?}-{p:?}-{theta:?}"), cfg));
             }
         }
     }
     let mut den = ModelConfig::preset("lrpe", tiny()).expect("preset");
-    let spec = AttentionSpec::Lrpe {
+    let spec = AttentionSpec::Lrpe(attnlab_core::variants::lrpe::LrpeSpec {
         core: LrpeCore::Permutation,
         p: LrpeP::Identity,
         theta: LrpeTheta::Fixed,
         normalize: LrpeNormalize::Denominator,
         seed: 3,
-    };
+    });
     den.layers = vec![spec.clone(), spec];
     out.push(("lrpe-denominator".into(), den));
     let mut hybrid = ModelConfig::preset("regla", tiny()).expect("preset");
-    hybrid.layers[1] = AttentionSpec::Alibi { slopes: None };
+    hybrid.layers[1] = AttentionSpec::Alibi(attnlab_core::variants::alibi::Alibi { slopes: None });
     out.push(("hybrid-regla-alibi".into(), hybrid));
     let mut hybrid = ModelConfig::preset("gla", tiny()).expect("preset");
     hybrid.layers[0] = AttentionSpec::default_for("mep").expect("mep");

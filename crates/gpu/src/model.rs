@@ -9,11 +9,11 @@
 use crate::context::GpuContext;
 use crate::error::{GpuError, Result};
 use crate::shaders;
-use attnlab_core::attention::{BiasPlan, LayerPlan, LinearPlan};
-use attnlab_core::config::{
-    AbsolutePosition, FfnKind, LrpeCore, LrpeNormalize, LrpeP, ModelConfig, NormKind, TransnormerFlavor,
-};
-use attnlab_core::{gates, lrpe, ops, Error as CoreError, Model};
+use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
+use attnlab_core::lowering::{self as lw, Bias, FeatureMap, LinearLowering, Lowering, Rotation, Window};
+use attnlab_core::lrpe::Lrpe;
+use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
+use attnlab_core::{ops, Error as CoreError, Model};
 use std::collections::HashMap;
 use wgpu::util::DeviceExt;
 
@@ -221,7 +221,7 @@ fn cos_sin_table(ctx: usize, angles: &[f64]) -> Vec<f32> {
 }
 
 fn rope_table(ctx: usize, dh: usize, base: f64) -> Vec<f32> {
-    let angles: Vec<f64> = (0..dh / 2).map(|k| lrpe::inv_freq(base, k, dh)).collect();
+    let angles: Vec<f64> = (0..dh / 2).map(|k| attnlab_core::rotary::inv_freq(base, k, dh)).collect();
     cos_sin_table(ctx, &angles)
 }
 
@@ -246,18 +246,23 @@ fn layer_data(model: &Model, i: usize) -> Result<LayerData> {
     wqkv.extend_from_slice(&wq.w);
     wqkv.extend_from_slice(&wk.w);
     wqkv.extend_from_slice(&wv.w);
-    let kind = match attn.plan() {
-        LayerPlan::Softmax { scale, bias, rope_base, block, relu_with_norm } => {
-            let (bias_kind, aux, table_len, hidden, c, thr) = match bias {
-                BiasPlan::None => (0u32, Vec::new(), 0usize, 0usize, 0.0f32, 0.0f32),
-                BiasPlan::Table { len, values } => (1, values.to_vec(), len, 0, 0.0, 0.0),
-                BiasPlan::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+    let kind = match attn.lowering() {
+        Lowering::Softmax(sl) => {
+            let (scale, rope_base, relu_with_norm) = (sl.scale, sl.rope_base, sl.relu_with_norm);
+            let block = match sl.window {
+                Window::Causal => None,
+                Window::Block(w) => Some(w),
+            };
+            let (bias_kind, aux, table_len, hidden, c, thr) = match &sl.bias {
+                Bias::None => (0u32, Vec::new(), 0usize, 0usize, 0.0f32, 0.0f32),
+                Bias::Table { len, values } => (1, values.to_vec(), *len, 0, 0.0, 0.0),
+                Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
                     let mut aux = Vec::new();
                     aux.extend_from_slice(w1);
                     aux.extend_from_slice(b1);
                     aux.extend_from_slice(w2);
                     aux.extend_from_slice(b2);
-                    (2, aux, 0, w1.len(), c as f32, (l_mult * init_l).abs() as f32)
+                    (2, aux, 0, w1.len(), *c as f32, (l_mult * init_l).abs() as f32)
                 }
             };
             let params = vec![
@@ -277,96 +282,7 @@ fn layer_data(model: &Model, i: usize) -> Result<LayerData> {
             let rope = rope_base.map(|base| rope_table(ctx, dh, base));
             KindData::Softmax { bias_kind, params, aux, rope, relu_norm: relu_with_norm }
         }
-        LayerPlan::Linear { kind, dk } => {
-            let den_eps = attn.denominator_eps().unwrap_or(0.0);
-            // (feat kind, plus_one, lrpe_p, lrpe_core, n_angles, scale, normalizer, off_tab, off_vec, gpre_stride)
-            let mut pm = [0u32; 16];
-            pm[0] = usize_u32("heads", h)?;
-            pm[1] = usize_u32("head_dim", dh)?;
-            pm[2] = usize_u32("dk", dk)?;
-            pm[3] = usize_u32("attn_dim", a)?;
-            let mut aux = Vec::new();
-            let (feat_kind, gate, post) = match kind {
-                LinearPlan::LinearElu { .. } => {
-                    pm[4] = 1;
-                    (0, GateData::None, PostData::None)
-                }
-                LinearPlan::TransnormerNorm { flavor } => {
-                    pm[4] = u32::from(flavor == TransnormerFlavor::T2);
-                    (0, GateData::None, PostData::Simple)
-                }
-                LinearPlan::Lrpe { lrpe: l, normalize } => {
-                    pm[5] = match l.p() {
-                        LrpeP::Identity => 0,
-                        LrpeP::Householder => 1,
-                        LrpeP::OddEven => 2,
-                    };
-                    if let Some(v) = l.householder_v() {
-                        aux.extend(v.iter().map(|&x| x as f32));
-                    } else {
-                        aux.resize(dh, 0.0);
-                    }
-                    pm[11] = 0;
-                    pm[10] = usize_u32("aux", aux.len())?;
-                    match l.core() {
-                        LrpeCore::Rotation | LrpeCore::Mixed => {
-                            pm[6] = 0;
-                            pm[7] = usize_u32("angles", l.angles().len())?;
-                            aux.extend(cos_sin_table(ctx, l.angles()));
-                        }
-                        LrpeCore::Permutation => {
-                            pm[6] = 1;
-                            for s in 0..ctx {
-                                for j in 0..dh {
-                                    aux.push(l.perm_power(s, j) as f32);
-                                }
-                            }
-                        }
-                        LrpeCore::Complex => {
-                            pm[6] = 2;
-                            aux.extend(cos_sin_table(ctx, l.angles()));
-                        }
-                    }
-                    let post = match normalize {
-                        LrpeNormalize::Rmsnorm => PostData::Simple,
-                        LrpeNormalize::Denominator => PostData::None,
-                    };
-                    (1, GateData::None, post)
-                }
-                LinearPlan::Gla { down, up, bias, normalizer, out_gate, head_norm } => {
-                    pm[8] = fb(1.0 / (dh as f32).sqrt());
-                    pm[9] = fb(normalizer as f32);
-                    pm[12] = usize_u32("attn_dim", a)?;
-                    aux.extend_from_slice(bias);
-                    (
-                        2,
-                        GateData::Gla { down: down.w.clone(), up: up.w.clone(), rank: down.out },
-                        PostData::HeadNormGate { gain: head_norm.to_vec(), out_gate: out_gate.w.clone() },
-                    )
-                }
-                LinearPlan::Regla { wg, bg, wr, br, head_norm } => {
-                    pm[8] = fb(gates::regla_scale(dh) as f32);
-                    pm[12] = usize_u32("attn_dim", 2 * a)?;
-                    aux.extend_from_slice(bg);
-                    aux.extend_from_slice(br);
-                    let mut wgr = wg.w.clone();
-                    wgr.extend_from_slice(&wr.w);
-                    (3, GateData::Regla { wgr }, PostData::HeadNorm { gain: head_norm.to_vec() })
-                }
-                LinearPlan::Retnet { out_gate, head_norm, log_gamma } => {
-                    pm[8] = fb(1.0 / (dh as f32).sqrt());
-                    aux.extend_from_slice(log_gamma);
-                    pm[10] = usize_u32("aux", aux.len())?;
-                    aux.extend(rope_table(ctx, dh, 10000.0));
-                    (
-                        4,
-                        GateData::None,
-                        PostData::HeadNormGate { gain: head_norm.to_vec(), out_gate: out_gate.w.clone() },
-                    )
-                }
-            };
-            KindData::Linear { feat_kind, params: pm.to_vec(), aux, dk, den_eps, gate, post }
-        }
+        Lowering::Linear(l) => linear_kind_data(l, h, dh, ctx, attn.denominator_eps().unwrap_or(0.0))?,
     };
     let ffn = |n: &str| -> Result<Vec<f32>> { Ok(w.get(&format!("layers.{i}.ffn.{n}"))?.to_vec()) };
     Ok(LayerData {
@@ -379,6 +295,101 @@ fn layer_data(model: &Model, i: usize) -> Result<LayerData> {
         ffn_down: ffn("w_down")?,
         kind,
     })
+}
+
+/// The GPU's kind of linear layer for a lowered form: the feature kernels of linear_features.wgsl
+/// cover the catalog's combinations of feature map, position transform and gate.
+fn linear_kind_data(l: &LinearLowering, h: usize, dh: usize, ctx: usize, den_eps: f32) -> Result<KindData> {
+    let a = h * dh;
+    // (heads, head_dim, dk, attn_dim, plus_one, lrpe_p, lrpe_core, n_angles, scale, normalizer, aux split, …)
+    let mut pm = [0u32; 16];
+    pm[0] = usize_u32("heads", h)?;
+    pm[1] = usize_u32("head_dim", dh)?;
+    pm[2] = usize_u32("dk", l.dk)?;
+    pm[3] = usize_u32("attn_dim", a)?;
+    let mut aux = Vec::new();
+    let simple_or_none = |post: &lw::Post| match post {
+        lw::Post::SimpleRmsNorm => Ok(PostData::Simple),
+        lw::Post::None => Ok(PostData::None),
+        _ => Err(GpuError::Unsupported("this output post-processing needs a gated linear layer".into())),
+    };
+    let unsupported = || {
+        GpuError::Unsupported("this combination of feature map, rotation and gate has no GPU kernel".into())
+    };
+    let (feat_kind, gate, post) = match (&l.rotation, &l.gate, l.q.map) {
+        (None, lw::Gate::None, FeatureMap::EluPlusOne | FeatureMap::Elu) => {
+            pm[4] = u32::from(l.q.map == FeatureMap::EluPlusOne);
+            (0, GateData::None, simple_or_none(&l.post)?)
+        }
+        (Some(Rotation::Lrpe(lr)), lw::Gate::None, FeatureMap::EluPlusOne) => {
+            lrpe_params(lr, dh, ctx, &mut pm, &mut aux)?;
+            (1, GateData::None, simple_or_none(&l.post)?)
+        }
+        (None, lw::Gate::LowRank { down, up, bias, normalizer }, FeatureMap::Identity) => {
+            pm[8] = fb(l.q.scale);
+            pm[9] = fb(*normalizer as f32);
+            pm[12] = usize_u32("attn_dim", a)?;
+            aux.extend_from_slice(bias);
+            let lw::Post::HeadNormGate { gain, out_gate } = &l.post else { return Err(unsupported()) };
+            let gate = GateData::Gla { down: down.w.clone(), up: up.w.clone(), rank: down.out };
+            (2, gate, PostData::HeadNormGate { gain: gain.clone(), out_gate: out_gate.w.clone() })
+        }
+        (None, lw::Gate::Refined { wg, bg, wr, br }, FeatureMap::ExpMax) => {
+            pm[8] = fb(l.q.scale);
+            pm[12] = usize_u32("attn_dim", 2 * a)?;
+            aux.extend_from_slice(bg);
+            aux.extend_from_slice(br);
+            let mut wgr = wg.w.clone();
+            wgr.extend_from_slice(&wr.w);
+            let lw::Post::HeadNorm { gain } = &l.post else { return Err(unsupported()) };
+            (3, GateData::Regla { wgr }, PostData::HeadNorm { gain: gain.clone() })
+        }
+        (Some(Rotation::Rope { base }), lw::Gate::PerHead { log_gamma }, FeatureMap::Identity) => {
+            pm[8] = fb(l.q.scale);
+            aux.extend_from_slice(log_gamma);
+            pm[10] = usize_u32("aux", aux.len())?;
+            aux.extend(rope_table(ctx, dh, *base));
+            let lw::Post::HeadNormGate { gain, out_gate } = &l.post else { return Err(unsupported()) };
+            (4, GateData::None, PostData::HeadNormGate { gain: gain.clone(), out_gate: out_gate.w.clone() })
+        }
+        _ => return Err(unsupported()),
+    };
+    Ok(KindData::Linear { feat_kind, params: pm.to_vec(), aux, dk: l.dk, den_eps, gate, post })
+}
+
+/// LRPE's P kind, core kind and tables (Householder vector, then the cos/sin or permutation table).
+fn lrpe_params(l: &Lrpe, dh: usize, ctx: usize, pm: &mut [u32; 16], aux: &mut Vec<f32>) -> Result<()> {
+    pm[5] = match l.p() {
+        LrpeP::Identity => 0,
+        LrpeP::Householder => 1,
+        LrpeP::OddEven => 2,
+    };
+    match l.householder_v() {
+        Some(v) => aux.extend(v.iter().map(|&x| x as f32)),
+        None => aux.resize(dh, 0.0),
+    }
+    pm[11] = 0;
+    pm[10] = usize_u32("aux", aux.len())?;
+    match l.core() {
+        LrpeCore::Rotation | LrpeCore::Mixed => {
+            pm[6] = 0;
+            pm[7] = usize_u32("angles", l.angles().len())?;
+            aux.extend(cos_sin_table(ctx, l.angles()));
+        }
+        LrpeCore::Permutation => {
+            pm[6] = 1;
+            for s in 0..ctx {
+                for j in 0..dh {
+                    aux.push(l.perm_power(s, j) as f32);
+                }
+            }
+        }
+        LrpeCore::Complex => {
+            pm[6] = 2;
+            aux.extend(cos_sin_table(ctx, l.angles()));
+        }
+    }
+    Ok(())
 }
 
 impl GpuModel {
@@ -990,7 +1001,14 @@ impl<'m> GpuSession<'m> {
                                 Disp::Attn { heads, max_end, tiled: false },
                             );
                             if *relu_norm {
-                                b.simple_norm(ids, &acts.ao, &acts.an, a, a, gates::SIMPLE_RMS_EPS);
+                                b.simple_norm(
+                                    ids,
+                                    &acts.ao,
+                                    &acts.an,
+                                    a,
+                                    a,
+                                    attnlab_core::ops::SIMPLE_RMS_EPS,
+                                );
                                 attn_out = &acts.an;
                             }
                         }
@@ -1086,7 +1104,14 @@ impl<'m> GpuSession<'m> {
                             match post {
                                 Post::None => {}
                                 Post::Simple => {
-                                    b.simple_norm(ids, &acts.ao, &acts.an, a, a, gates::SIMPLE_RMS_EPS);
+                                    b.simple_norm(
+                                        ids,
+                                        &acts.ao,
+                                        &acts.an,
+                                        a,
+                                        a,
+                                        attnlab_core::ops::SIMPLE_RMS_EPS,
+                                    );
                                     attn_out = &acts.an;
                                 }
                                 Post::HeadNorm { gain } => {

@@ -24,7 +24,11 @@ fn every_variant_prefills_8192_tokens() {
     for id in VARIANT_IDS {
         let mut cfg = ModelConfig::preset(id, preset).expect("preset");
         for l in cfg.layers.iter_mut() {
-            if let AttentionSpec::Transnormer { block_size, .. } = l {
+            if let AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
+                block_size,
+                ..
+            }) = l
+            {
                 *block_size = 64;
             }
         }

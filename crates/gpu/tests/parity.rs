@@ -283,7 +283,7 @@ fn chunked_scan_is_stable_under_strong_decay() {
     for id in ["gla", "regla"] {
         let mut cfg = ModelConfig::preset(id, tiny(320)).expect("preset");
         for l in cfg.layers.iter_mut() {
-            if let AttentionSpec::Gla { gate_logit_normalizer, .. } = l {
+            if let AttentionSpec::Gla(attnlab_core::variants::gla::Gla { gate_logit_normalizer, .. }) = l {
                 *gate_logit_normalizer = 1.0;
             }
         }

@@ -22,11 +22,10 @@ use crate::error::{Result, TrainError};
 use crate::model::{const_f64, linear, TrainModel};
 use attnlab_core::attention::HEAD_NORM_EPS;
 use attnlab_core::bias;
-use attnlab_core::config::{
-    AttentionSpec, LrpeCore, LrpeNormalize, LrpeP, LrpeTheta, TransnormerFlavor, TransnormerRole,
-};
-use attnlab_core::gates;
+use attnlab_core::config::AttentionSpec;
 use attnlab_core::lrpe::{self, Lrpe};
+use attnlab_core::variants::lrpe::{LrpeCore, LrpeNormalize, LrpeP, LrpeTheta};
+use attnlab_core::variants::transnormer::{TransnormerFlavor, TransnormerRole};
 use candle_core::{DType, Device, Tensor, D};
 
 /// Chunk length of the gated (GLA, ReGLA) training form. Any value gives the same result up to
@@ -53,7 +52,11 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
     let scale = 1.0 / (dh as f32).sqrt();
     let spec = &cfg.layers[i];
     let out = match spec {
-        AttentionSpec::Transnormer { role: TransnormerRole::Diag, flavor, block_size } => {
+        AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
+            role: TransnormerRole::Diag,
+            flavor,
+            block_size,
+        }) => {
             let relu = *flavor == TransnormerFlavor::T1;
             let o = softmax_kernel(&q, &k, &v, scale, None, Window::Block(*block_size), relu, dev)?;
             let o = merge(&o)?;
@@ -63,28 +66,32 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
                 o
             }
         }
-        AttentionSpec::Nope | AttentionSpec::Sinusoidal => {
+        AttentionSpec::Nope(_) | AttentionSpec::Sinusoidal(_) => {
             merge(&softmax_kernel(&q, &k, &v, scale, None, Window::Causal, false, dev)?)?
         }
-        AttentionSpec::Rope { base } => {
+        AttentionSpec::Rope(attnlab_core::variants::rope::Rope { base }) => {
             let (cos, sin) = rope_tables(t, dh, *base, dev)?;
             let q = rotate_pairs(&q, &cos, &sin)?;
             let k = rotate_pairs(&k, &cos, &sin)?;
             merge(&softmax_kernel(&q, &k, &v, scale, None, Window::Causal, false, dev)?)?
         }
-        AttentionSpec::Alibi { .. }
-        | AttentionSpec::Gaussian { .. }
-        | AttentionSpec::KerpleLog
-        | AttentionSpec::KerplePower
-        | AttentionSpec::T5 { .. }
-        | AttentionSpec::Sandwich { .. }
-        | AttentionSpec::Fire { .. }
-        | AttentionSpec::Mep { .. }
-        | AttentionSpec::MepParam { .. } => {
+        AttentionSpec::Alibi(_)
+        | AttentionSpec::Gaussian(_)
+        | AttentionSpec::KerpleLog(_)
+        | AttentionSpec::KerplePower(_)
+        | AttentionSpec::T5(_)
+        | AttentionSpec::Sandwich(_)
+        | AttentionSpec::Fire(_)
+        | AttentionSpec::Mep(_)
+        | AttentionSpec::MepParam(_) => {
             let bias = position_bias(m, i, spec, t)?;
             merge(&softmax_kernel(&q, &k, &v, scale, Some(&bias), Window::Causal, false, dev)?)?
         }
-        AttentionSpec::Transnormer { role: TransnormerRole::Norm, flavor, .. } => {
+        AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
+            role: TransnormerRole::Norm,
+            flavor,
+            ..
+        }) => {
             let (fq, fk) = if *flavor == TransnormerFlavor::T1 {
                 (q.elu(1.0)?, k.elu(1.0)?)
             } else {
@@ -92,11 +99,17 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
             };
             simple_rms_norm(&merge(&linear_attention(&fq, &fk, &v, &Gate::None, None)?)?)?
         }
-        AttentionSpec::LinearElu { eps } => {
+        AttentionSpec::LinearElu(attnlab_core::variants::linear_elu::LinearElu { eps }) => {
             let (fq, fk) = (elu_plus_one(&q)?, elu_plus_one(&k)?);
             merge(&linear_attention(&fq, &fk, &v, &Gate::None, Some(*eps as f32 as f64))?)?
         }
-        AttentionSpec::Lrpe { core, p: pm, theta, normalize, seed } => {
+        AttentionSpec::Lrpe(attnlab_core::variants::lrpe::LrpeSpec {
+            core,
+            p: pm,
+            theta,
+            normalize,
+            seed,
+        }) => {
             let tr = LrpeTransform::new(m, i, *core, *pm, *theta, *seed, t, dh, dev)?;
             let fq = tr.apply(&elu_plus_one(&q)?)?;
             let fk = tr.apply(&elu_plus_one(&k)?)?;
@@ -109,7 +122,7 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
                 }
             }
         }
-        AttentionSpec::Gla { gate_logit_normalizer, .. } => {
+        AttentionSpec::Gla(attnlab_core::variants::gla::Gla { gate_logit_normalizer, .. }) => {
             let pre = linear(&linear(u, m.w(&p("gla.gk_down"))?)?, m.w(&p("gla.gk_up"))?)?;
             let z = heads(&pre.broadcast_add(m.w(&p("gla.gk_bias"))?)?, h, dh)?;
             let lg = (log_sigmoid(&z)? / *gate_logit_normalizer)?;
@@ -118,7 +131,7 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
             let o = merge(&head_rms_norm(&o, m.w(&p("gla.head_norm"))?)?)?;
             (o * linear(u, m.w(&p("gla.out_gate"))?)?.silu()?)?
         }
-        AttentionSpec::Regla => {
+        AttentionSpec::Regla(_) => {
             let ag = heads(&linear(u, m.w(&p("regla.w_g"))?)?.broadcast_add(m.w(&p("regla.b_g"))?)?, h, dh)?;
             let ar = heads(&linear(u, m.w(&p("regla.w_r"))?)?.broadcast_add(m.w(&p("regla.b_r"))?)?, h, dh)?;
             // ln F = lnσ(a_g) + logaddexp(lnσ(a_g), ln 2 + lnσ(a_r) + lnσ(−a_g)), ≤ 0 (ReGLA digest §1.7).
@@ -126,7 +139,7 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
             let other = ((log_sigmoid(&ar)? + log_sigmoid(&ag.neg()?)?)? + std::f64::consts::LN_2)?;
             let log_f = (&lsg + log_add_exp(&lsg, &other)?)?.minimum(0.0)?;
             // φq = c(dh)·exp(q − max q) (ReGLA digest §1.4–1.5).
-            let c = gates::regla_scale(dh) as f32 as f64;
+            let c = attnlab_core::variants::regla::regla_scale(dh) as f32 as f64;
             let fq = (q.broadcast_sub(&q.max_keepdim(D::Minus1)?)?.exp()? * c)?;
             // Running key max M_t = max_{s≤t} max_j k_s[j] as a masked max over [T, T].
             let kmax = k.max_keepdim(D::Minus1)?.transpose(2, 3)?; // [B, H, 1, T]
@@ -142,11 +155,13 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
             let o = linear_attention(&fq, &fk, &v, &Gate::PerChannel(lg), None)?;
             merge(&head_rms_norm(&o, m.w(&p("regla.head_norm"))?)?)?
         }
-        AttentionSpec::Retnet => {
+        AttentionSpec::Retnet(_) => {
             let (cos, sin) = rope_tables(t, dh, 10000.0, dev)?;
             let fq = (rotate_pairs(&q, &cos, &sin)? * scale as f64)?;
             let fk = rotate_pairs(&k, &cos, &sin)?;
-            let lg: Vec<f64> = (0..h).map(|hh| gates::retnet_gamma(hh).ln() as f32 as f64).collect();
+            let lg: Vec<f64> = (0..h)
+                .map(|hh| attnlab_core::variants::retnet::retnet_gamma(hh).ln() as f32 as f64)
+                .collect();
             let o = linear_attention(&fq, &fk, &v, &Gate::PerHead(lg), None)?;
             let o = merge(&head_rms_norm(&o, m.w(&p("retnet.head_norm"))?)?)?;
             (o * linear(u, m.w(&p("retnet.out_gate"))?)?.silu()?)?
@@ -186,7 +201,7 @@ fn log_add_exp(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// SimpleRMSNorm over the last dim: `x / (√mean(x²) + 1e−8)` (TransNormer digest §1.3).
 fn simple_rms_norm(x: &Tensor) -> Result<Tensor> {
     let rms = x.sqr()?.mean_keepdim(D::Minus1)?.sqrt()?;
-    Ok(x.broadcast_div(&(rms + gates::SIMPLE_RMS_EPS as f64)?)?)
+    Ok(x.broadcast_div(&(rms + attnlab_core::ops::SIMPLE_RMS_EPS as f64)?)?)
 }
 
 /// Per-head RMSNorm with gain `w: [dh]` and eps [`HEAD_NORM_EPS`] over the last dim.
@@ -278,30 +293,30 @@ fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Re
     };
     let per_head = |name: &str| -> Result<Tensor> { Ok(m.w(name)?.reshape((h, 1, 1))?) };
     match spec {
-        AttentionSpec::Alibi { slopes: s } => {
+        AttentionSpec::Alibi(attnlab_core::variants::alibi::Alibi { slopes: s }) => {
             let sl = slopes(s);
             table(&|hh, dd| bias::alibi(sl[hh], dd))
         }
-        AttentionSpec::Gaussian { slopes: s } => {
+        AttentionSpec::Gaussian(attnlab_core::variants::gaussian::Gaussian { slopes: s }) => {
             let sl = slopes(s);
             table(&|hh, dd| bias::gaussian(sl[hh], dd))
         }
-        AttentionSpec::Sandwich { dbar } => {
+        AttentionSpec::Sandwich(attnlab_core::variants::sandwich::Sandwich { dbar }) => {
             let db = dbar.unwrap_or(dh - dh % 2).max(2);
             table(&|hh, dd| bias::sandwich(dd, hh, h, db))
         }
-        AttentionSpec::Mep { kernels, slopes: s } => {
+        AttentionSpec::Mep(attnlab_core::variants::mep::Mep { kernels, slopes: s }) => {
             let sl = slopes(s);
             table(&|hh, dd| bias::mep_log_kernel(kernels, sl[hh], dd))
         }
         // −p·ln(1 + a·δ) with a, p ≥ 0.01 (MEP §3.3, RI §2).
-        AttentionSpec::KerpleLog => {
+        AttentionSpec::KerpleLog(_) => {
             let a = per_head("pos.kerple_log.a")?.maximum(bias::KERPLE_MIN)?;
             let p = per_head("pos.kerple_log.p")?.maximum(bias::KERPLE_MIN)?;
             Ok(p.broadcast_mul(&(a.broadcast_mul(&dmat)? + 1.0)?.log()?)?.neg()?)
         }
         // −a·δ^p with a ≥ 0.01, p ∈ [0.01, 2], and B(0) = 0 (MEP §3.4). δ^p = exp(p·ln max(δ, 1)).
-        AttentionSpec::KerplePower => {
+        AttentionSpec::KerplePower(_) => {
             let a = per_head("pos.kerple_power.a")?.maximum(bias::KERPLE_MIN)?;
             let p = per_head("pos.kerple_power.p")?.clamp(bias::KERPLE_MIN, bias::KERPLE_POWER_MAX_P)?;
             let ln_d = const_f64(delta.iter().map(|&x| x.max(1.0).ln()).collect(), &[1, t, t], dev)?;
@@ -311,7 +326,7 @@ fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Re
             Ok(a.broadcast_mul(&pow)?.neg()?)
         }
         // W[bucket(δ), h]·√dh (MEP §3.7): the bucket index is fixed, the table is gathered in the graph.
-        AttentionSpec::T5 { num_buckets, max_distance } => {
+        AttentionSpec::T5(attnlab_core::variants::t5::T5 { num_buckets, max_distance }) => {
             let idx: Vec<u32> = delta
                 .iter()
                 .map(|&dd| bias::t5_bucket(dd as usize, *num_buckets, *max_distance) as u32)
@@ -321,7 +336,7 @@ fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Re
             Ok((g.t()?.contiguous()?.reshape((h, t, t))? * (dh as f64).sqrt())?)
         }
         // FIRE (MEP §3.8): u = ψ(i − j)/(ψ(max(i, |l_mult·L|)) + 1e−6), ψ(x) = ln(1 + |c·x|), then the MLP.
-        AttentionSpec::Fire { init_l } => {
+        AttentionSpec::Fire(attnlab_core::variants::fire::Fire { init_l }) => {
             let p = |n: &str| format!("layers.{i}.attn.fire.{n}");
             let l = init_l.unwrap_or(cfg.train_context as f64);
             let c = m.w(&p("c"))?.reshape((1, 1))?;
@@ -340,7 +355,11 @@ fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Re
             Ok(out.permute((2, 0, 1))?.contiguous()?)
         }
         // LSE[ln w_K − p·ln(1 + a δ), ln w_G − g_h δ²] (MEP §3.10); a term with weight ≤ 0 is dropped.
-        AttentionSpec::MepParam { kerple_weight, gaussian_weight, gaussian_scale } => {
+        AttentionSpec::MepParam(attnlab_core::variants::mep_param::MepParam {
+            kerple_weight,
+            gaussian_weight,
+            gaussian_scale,
+        }) => {
             let a = per_head("pos.mep_param.a")?.maximum(bias::KERPLE_MIN)?;
             let p = per_head("pos.mep_param.p")?.maximum(bias::KERPLE_MIN)?;
             let kerple = if *kerple_weight > 0.0 {
@@ -381,7 +400,7 @@ fn rope_tables(t: usize, dh: usize, base: f64, dev: &Device) -> Result<(Tensor, 
     let (mut c, mut s) = (Vec::with_capacity(t * n), Vec::with_capacity(t * n));
     for pos in 0..t {
         for k in 0..n {
-            let (sn, cs) = (pos as f64 * lrpe::inv_freq(base, k, dh)).sin_cos();
+            let (sn, cs) = (pos as f64 * attnlab_core::rotary::inv_freq(base, k, dh)).sin_cos();
             c.push(cs);
             s.push(sn);
         }

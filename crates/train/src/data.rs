@@ -9,7 +9,7 @@
 //! documents.
 
 use crate::error::{Result, TrainError};
-use attnlab_core::lrpe::SplitMix64;
+use attnlab_core::rng::SplitMix64;
 use attnlab_core::Tokenizer;
 use std::path::{Path, PathBuf};
 

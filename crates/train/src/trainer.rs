@@ -18,7 +18,7 @@ use crate::data::TokenData;
 use crate::error::{Result, TrainError};
 use crate::model::TrainModel;
 use crate::optim::{clip_factor, lr_at, AdamW, AdamWConfig};
-use attnlab_core::lrpe::SplitMix64;
+use attnlab_core::rng::SplitMix64;
 use attnlab_core::Tokenizer;
 use candle_core::Tensor;
 use std::path::{Path, PathBuf};

@@ -22,7 +22,7 @@ fn tiny_cfg(vocab: usize) -> ModelConfig {
         max_context: 256,
     };
     let mut cfg = ModelConfig::preset("regla", size).expect("preset");
-    cfg.layers[1] = AttentionSpec::Alibi { slopes: None };
+    cfg.layers[1] = AttentionSpec::Alibi(attnlab_core::variants::alibi::Alibi { slopes: None });
     cfg
 }
 

@@ -88,7 +88,7 @@ fn apply_gla_normalizer(cfg: &mut ModelConfig, n: Option<f64>) -> CliResult<()> 
     let Some(n) = n else { return Ok(()) };
     let mut found = false;
     for spec in &mut cfg.layers {
-        if let AttentionSpec::Gla { gate_logit_normalizer, .. } = spec {
+        if let AttentionSpec::Gla(attnlab_core::variants::gla::Gla { gate_logit_normalizer, .. }) = spec {
             *gate_logit_normalizer = n;
             found = true;
         }
@@ -108,7 +108,7 @@ fn init_model(mut cfg: ModelConfig, seed: u64, gate_bias: Option<f32>) -> CliRes
         if !(b.is_finite() && b.abs() <= 50.0) {
             return Err(CliError::usage(format!("--gate-bias-init {b} must be finite and within ±50")));
         }
-        if attnlab_core::gates::set_extreme_gate_bias(&cfg, &mut weights, b) == 0 {
+        if attnlab_core::variants::set_extreme_gate_bias(&cfg, &mut weights, b) == 0 {
             return Err(CliError::usage("--gate-bias-init needs a gla or regla layer"));
         }
         cfg.name = format!("{}-gate-bias-{b}", cfg.name);

@@ -3,8 +3,9 @@
 use crate::common::{
     load_model_dir, out, parse_kernels, parse_variant, print_json, BackendArg, CliError, CliResult, KernelMix,
 };
-use attnlab_core::analysis::{self, BiasOverride};
+use attnlab_core::analysis;
 use attnlab_core::config::{AttentionSpec, Family, ModelConfig, SizePreset};
+use attnlab_core::steer::BiasOverride;
 use attnlab_core::Model;
 use clap::{Args, ValueEnum};
 use serde_json::json;
@@ -107,14 +108,7 @@ fn pick_layer(model: &Model, a: &KernelsArgs) -> CliResult<usize> {
 }
 
 fn slopes_of(spec: &AttentionSpec, h: usize) -> Option<Vec<f64>> {
-    match spec {
-        AttentionSpec::Alibi { slopes }
-        | AttentionSpec::Gaussian { slopes }
-        | AttentionSpec::Mep { slopes, .. } => {
-            Some(slopes.clone().unwrap_or_else(|| attnlab_core::bias::alibi_slopes(h)))
-        }
-        _ => None,
-    }
+    spec.variant().slopes(h)
 }
 
 /// Biases are f32 in the runtime: print them at f32 precision (shortest round-trip form, no `-0`).
@@ -152,19 +146,15 @@ pub fn run(a: KernelsArgs, json: bool) -> CliResult<()> {
         slope_scale: a.slope_scale,
         uniform_slope: None,
         kernels: a.kernels.as_ref().map(|k| k.0.clone()),
+        mix: None,
     };
     if ov != BiasOverride::default() {
-        if a.kernels.is_some() && !matches!(original, AttentionSpec::Mep { .. }) {
+        if a.kernels.is_some() && !matches!(original, AttentionSpec::Mep(_)) {
             notes.push(format!(
                 "--kernels only applies to mep layers; layer {layer} is `{id}` and is unchanged"
             ));
         }
-        if a.slope_scale.is_some()
-            && !matches!(
-                original,
-                AttentionSpec::Alibi { .. } | AttentionSpec::Gaussian { .. } | AttentionSpec::Mep { .. }
-            )
-        {
+        if a.slope_scale.is_some() && !BiasOverride::is_steerable(&original, h) {
             notes.push(format!(
                 "--slope-scale only applies to alibi, gaussian and mep layers; layer {layer} is `{id}`"
             ));
@@ -186,10 +176,10 @@ pub fn run(a: KernelsArgs, json: bool) -> CliResult<()> {
             "`{id}` is a linear-attention layer without a distance bias: bias 0 and kernel 1 everywhere \
              (its decay lives in gates; see `attnlab analyze`)"
         )),
-        (_, AttentionSpec::Nope | AttentionSpec::Sinusoidal | AttentionSpec::Rope { .. }) => {
+        (_, AttentionSpec::Nope(_) | AttentionSpec::Sinusoidal(_) | AttentionSpec::Rope(_)) => {
             notes.push(format!("`{id}` adds no position bias to the logits: bias 0 and kernel 1 everywhere"))
         }
-        (_, AttentionSpec::Fire { .. }) => notes.push(format!(
+        (_, AttentionSpec::Fire(_)) => notes.push(format!(
             "FIRE depends on the query position: values are for the query at position {}",
             n - 1
         )),

@@ -8,9 +8,10 @@ use crate::common::{
     load_tokenizer, num, progress_bar, read_model_index, read_text, to_value, write_file, CliError, CliResult,
 };
 use crate::svg::{histogram_grid, HistPanel, LineChart, Scale, Series};
-use attnlab_core::analysis::{self, BiasOverride, PplPoint};
+use attnlab_core::analysis::{self, PplPoint};
 use attnlab_core::catalog::ModelIndex;
 use attnlab_core::config::Family;
+use attnlab_core::steer::{self, BiasOverride};
 use attnlab_core::{Model, Sampler, SamplingConfig, Tokenizer};
 use attnlab_train::trainer::History;
 use clap::Args;
@@ -412,7 +413,7 @@ fn slope_ablation(
     tick: &dyn Fn(),
 ) -> CliResult<SlopeResult> {
     let mut m = m.clone();
-    analysis::apply_override(&mut m, &BiasOverride { uniform_slope: uniform, ..Default::default() })?;
+    steer::apply_override(&mut m, &BiasOverride { uniform_slope: uniform, ..Default::default() })?;
     let tokens = eval_tokens(a, text, tok)?;
     Ok(SlopeResult { preset: name.to_string(), ppl: ppl(a, &m, &tokens, tick)? })
 }

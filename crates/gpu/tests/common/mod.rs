@@ -1,10 +1,9 @@
 //! Helpers shared by the GPU test files (each file is its own crate and uses a subset).
 #![allow(dead_code)]
 
-use attnlab_core::config::{
-    AttentionSpec, LrpeCore, LrpeNormalize, LrpeP, LrpeTheta, ModelConfig, SizePreset, TransnormerFlavor,
-    TransnormerRole, VARIANT_IDS,
-};
+use attnlab_core::config::{AttentionSpec, ModelConfig, SizePreset, VARIANT_IDS};
+use attnlab_core::variants::lrpe::{LrpeCore, LrpeNormalize, LrpeP, LrpeTheta};
+use attnlab_core::variants::transnormer::{TransnormerFlavor, TransnormerRole};
 use attnlab_gpu::GpuContext;
 
 /// The adapter (CI: Mesa lavapipe). Without one the tests fail unless `ATTNLAB_SKIP_GPU=1`.
@@ -61,7 +60,11 @@ pub fn configs_with(max_context: usize) -> Vec<(String, ModelConfig)> {
     for id in VARIANT_IDS {
         let mut cfg = ModelConfig::preset(id, tiny(max_context)).expect("preset");
         for l in cfg.layers.iter_mut() {
-            if let AttentionSpec::Transnormer { block_size, .. } = l {
+            if let AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
+                block_size,
+                ..
+            }) = l
+            {
                 *block_size = 8;
             }
         }
@@ -70,7 +73,13 @@ pub fn configs_with(max_context: usize) -> Vec<(String, ModelConfig)> {
     let mut t1 = ModelConfig::preset("transnormer", tiny(max_context)).expect("preset");
     t1.layers = [TransnormerRole::Diag, TransnormerRole::Norm]
         .into_iter()
-        .map(|role| AttentionSpec::Transnormer { flavor: TransnormerFlavor::T1, role, block_size: 8 })
+        .map(|role| {
+            AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
+                flavor: TransnormerFlavor::T1,
+                role,
+                block_size: 8,
+            })
+        })
         .collect();
     out.push(("transnormer-t1".into(), t1));
     for (core, p) in [
@@ -80,28 +89,28 @@ pub fn configs_with(max_context: usize) -> Vec<(String, ModelConfig)> {
         (LrpeCore::Complex, LrpeP::Householder),
     ] {
         let mut cfg = ModelConfig::preset("lrpe", tiny(max_context)).expect("preset");
-        let spec = AttentionSpec::Lrpe {
+        let spec = AttentionSpec::Lrpe(attnlab_core::variants::lrpe::LrpeSpec {
             core,
             p,
             theta: LrpeTheta::Learned,
             normalize: LrpeNormalize::Rmsnorm,
             seed: 7,
-        };
+        });
         cfg.layers = vec![spec.clone(), spec];
         out.push((format!("lrpe-{core:?}-{p:?}"), cfg));
     }
     let mut den = ModelConfig::preset("lrpe", tiny(max_context)).expect("preset");
-    let spec = AttentionSpec::Lrpe {
+    let spec = AttentionSpec::Lrpe(attnlab_core::variants::lrpe::LrpeSpec {
         core: LrpeCore::Rotation,
         p: LrpeP::Identity,
         theta: LrpeTheta::Fixed,
         normalize: LrpeNormalize::Denominator,
         seed: 3,
-    };
+    });
     den.layers = vec![spec.clone(), spec];
     out.push(("lrpe-denominator".into(), den));
     let mut hybrid = ModelConfig::preset("regla", tiny(max_context)).expect("preset");
-    hybrid.layers[1] = AttentionSpec::Alibi { slopes: None };
+    hybrid.layers[1] = AttentionSpec::Alibi(attnlab_core::variants::alibi::Alibi { slopes: None });
     out.push(("hybrid-regla-alibi".into(), hybrid));
     out
 }

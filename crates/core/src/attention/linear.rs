@@ -1,0 +1,308 @@
+//! The gated linear scan: `S_t = diag(exp(lg_t)) S_{t−1} + φk_t v_tᵀ`, `o_t = S_tᵀ φq_t`
+//! ("Gated Linear Attention Transformers", §2, Eq. 3), with the feature maps, position transform,
+//! gate and post step of a [`LinearLowering`]. Prefill runs the chunked form, decode the recurrence.
+
+// Reference math indexes several parallel slices with one index; range loops read like the formulas.
+#![allow(clippy::needless_range_loop)]
+
+use super::{AttnLayer, LayerState, HEAD_NORM_EPS, LINEAR_CHUNK};
+use crate::activations::{elu, elu_plus_one, exp_max_inplace};
+use crate::error::{Error, Result};
+use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Post, Rotation};
+use crate::ops::{axpy, dot, rms_norm, silu, simple_rms_norm};
+use crate::rotary::rope_rotate;
+use crate::variants::{gla::gla_log_gate, regla::regla_gate};
+
+/// Per-token linear features of a chunk: `[T, H·dk]` for fq/fk/lg, `[T, H·dh]` for v (and ReGLA's
+/// g, r for the gate view).
+pub(super) struct Features {
+    pub fq: Vec<f32>,
+    pub fk: Vec<f32>,
+    pub lg: Vec<f32>,
+    pub v: Vec<f32>,
+    pub g: Vec<f32>,
+    pub r: Vec<f32>,
+}
+
+/// Gate projections of a whole chunk, computed once.
+enum GatePre {
+    None,
+    One(Vec<f32>),
+    Two(Vec<f32>, Vec<f32>),
+}
+
+impl GatePre {
+    fn new(gate: &Gate, x: &[f32], t: usize) -> GatePre {
+        match gate {
+            Gate::LowRank { down, up, .. } => GatePre::One(up.apply_rows(&down.apply_rows(x, t), t)),
+            Gate::Refined { wg, wr, .. } => GatePre::Two(wg.apply_rows(x, t), wr.apply_rows(x, t)),
+            Gate::None | Gate::PerHead { .. } => GatePre::None,
+        }
+    }
+}
+
+/// `scale · R_pos(map(x))` into `out` (`dk` wide); `buf` is `dh` scratch. `ExpRunningMax` is handled
+/// by the caller (it needs the decode state).
+fn apply_feature(
+    side: Feature,
+    rotation: Option<&Rotation>,
+    x: &[f32],
+    pos: usize,
+    buf: &mut [f32],
+    out: &mut [f32],
+) {
+    match side.map {
+        FeatureMap::Identity | FeatureMap::ExpRunningMax => buf.copy_from_slice(x),
+        FeatureMap::EluPlusOne => buf.iter_mut().zip(x).for_each(|(b, v)| *b = elu_plus_one(*v)),
+        FeatureMap::Elu => buf.iter_mut().zip(x).for_each(|(b, v)| *b = elu(*v)),
+        FeatureMap::ExpMax => {
+            buf.copy_from_slice(x);
+            exp_max_inplace(buf);
+        }
+    }
+    match rotation {
+        None => out.copy_from_slice(buf),
+        Some(Rotation::Rope { base }) => {
+            out.copy_from_slice(buf);
+            rope_rotate(out, pos, *base);
+        }
+        Some(Rotation::Lrpe(l)) => l.apply(pos, buf, out),
+    }
+    if side.scale != 1.0 {
+        out.iter_mut().for_each(|v| *v *= side.scale);
+    }
+}
+
+impl AttnLayer {
+    /// Feature maps, log-gates and values of `t` tokens (state: the running key max of
+    /// [`FeatureMap::ExpRunningMax`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn linear_features(
+        &self,
+        ll: &LinearLowering,
+        x: &[f32],
+        q: &[f32],
+        k: &[f32],
+        v: Vec<f32>,
+        t: usize,
+        pos0: usize,
+        state: &mut LayerState,
+    ) -> Result<Features> {
+        let (h, dh, dk) = (self.n_heads, self.head_dim, ll.dk);
+        let a = h * dh;
+        let LayerState::Linear { key_max, .. } = state else {
+            return Err(Error::arg("state", "linear layer was given a KV-cache state"));
+        };
+        let zeros = vec![0.0; t * h * dk];
+        let mut f =
+            Features { fq: zeros.clone(), fk: zeros.clone(), lg: zeros, v, g: Vec::new(), r: Vec::new() };
+        if matches!(ll.gate, Gate::Refined { .. }) {
+            f.g = vec![0.0; t * a];
+            f.r = vec![0.0; t * a];
+        }
+        let pre = GatePre::new(&ll.gate, x, t);
+        let mut buf = vec![0.0f32; dh];
+        for r in 0..t {
+            let pos = pos0 + r;
+            for hh in 0..h {
+                let src = r * a + hh * dh;
+                let dst = (r * h + hh) * dk;
+                let (qh, kh) = (&q[src..src + dh], &k[src..src + dh]);
+                self.log_gate(ll, &pre, src, hh, &mut f, dst);
+                apply_feature(ll.q, ll.rotation.as_ref(), qh, pos, &mut buf, &mut f.fq[dst..dst + dk]);
+                if ll.k.map == FeatureMap::ExpRunningMax {
+                    // φk = exp(k − M_t) with the running max M_t; the exact state rescale
+                    // exp(M_{t−1} − M_t) is folded into this token's log-gate.
+                    let kmax = kh.iter().copied().fold(f32::MIN, f32::max);
+                    let prev = key_max[hh];
+                    let m_new = prev.map_or(kmax, |p| p.max(kmax));
+                    let shift = prev.map_or(0.0, |p| p - m_new);
+                    key_max[hh] = Some(m_new);
+                    for j in 0..dk {
+                        f.fk[dst + j] = (kh[j] - m_new).exp();
+                        f.lg[dst + j] += shift;
+                    }
+                } else {
+                    apply_feature(ll.k, ll.rotation.as_ref(), kh, pos, &mut buf, &mut f.fk[dst..dst + dk]);
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// This head's log-gates `lg[dst..dst + dk]` of the row whose projections start at `src`.
+    fn log_gate(
+        &self,
+        ll: &LinearLowering,
+        pre: &GatePre,
+        src: usize,
+        hh: usize,
+        f: &mut Features,
+        dst: usize,
+    ) {
+        let (dh, dk) = (self.head_dim, ll.dk);
+        let lg = &mut f.lg[dst..dst + dk];
+        match (&ll.gate, pre) {
+            (Gate::PerHead { log_gamma }, _) => lg.iter_mut().for_each(|x| *x = log_gamma[hh]),
+            (Gate::LowRank { bias, normalizer, .. }, GatePre::One(z)) => {
+                for j in 0..dk {
+                    let zj = z[src + j] + bias[hh * dh + j];
+                    lg[j] = gla_log_gate(zj as f64, *normalizer) as f32;
+                }
+            }
+            (Gate::Refined { bg, br, .. }, GatePre::Two(pg, pr)) => {
+                for j in 0..dk {
+                    let gate = regla_gate(
+                        (pg[src + j] + bg[hh * dh + j]) as f64,
+                        (pr[src + j] + br[hh * dh + j]) as f64,
+                    );
+                    lg[j] = gate.log_f as f32;
+                    f.g[src + j] = gate.g as f32;
+                    f.r[src + j] = gate.r as f32;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Chunked prefill (GLA §3.3, chunkwise form): inter-chunk from the carried state, intra-chunk pairwise
+    /// with exponents `b_i − b_s <= 0` computed directly. Returns per-head outputs `[T, H·dh]`.
+    pub(super) fn linear_chunked(
+        &self,
+        ll: &LinearLowering,
+        f: &Features,
+        t: usize,
+        state: &mut LayerState,
+    ) -> Result<Vec<f32>> {
+        let (h, dh, dk) = (self.n_heads, self.head_dim, ll.dk);
+        let LayerState::Linear { s, z, .. } = state else {
+            return Err(Error::arg("state", "linear layer was given a KV-cache state"));
+        };
+        let den_eps = ll.denominator;
+        let mut out = vec![0.0f32; t * h * dh];
+        let mut b = vec![0.0f32; LINEAR_CHUNK * dk];
+        let mut c0 = 0;
+        while c0 < t {
+            let c1 = (c0 + LINEAR_CHUNK).min(t);
+            let n = c1 - c0;
+            for hh in 0..h {
+                let at = |r: usize| (r * h + hh) * dk;
+                // b_i = Σ_{u=c0..i} lg_u (inclusive, chunk-local).
+                for i in 0..n {
+                    for j in 0..dk {
+                        let prev = if i == 0 { 0.0 } else { b[(i - 1) * dk + j] };
+                        b[i * dk + j] = prev + f.lg[at(c0 + i) + j];
+                    }
+                }
+                let sh = &mut s[hh * dk * dh..(hh + 1) * dk * dh];
+                let zh = &mut z[hh * dk..(hh + 1) * dk];
+                let mut qd = vec![0.0f32; dk];
+                for i in 0..n {
+                    let fq = &f.fq[at(c0 + i)..at(c0 + i) + dk];
+                    let oh = &mut out[((c0 + i) * h + hh) * dh..((c0 + i) * h + hh + 1) * dh];
+                    // Inter-chunk: (φq ⊙ e^{b_i}) · S_start.
+                    for j in 0..dk {
+                        qd[j] = fq[j] * b[i * dk + j].exp();
+                    }
+                    let mut den = dot(&qd, zh);
+                    for j in 0..dk {
+                        if qd[j] != 0.0 {
+                            axpy(qd[j], &sh[j * dh..(j + 1) * dh], oh);
+                        }
+                    }
+                    // Intra-chunk: Σ_{s<=i} (Σ_j φq_i φk_s e^{b_i − b_s}) v_s.
+                    for si in 0..=i {
+                        let fk = &f.fk[at(c0 + si)..at(c0 + si) + dk];
+                        let mut p = 0.0f32;
+                        for j in 0..dk {
+                            p += fq[j] * fk[j] * (b[i * dk + j] - b[si * dk + j]).exp();
+                        }
+                        den += p;
+                        let vs = &f.v[(c0 + si) * h * dh + hh * dh..(c0 + si) * h * dh + (hh + 1) * dh];
+                        axpy(p, vs, oh);
+                    }
+                    if let Some(eps) = den_eps {
+                        let inv = 1.0 / den.max(eps);
+                        oh.iter_mut().for_each(|x| *x *= inv);
+                    }
+                }
+                // Carry: S ← e^{b_L} S + Σ_s (φk_s ⊙ e^{b_L − b_s}) v_sᵀ.
+                let last = n - 1;
+                for j in 0..dk {
+                    let decay = b[last * dk + j].exp();
+                    let row = &mut sh[j * dh..(j + 1) * dh];
+                    row.iter_mut().for_each(|x| *x *= decay);
+                    zh[j] *= decay;
+                    for si in 0..n {
+                        let w = f.fk[at(c0 + si) + j] * (b[last * dk + j] - b[si * dk + j]).exp();
+                        if w != 0.0 {
+                            let vs = &f.v[(c0 + si) * h * dh + hh * dh..(c0 + si) * h * dh + (hh + 1) * dh];
+                            axpy(w, vs, row);
+                            zh[j] += w;
+                        }
+                    }
+                }
+            }
+            c0 = c1;
+        }
+        Ok(out)
+    }
+
+    /// Recurrent step (GLA §2, Eq. 3): `S ← diag(e^{lg}) S + φk vᵀ`, `o = Sᵀ φq`.
+    pub(super) fn linear_recurrent(
+        &self,
+        ll: &LinearLowering,
+        f: &Features,
+        state: &mut LayerState,
+    ) -> Result<Vec<f32>> {
+        let (h, dh, dk) = (self.n_heads, self.head_dim, ll.dk);
+        let LayerState::Linear { s, z, .. } = state else {
+            return Err(Error::arg("state", "linear layer was given a KV-cache state"));
+        };
+        let den_eps = ll.denominator;
+        let mut out = vec![0.0f32; h * dh];
+        for hh in 0..h {
+            let sh = &mut s[hh * dk * dh..(hh + 1) * dk * dh];
+            let zh = &mut z[hh * dk..(hh + 1) * dk];
+            let fq = &f.fq[hh * dk..(hh + 1) * dk];
+            let fk = &f.fk[hh * dk..(hh + 1) * dk];
+            let lg = &f.lg[hh * dk..(hh + 1) * dk];
+            let vh = &f.v[hh * dh..(hh + 1) * dh];
+            let oh = &mut out[hh * dh..(hh + 1) * dh];
+            let mut den = 0.0f32;
+            for j in 0..dk {
+                let decay = lg[j].exp();
+                let row = &mut sh[j * dh..(j + 1) * dh];
+                for (sv, vv) in row.iter_mut().zip(vh) {
+                    *sv = decay * *sv + fk[j] * vv;
+                }
+                zh[j] = decay * zh[j] + fk[j];
+                den += fq[j] * zh[j];
+                if fq[j] != 0.0 {
+                    axpy(fq[j], row, oh);
+                }
+            }
+            if let Some(eps) = den_eps {
+                let inv = 1.0 / den.max(eps);
+                oh.iter_mut().for_each(|x| *x *= inv);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Output normalisation and gating of the raw per-head outputs `[T, H·dh]`.
+    pub(super) fn linear_post(&self, ll: &LinearLowering, x: &[f32], mut o: Vec<f32>, t: usize) -> Vec<f32> {
+        let (h, dh) = (self.n_heads, self.head_dim);
+        match &ll.post {
+            Post::None => {}
+            Post::SimpleRmsNorm => o.chunks_exact_mut(h * dh).for_each(simple_rms_norm),
+            Post::HeadNorm { gain } => o.chunks_exact_mut(dh).for_each(|c| rms_norm(c, gain, HEAD_NORM_EPS)),
+            Post::HeadNormGate { gain, out_gate } => {
+                o.chunks_exact_mut(dh).for_each(|c| rms_norm(c, gain, HEAD_NORM_EPS));
+                let g = out_gate.apply_rows(x, t);
+                o.iter_mut().zip(&g).for_each(|(ov, gv)| *ov *= silu(*gv));
+            }
+        }
+        o
+    }
+}

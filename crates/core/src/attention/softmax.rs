@@ -1,0 +1,150 @@
+//! The softmax kernel: `logits = scale·q·k + B_h(i, j)`, causal or restricted to the query's block
+//! (TransNormer DiagAttention), softmax — or ReLU followed by SimpleRMSNorm for T1 Diag blocks
+//! ("The Devil in Linear Transformer", §3.2). Keys and values go to the KV cache.
+
+use super::{AttnLayer, AttnMatrixKind, AttnStage, LayerState};
+use crate::bias;
+use crate::error::{Error, Result};
+use crate::lowering::{Bias, SoftmaxLowering, Window};
+use crate::ops::{axpy, dot, simple_rms_norm, softmax_inplace};
+use crate::rotary::rope_rotate;
+
+/// Projected rows of a chunk: `q, k, v` are `[T, H·dh]` at positions `pos0..pos0+T`.
+pub(super) struct Rows {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub t: usize,
+    pub pos0: usize,
+}
+
+/// Per-head outputs `[T, H·dh]`, and the recorded `[T, T]` matrices per head when asked for.
+pub(super) struct SoftmaxOut {
+    pub heads: Vec<f32>,
+    pub matrices: Option<(AttnMatrixKind, Vec<Vec<f32>>)>,
+}
+
+/// Bias rows of every head for query `i` over keys `j0..j0+n`: `out[h·n + jj] = B_h(i, j0 + jj)`.
+/// FIRE's MLP runs once per key for all heads.
+pub(super) fn fill_bias(
+    sl: &SoftmaxLowering,
+    heads: usize,
+    i: usize,
+    j0: usize,
+    n: usize,
+    out: &mut Vec<f32>,
+    fire_buf: &mut [f64],
+) {
+    out.clear();
+    out.resize(heads * n, 0.0);
+    match &sl.bias {
+        Bias::None => {}
+        Bias::Table { len, values } => {
+            for h in 0..heads {
+                for jj in 0..n {
+                    out[h * n + jj] = values[h * len + (i - j0 - jj)];
+                }
+            }
+        }
+        Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+            for jj in 0..n {
+                let u = bias::fire_u(i, j0 + jj, *c, *l_mult, *init_l);
+                bias::fire_mlp(u, w1, b1, w2, b2, fire_buf);
+                for h in 0..heads {
+                    out[h * n + jj] = fire_buf[h] as f32;
+                }
+            }
+        }
+    }
+}
+
+impl AttnLayer {
+    /// Softmax attention of a chunk over the cache; `record` asks for that stage's matrices.
+    pub(super) fn softmax_forward(
+        &self,
+        sl: &SoftmaxLowering,
+        rows: Rows,
+        state: &mut LayerState,
+        record: Option<AttnStage>,
+    ) -> Result<SoftmaxOut> {
+        let (h, dh) = (self.n_heads, self.head_dim);
+        let a = h * dh;
+        let Rows { mut q, mut k, v, t, pos0 } = rows;
+        if let Some(base) = sl.rope_base {
+            for r in 0..t {
+                for hh in 0..h {
+                    let s = r * a + hh * dh;
+                    rope_rotate(&mut q[s..s + dh], pos0 + r, base);
+                    rope_rotate(&mut k[s..s + dh], pos0 + r, base);
+                }
+            }
+        }
+        let LayerState::Kv { first, k: kc, v: vc } = state else {
+            return Err(Error::arg("state", "softmax layer was given a linear-attention state"));
+        };
+        if record.is_some() && pos0 != 0 {
+            return Err(Error::arg("trace", "attention matrices are recorded from position 0 only"));
+        }
+        let mut mats: Vec<Vec<f32>> = if record.is_some() { vec![vec![0.0; t * t]; h] } else { Vec::new() };
+        let mut out = vec![0.0f32; t * a];
+        let (mut fire_buf, mut row, mut brow) = (vec![0.0f64; h], Vec::new(), Vec::new());
+        for r in 0..t {
+            let i = pos0 + r;
+            // Append this token's key/value; a Diag layer drops the previous block first.
+            if let Window::Block(w) = sl.window {
+                if i.is_multiple_of(w) {
+                    kc.clear();
+                    vc.clear();
+                    *first = i;
+                }
+            }
+            kc.extend_from_slice(&k[r * a..(r + 1) * a]);
+            vc.extend_from_slice(&v[r * a..(r + 1) * a]);
+            let (n_keys, j0) = (kc.len() / a, *first);
+            fill_bias(sl, h, i, j0, n_keys, &mut brow, &mut fire_buf);
+            for hh in 0..h {
+                let qh = &q[r * a + hh * dh..r * a + (hh + 1) * dh];
+                row.clear();
+                for jj in 0..n_keys {
+                    let logit = sl.scale * dot(qh, &kc[jj * a + hh * dh..jj * a + (hh + 1) * dh]);
+                    let biased = logit + brow[hh * n_keys + jj];
+                    row.push(biased);
+                    match record {
+                        Some(AttnStage::Logits) => mats[hh][r * t + j0 + jj] = logit,
+                        Some(AttnStage::Biased) => mats[hh][r * t + j0 + jj] = biased,
+                        _ => {}
+                    }
+                }
+                if sl.relu_with_norm {
+                    // T1 DiagAttention: P = ReLU(logits), no row normalisation.
+                    row.iter_mut().for_each(|val| *val = val.max(0.0));
+                } else {
+                    softmax_inplace(&mut row);
+                }
+                if record == Some(AttnStage::Probabilities) {
+                    let sum: f32 = row.iter().sum();
+                    let norm = if sl.relu_with_norm && sum > 0.0 { 1.0 / sum } else { 1.0 };
+                    for (jj, val) in row.iter().enumerate() {
+                        mats[hh][r * t + (j0 + jj)] = val * norm;
+                    }
+                }
+                let oh = &mut out[r * a + hh * dh..r * a + (hh + 1) * dh];
+                for (jj, p) in row.iter().enumerate().filter(|(_, p)| **p != 0.0) {
+                    axpy(*p, &vc[jj * a + hh * dh..jj * a + (hh + 1) * dh], oh);
+                }
+            }
+            if sl.relu_with_norm {
+                simple_rms_norm(&mut out[r * a..(r + 1) * a]);
+            }
+        }
+        let matrices = record.map(|stage| {
+            let kind = match (stage, sl.relu_with_norm) {
+                (AttnStage::Probabilities, false) => AttnMatrixKind::Probabilities,
+                (AttnStage::Probabilities, true) => AttnMatrixKind::ReluNormalized,
+                _ => AttnMatrixKind::Scores,
+            };
+            (kind, mats)
+        });
+        Ok(SoftmaxOut { heads: out, matrices })
+    }
+}

@@ -1,0 +1,154 @@
+//! `lrpe`: linear attention with Linearized Relative Positional Encoding (Qin et al., "Linearized
+//! Relative Positional Encoding", §3.3–3.4): `φ = 1 + elu`, then the unitary `T_s(x) = Λ(s)(P x)` on
+//! both mapped features at their absolute position, so `⟨T_s q, T_t k⟩` depends on `t − s` only. The
+//! transform's math (cores, P, angles) is [`crate::lrpe::Lrpe`]; this module holds the config and the
+//! lowering.
+
+use super::{Family, LowerCtx, Variant};
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::lowering::{Feature, FeatureMap, LinearLowering, Lowering, Post, Rotation};
+use crate::lrpe::Lrpe;
+use crate::rng::seeded_normal;
+use crate::weights::{Init, TensorSpec};
+use serde::{Deserialize, Serialize};
+
+/// LRPE positional core Λ(s) (LRPE §3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LrpeCore {
+    /// Adjacent-pair rotations by s·θ_k (Type 2, "orthogonal").
+    Rotation,
+    /// Rotation on the first half (rounded up to even), identity on the rest.
+    Mixed,
+    /// A fixed random permutation applied s times (Type 3).
+    Permutation,
+    /// Complex diagonal exp(i s α_k), realised as [x⊙cos, x⊙sin] (Type 1, width 2·head_dim).
+    Complex,
+}
+
+/// LRPE fixed unitary P applied before the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LrpeP {
+    Identity,
+    /// `I − 2 v̂ v̂ᵀ`, v̂ stored as tensor `layers.{i}.attn.lrpe.householder_v`.
+    Householder,
+    /// Gather `y[2k] = x[k]`, `y[2k+1] = x[ceil(d/2)+k]`.
+    OddEven,
+}
+
+/// How LRPE angles are obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LrpeTheta {
+    /// Tensor `layers.{i}.attn.lrpe.theta`.
+    Learned,
+    /// θ_k = 10000^(−2k/d), not stored.
+    Fixed,
+}
+
+/// Output normalization of the lrpe layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LrpeNormalize {
+    /// SimpleRMSNorm over d_model, no denominator (TransNormer NormAttention style; stable).
+    Rmsnorm,
+    /// The reference's `o = qS / max(q·z, eps)` denominator (LRPE §3.4, Eq. 12; it can divide by a near-zero or negative sum).
+    Denominator,
+}
+
+/// LRPE parameters of one layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LrpeSpec {
+    #[serde(default = "default_core")]
+    pub core: LrpeCore,
+    #[serde(default = "default_p")]
+    pub p: LrpeP,
+    #[serde(default = "default_theta")]
+    pub theta: LrpeTheta,
+    #[serde(default = "default_normalize")]
+    pub normalize: LrpeNormalize,
+    /// Seed of the random permutation (core = permutation).
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_core() -> LrpeCore {
+    LrpeCore::Rotation
+}
+fn default_p() -> LrpeP {
+    LrpeP::Householder
+}
+fn default_theta() -> LrpeTheta {
+    LrpeTheta::Learned
+}
+fn default_normalize() -> LrpeNormalize {
+    LrpeNormalize::Rmsnorm
+}
+
+impl Default for LrpeSpec {
+    fn default() -> Self {
+        LrpeSpec {
+            core: default_core(),
+            p: default_p(),
+            theta: default_theta(),
+            normalize: default_normalize(),
+            seed: 0,
+        }
+    }
+}
+
+impl LrpeSpec {
+    /// True when θ is a stored tensor (learned, and the core has angles).
+    fn learned_theta(&self, head_dim: usize) -> bool {
+        self.theta == LrpeTheta::Learned && Lrpe::n_angles(self.core, head_dim) > 0
+    }
+}
+
+impl Variant for LrpeSpec {
+    fn family(&self) -> Family {
+        Family::Linear
+    }
+
+    fn validate(&self, cfg: &ModelConfig, _i: usize) -> Result<()> {
+        if matches!(self.core, LrpeCore::Rotation | LrpeCore::Mixed) && cfg.head_dim < 2 {
+            return Err(Error::field("head_dim", "lrpe rotation cores need head_dim >= 2"));
+        }
+        Ok(())
+    }
+
+    fn layer_tensors(&self, cfg: &ModelConfig, i: usize) -> Vec<TensorSpec> {
+        let dh = cfg.head_dim;
+        let mut v = Vec::new();
+        if self.learned_theta(dh) {
+            // Learned angles start at the fixed schedule (LRPE §3.3).
+            let n = Lrpe::n_angles(self.core, dh);
+            let init = Lrpe::new(self.core, LrpeP::Identity, dh, None, None, self.seed)
+                .map(|l| l.angles().iter().map(|a| *a as f32).collect())
+                .unwrap_or_else(|_| vec![0.0; n]);
+            v.push(TensorSpec::new(format!("layers.{i}.attn.lrpe.theta"), &[n], Init::Values(init)));
+        }
+        if self.p == LrpeP::Householder {
+            let vec = seeded_normal(dh, self.seed.wrapping_add(0x9E37_79B9 + i as u64));
+            v.push(TensorSpec::new(format!("layers.{i}.attn.lrpe.householder_v"), &[dh], Init::Values(vec)));
+        }
+        v
+    }
+
+    fn lower(&self, ctx: &LowerCtx) -> Result<Lowering> {
+        let dh = ctx.cfg.head_dim;
+        let theta = if self.learned_theta(dh) { Some(ctx.tensor("lrpe.theta")?) } else { None };
+        let v = if self.p == LrpeP::Householder { Some(ctx.tensor("lrpe.householder_v")?) } else { None };
+        let lrpe = Lrpe::new(self.core, self.p, dh, theta.as_deref(), v.as_deref(), self.seed)?;
+        let phi = Feature::plain(FeatureMap::EluPlusOne);
+        let mut l = LinearLowering::plain(lrpe.out_dim(), phi, phi);
+        l.rotation = Some(Rotation::Lrpe(Box::new(lrpe)));
+        match self.normalize {
+            LrpeNormalize::Rmsnorm => l.post = Post::SimpleRmsNorm,
+            LrpeNormalize::Denominator => l.denominator = Some(1e-6),
+        }
+        Ok(Lowering::Linear(l))
+    }
+}
