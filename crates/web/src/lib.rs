@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod colors;
 pub mod engine;
+pub mod form;
 pub mod integrity;
 pub mod lab;
 pub mod models;
