@@ -16,7 +16,7 @@ use yew::prelude::*;
 use crate::backend;
 use crate::engine::Engine;
 use crate::form::DEFAULT_PROMPT;
-use crate::host::{HostMsg, LoadTicket, ModelHost};
+use crate::host::{self, HostMsg, LoadTicket, ModelHost};
 use crate::lab::BiasEdit;
 use crate::loader::{self, LoadReport};
 use crate::models;
@@ -133,8 +133,7 @@ impl App {
             let progress = |status: String, fraction: Option<f64>| {
                 link.send_message(Msg::LoadProgress { load: load.clone(), status, fraction })
             };
-            let alive = || load.is_current();
-            let result = loader::fetch_engine(&name, progress, alive).await.map(|(e, r)| (Rc::new(e), r));
+            let result = host::load_model(&name, &load, progress).await;
             link.send_message(Msg::Loaded { load: load.clone(), result });
         });
     }

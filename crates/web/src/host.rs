@@ -1,6 +1,7 @@
-//! The page's one interface to the model: which load is current ([`LoadTicket`]), the loaded engine
-//! as trained and with the bias sliders' edit applied (the one place an edited engine is built), the
-//! WebGPU device and the backend choice ([`BackendState`]), and starting a generation ([`Runner`]).
+//! The page's one interface to the model: loading one ([`load_model`], superseded by a newer
+//! [`LoadTicket`]), the loaded engine as trained and with the bias sliders' edit applied (the one
+//! place an edited engine is built), the WebGPU device and the backend choice ([`BackendState`]),
+//! and starting a generation ([`Runner`]).
 //!
 //! The root component owns the [`ModelHost`]; the generator panel gets a [`Runner`], the lab views an
 //! [`EngineRef`] (they always run on the CPU engine). Nothing else touches the engine or the GPU, so
@@ -18,6 +19,7 @@ use crate::engine::{Engine, GenSettings};
 use crate::generate::{self, Job, RunEvent};
 use crate::gpu::{self, GpuSlot};
 use crate::lab::BiasEdit;
+use crate::loader::{self, LoadReport};
 
 /// An engine shared by the views; equal when it is the same engine (a slider edit makes a new one).
 #[derive(Clone)]
@@ -51,6 +53,17 @@ impl PartialEq for LoadTicket {
     fn eq(&self, other: &Self) -> bool {
         self.id == other.id && Rc::ptr_eq(&self.latest, &other.latest)
     }
+}
+
+/// Load the model `name` as part of `load` (the page's model, or a checkpoint it compares with); it
+/// gives up once a newer load starts. `progress` hears the status line and the fraction done.
+pub async fn load_model(
+    name: &str,
+    load: &LoadTicket,
+    progress: impl Fn(String, Option<f64>),
+) -> Result<(Rc<Engine>, LoadReport), String> {
+    let (engine, report) = loader::fetch_engine(name, progress, || load.is_current()).await?;
+    Ok((Rc::new(engine), report))
 }
 
 /// The loaded model as the lab sees it: as trained, as edited by the sliders, and the edit.

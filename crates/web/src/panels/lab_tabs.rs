@@ -14,7 +14,7 @@ use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
 use crate::engine::Engine;
-use crate::host::{EngineRef, LabModel, LoadTicket};
+use crate::host::{self, EngineRef, LabModel, LoadTicket};
 use crate::lab::{BiasEdit, FALLBACK_TEXT};
 use crate::loader::{self, HELDOUT_URL};
 use crate::views::{
@@ -133,8 +133,7 @@ impl LabPanel {
             let progress = |status: String, _: Option<f64>| {
                 link.send_message(LabMsg::InitialProgress { load: load.clone(), status })
             };
-            let alive = || load.is_current();
-            let result = loader::fetch_engine(&name, progress, alive).await.map(|(e, _)| Rc::new(e));
+            let result = host::load_model(&name, &load, progress).await.map(|(e, _)| e);
             link.send_message(LabMsg::InitialLoaded { load: load.clone(), result });
         });
     }
