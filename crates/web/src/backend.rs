@@ -1,7 +1,7 @@
 //! Which backend generates: WebGPU (the `attnlab-gpu` crate) or the CPU (wasm) reference runtime.
 //!
-//! Pure state and wording, compiled and tested natively; the wasm side (`app.rs`) probes the GPU,
-//! uploads the model and maps `attnlab_gpu::GpuError` onto [`GpuFailure`].
+//! Pure state and wording, compiled and tested natively; the wasm side (`host.rs`, `gpu.rs`) probes
+//! the GPU, uploads the model and maps `attnlab_gpu::GpuError` onto [`GpuFailure`].
 //!
 //! Rules: generation runs on WebGPU when a device was created, the user did not force the CPU, no
 //! GPU error happened in this page (a device loss or any error mid-generation turns the GPU off until

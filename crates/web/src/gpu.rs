@@ -112,6 +112,13 @@ impl GpuSlot {
     }
 }
 
+/// The same slot (not the same contents).
+impl PartialEq for GpuSlot {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Exclusive use of the GPU model; given back on drop (every exit path of a task).
 pub struct Lease {
     slot: GpuSlot,

@@ -1,12 +1,22 @@
 //! attnlab-web: the browser app (yew, client-side rendering), built by trunk from the root index.html.
 //!
 //! `engine` and `lab` run the model (plain Rust, also compiled and unit-tested natively), `models`
-//! chooses it from the models index and the URL, `colors` holds the colormaps (all tested natively
-//! too); the UI modules exist only on wasm32.
+//! chooses it from the models index and the URL, `form` parses the generator's settings, `colors`
+//! holds the colormaps (all tested natively too); the UI modules exist only on wasm32:
+//!
+//! - `app`: the root component (index, model loading, page status and errors, layout);
+//! - `host`: the one interface to the model and the GPU (load tickets, bias edits, backend, runs);
+//! - `generate`: the generation tasks (CPU and WebGPU), reporting `RunEvent`s;
+//! - `loader`: model files from the browser cache or the network, and the page's other files;
+//! - `panels`: the backend badge, the model picker, the generator and the lab tabs;
+//! - `views`: the lab views (kernels, perplexity, attention, LAA, gates);
+//! - `heatmap`, `plot`: canvas heatmaps and SVG charts; `gpu`, `store`, `fetch`, `yield_now`: browser
+//!   plumbing.
 
 pub mod backend;
 pub mod colors;
 pub mod engine;
+pub mod form;
 pub mod integrity;
 pub mod lab;
 pub mod models;
@@ -17,9 +27,17 @@ mod app;
 #[cfg(target_arch = "wasm32")]
 mod fetch;
 #[cfg(target_arch = "wasm32")]
+mod generate;
+#[cfg(target_arch = "wasm32")]
 mod gpu;
 #[cfg(target_arch = "wasm32")]
 mod heatmap;
+#[cfg(target_arch = "wasm32")]
+mod host;
+#[cfg(target_arch = "wasm32")]
+mod loader;
+#[cfg(target_arch = "wasm32")]
+mod panels;
 #[cfg(target_arch = "wasm32")]
 mod plot;
 #[cfg(target_arch = "wasm32")]

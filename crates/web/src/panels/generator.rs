@@ -1,0 +1,333 @@
+//! The generator: the prompt and sampling settings, Generate / Stop, the streamed output with the
+//! model that wrote it, and the throughput readouts. Runs start through the host's
+//! [`Runner`]; the page-wide status line, error box and trace text are reported to the root
+//! ([`GenReport`]).
+//!
+//! Each run carries an id, and it is also bound to the load it started under: when a new load starts
+//! (a model switch), the run's later events are dropped, it is told to stop, and its text so far
+//! stays, labelled as cut short.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use web_sys::{HtmlInputElement, HtmlTextAreaElement};
+use yew::prelude::*;
+
+use crate::backend::Active;
+use crate::form::{Field, SettingsForm, MAX_TOKENS_LIMIT};
+use crate::generate::{DecodeStats, PrefillStats, RunEvent};
+use crate::host::{LoadTicket, Runner};
+
+/// What the generator tells the page.
+pub enum GenReport {
+    /// The page's status line.
+    Status(String),
+    /// Show (or, with `None`, clear) the error box.
+    Error(Option<String>),
+    /// Whether a run is going (the page's `data-state`).
+    Running(bool),
+    /// The trace views' text: the prompt and the output of the last run.
+    Text(Rc<String>),
+}
+
+#[derive(Properties, PartialEq)]
+pub struct GeneratorProps {
+    /// `None` while no model is ready (Generate is disabled).
+    pub runner: Option<Runner>,
+    /// Index name of the loaded model (labels the output).
+    pub model: AttrValue,
+    /// The latest load: a new one stops a running generation.
+    pub load: LoadTicket,
+    pub on_report: Callback<GenReport>,
+}
+
+pub enum GenMsg {
+    Edit(Field, String),
+    Generate,
+    Stop,
+    /// An event of run `run`.
+    Run {
+        run: u32,
+        event: RunEvent,
+    },
+}
+
+pub struct Generator {
+    form: SettingsForm,
+    /// Prompt of the run whose output is shown.
+    shown_prompt: String,
+    output: String,
+    /// Model that produced the shown output, and whether a model switch cut it short.
+    output_model: String,
+    output_cut_by_switch: bool,
+    running: bool,
+    stop: Rc<Cell<bool>>,
+    run_id: u32,
+    prefill: Option<PrefillStats>,
+    decode: Option<DecodeStats>,
+    /// Backend of the shown run.
+    run_backend: Option<Active>,
+}
+
+fn per_second(count: usize, ms: f64) -> Option<f64> {
+    (count > 0 && ms > 0.0).then(|| count as f64 * 1000.0 / ms)
+}
+
+impl Generator {
+    fn report(ctx: &Context<Self>, report: GenReport) {
+        ctx.props().on_report.emit(report);
+    }
+
+    fn generate(&mut self, ctx: &Context<Self>) -> bool {
+        if self.running {
+            return false;
+        }
+        let Some(runner) = ctx.props().runner.clone() else {
+            Self::report(ctx, GenReport::Error(Some("The model is not loaded yet.".to_string())));
+            return true;
+        };
+        let settings = match self.form.settings() {
+            Ok(s) => s,
+            Err(e) => {
+                Self::report(ctx, GenReport::Error(Some(e)));
+                return true;
+            }
+        };
+        Self::report(ctx, GenReport::Error(None));
+        self.run_id = self.run_id.wrapping_add(1);
+        self.running = true;
+        self.stop = Rc::new(Cell::new(false));
+        self.shown_prompt = self.form.prompt.clone();
+        self.output.clear();
+        self.output_model = ctx.props().model.to_string();
+        self.output_cut_by_switch = false;
+        self.prefill = None;
+        self.decode = None;
+        Self::report(ctx, GenReport::Status("tokenizing…".to_string()));
+        Self::report(ctx, GenReport::Running(true));
+        self.run_backend = Some(runner.backend());
+        let run = self.run_id;
+        let events = ctx.link().callback(move |event| GenMsg::Run { run, event });
+        runner.start(self.form.prompt.clone(), settings, self.stop.clone(), events);
+        true
+    }
+
+    /// One event of the current run; events of a superseded run (or load) are dropped.
+    fn on_event(&mut self, ctx: &Context<Self>, run: u32, event: RunEvent) -> bool {
+        if run != self.run_id || !ctx.props().load.is_current() {
+            return false;
+        }
+        match event {
+            RunEvent::Status(status) => Self::report(ctx, GenReport::Status(status)),
+            RunEvent::Prefilled(stats) => {
+                self.prefill = Some(stats);
+                Self::report(ctx, GenReport::Status("generating…".to_string()));
+            }
+            RunEvent::Token { text, stats } => {
+                self.output = text;
+                self.decode = Some(stats);
+                Self::report(ctx, GenReport::Status(format!("generating… {} tokens", stats.tokens)));
+            }
+            RunEvent::Backend(backend) => self.run_backend = Some(backend),
+            RunEvent::Finished(result) => {
+                self.running = false;
+                self.report_text(ctx);
+                match result {
+                    Ok(status) => Self::report(ctx, GenReport::Status(status)),
+                    Err(e) => {
+                        Self::report(ctx, GenReport::Status("generation failed".to_string()));
+                        Self::report(ctx, GenReport::Error(Some(format!("Generation failed: {e}"))));
+                    }
+                }
+                Self::report(ctx, GenReport::Running(false));
+            }
+        }
+        true
+    }
+
+    fn report_text(&self, ctx: &Context<Self>) {
+        Self::report(ctx, GenReport::Text(Rc::new(format!("{}{}", self.shown_prompt, self.output))));
+    }
+
+    /// Stop a running generation because the model changes: its events are dropped from now on
+    /// (the run id moves on) and its text so far stays, labelled as cut short.
+    fn stop_for_switch(&mut self, ctx: &Context<Self>) {
+        if !self.running {
+            return;
+        }
+        self.stop.set(true);
+        self.run_id = self.run_id.wrapping_add(1);
+        self.running = false;
+        self.output_cut_by_switch = true;
+        self.report_text(ctx);
+        Self::report(ctx, GenReport::Running(false));
+    }
+}
+
+impl Component for Generator {
+    type Message = GenMsg;
+    type Properties = GeneratorProps;
+
+    fn create(_ctx: &Context<Self>) -> Self {
+        Generator {
+            form: SettingsForm::default(),
+            shown_prompt: String::new(),
+            output: String::new(),
+            output_model: String::new(),
+            output_cut_by_switch: false,
+            running: false,
+            stop: Rc::new(Cell::new(false)),
+            run_id: 0,
+            prefill: None,
+            decode: None,
+            run_backend: None,
+        }
+    }
+
+    fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
+        if ctx.props().load.id() != old.load.id() {
+            self.stop_for_switch(ctx);
+        }
+        true
+    }
+
+    fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
+        match msg {
+            GenMsg::Edit(field, value) => {
+                self.form.set(field, value);
+                true
+            }
+            GenMsg::Generate => self.generate(ctx),
+            GenMsg::Stop => {
+                if !self.running {
+                    return false;
+                }
+                self.stop.set(true);
+                Self::report(ctx, GenReport::Status("stopping…".to_string()));
+                true
+            }
+            GenMsg::Run { run, event } => self.on_event(ctx, run, event),
+        }
+    }
+
+    fn view(&self, ctx: &Context<Self>) -> Html {
+        html! {
+            <>
+                { self.view_controls(ctx) }
+                <section class="output">
+                    <h2>{ "Output" }</h2>
+                    <pre id="output" aria-live="polite">
+                        <span class="prompt-echo">{ &self.shown_prompt }</span>
+                        <span id="generated" class="generated">{ &self.output }</span>
+                    </pre>
+                    if !self.output_model.is_empty() {
+                        <p id="output-model" class="muted" data-model={self.output_model.clone()}
+                            data-cut={self.output_cut_by_switch.to_string()}>
+                            { format!("written by {}", self.output_model) }
+                            if self.output_cut_by_switch {
+                                { " · stopped early: the model was switched while it was generating" }
+                            }
+                        </p>
+                    }
+                    { self.view_stats() }
+                </section>
+            </>
+        }
+    }
+}
+
+impl Generator {
+    /// The prompt box, the settings and the buttons.
+    fn view_controls(&self, ctx: &Context<Self>) -> Html {
+        let link = ctx.link();
+        let text_input = |field: fn() -> Field| {
+            link.callback(move |e: InputEvent| {
+                GenMsg::Edit(field(), e.target_unchecked_into::<HtmlInputElement>().value())
+            })
+        };
+        let on_prompt = link.callback(|e: InputEvent| {
+            GenMsg::Edit(Field::Prompt, e.target_unchecked_into::<HtmlTextAreaElement>().value())
+        });
+        let on_keydown = link.batch_callback(|e: KeyboardEvent| {
+            (e.key() == "Enter" && (e.ctrl_key() || e.meta_key())).then_some(GenMsg::Generate)
+        });
+        let ready = ctx.props().runner.is_some();
+        let form = &self.form;
+        html! {
+            <section class="controls">
+                <label for="prompt">{ "Prompt" }</label>
+                <textarea id="prompt" rows="4" value={form.prompt.clone()} oninput={on_prompt}
+                    onkeydown={on_keydown} spellcheck="false"></textarea>
+                <div class="settings">
+                    <label>{ "max tokens" }
+                        <input id="max-tokens" type="number" min="1" max={MAX_TOKENS_LIMIT.to_string()}
+                            step="1" value={form.max_tokens.clone()}
+                            oninput={text_input(|| Field::MaxTokens)}/>
+                    </label>
+                    <label>{ "temperature" }
+                        <input id="temperature" type="number" min="0" max="10" step="0.05"
+                            value={form.temperature.clone()} oninput={text_input(|| Field::Temperature)}/>
+                    </label>
+                    <label title="0 = off">{ "top-k" }
+                        <input id="top-k" type="number" min="0" step="1"
+                            value={form.top_k.clone()} oninput={text_input(|| Field::TopK)}/>
+                    </label>
+                    <label title="1 = off">{ "top-p" }
+                        <input id="top-p" type="number" min="0.01" max="1" step="0.01"
+                            value={form.top_p.clone()} oninput={text_input(|| Field::TopP)}/>
+                    </label>
+                    <label>{ "seed" }
+                        <input id="seed" type="number" min="0" step="1"
+                            value={form.seed.clone()} oninput={text_input(|| Field::Seed)}/>
+                    </label>
+                </div>
+                <div class="buttons">
+                    <button id="generate" class="primary" disabled={!ready || self.running}
+                        onclick={link.callback(|_| GenMsg::Generate)}>{ "Generate" }</button>
+                    <button id="stop" disabled={!self.running}
+                        onclick={link.callback(|_| GenMsg::Stop)}>{ "Stop" }</button>
+                    <span class="hint muted">{ "Ctrl+Enter generates" }</span>
+                </div>
+            </section>
+        }
+    }
+
+    /// Which backend ran, and prefill and decode throughput.
+    fn view_stats(&self) -> Html {
+        let prefill_tps = self.prefill.and_then(|p| per_second(p.tokens, p.ms));
+        let decode_tps = self.decode.and_then(|d| per_second(d.tokens, d.compute_ms));
+        let decode_wall_tps = self.decode.and_then(|d| per_second(d.tokens, d.wall_ms));
+        let fmt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".to_string());
+        let raw = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_default();
+        let prefill_detail =
+            self.prefill.map(|p| format!(" ({} tokens in {:.1} ms)", p.tokens, p.ms)).unwrap_or_default();
+        let decode_detail = self
+            .decode
+            .map(|d| format!(" ({} tokens; {} tok/s incl. UI yields)", d.tokens, fmt(decode_wall_tps)))
+            .unwrap_or_default();
+        let on = match self.run_backend {
+            Some(Active::Gpu) => {
+                html! { <span id="run-backend" class="stat" data-backend="webgpu">{ "on WebGPU" }</span> }
+            }
+            Some(Active::Cpu) => {
+                html! { <span id="run-backend" class="stat" data-backend="cpu">{ "on the CPU (wasm)" }</span> }
+            }
+            None => html! {},
+        };
+        html! {
+            <div class="stats">
+                { on }
+                <span class="stat">
+                    { "prefill: " }
+                    <b id="prefill-tps" data-value={raw(prefill_tps)}>{ fmt(prefill_tps) }</b>
+                    { " tok/s" }{ prefill_detail }
+                </span>
+                <span class="stat">
+                    { "decode: " }
+                    <b id="decode-tps" data-value={raw(decode_tps)}>{ fmt(decode_tps) }</b>
+                    { " tok/s" }{ decode_detail }
+                </span>
+            </div>
+        }
+    }
+}

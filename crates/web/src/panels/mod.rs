@@ -1,0 +1,13 @@
+//! The page's panels, each a component with its own messages: the backend badge (header), the model
+//! picker with the load status, the generator, and the lab (tabs over `crate::views`). They get what
+//! they show through props and report to the root through callbacks.
+
+mod badge;
+mod generator;
+mod lab_tabs;
+mod picker;
+
+pub use badge::BackendBadge;
+pub use generator::{GenReport, Generator};
+pub use lab_tabs::LabPanel;
+pub use picker::ModelPicker;

@@ -1,0 +1,215 @@
+//! The gate view: histograms of F (and ReGLA's g, r) per layer with their saturation, and, when the
+//! index lists an initial checkpoint of the model, the ReGLA Fig. 4 comparison: the untrained
+//! model's gates on the same text beside the trained one's. The comparison's gate statistics are
+//! this view's state ([`GatesState`], updated by [`GatesMsg`]).
+
+use std::rc::Rc;
+
+use attnlab_core::analysis::{GateStats, SATURATION_HIGH, SATURATION_LOW};
+use wasm_bindgen_futures::spawn_local;
+use yew::prelude::*;
+
+use super::note;
+use super::trace::{TraceKind, TraceProps};
+use crate::host::EngineRef;
+use crate::lab::TraceView;
+use crate::plot::{histogram, PALETTE};
+use crate::yield_now::next_paint;
+
+/// The untrained checkpoint the gate view compares the current model with (ReGLA Fig. 4).
+#[derive(Clone, PartialEq)]
+pub struct Compare {
+    /// Index name of the initial checkpoint.
+    pub name: AttrValue,
+    /// Index name of the trained model it is the start of.
+    pub of: AttrValue,
+    pub state: CompareState,
+}
+
+#[derive(Clone, PartialEq)]
+pub enum CompareState {
+    /// Loading, with a status line.
+    Loading(AttrValue),
+    Ready(EngineRef),
+    Failed(AttrValue),
+}
+
+/// Section id, title and note of the view.
+pub fn intro() -> (&'static str, &'static str, Html) {
+    (
+        "gate-view",
+        "Gates",
+        note(
+            "ReGLA (Lu et al., 2025) observes that GLA's sigmoid forget gates saturate (values pile up \
+             near 0 or 1, where gradients vanish) and proposes a refining gate that keeps them in the \
+             useful range (Fig. 4).",
+            "Histograms of the effective forget gate F (and ReGLA's g and r) over every token, key \
+             feature and head of a layer; 'saturated' is the share below 0.05 or above 0.95.",
+        ),
+    )
+}
+
+pub enum GatesMsg {
+    /// Compute the comparison checkpoint's gate statistics on the current text.
+    Start,
+    Done {
+        run: u32,
+        result: Result<Rc<Vec<GateStats>>, String>,
+    },
+}
+
+/// Gate statistics of the comparison checkpoint.
+#[derive(Default)]
+pub struct GatesState {
+    run: u32,
+    /// `None` while computing (or without a checkpoint to compare with).
+    gates: Option<Result<Rc<Vec<GateStats>>, String>>,
+}
+
+impl GatesState {
+    /// Apply `msg`; `send` takes the computation's answer. True when the view changes.
+    pub fn update(&mut self, msg: GatesMsg, props: &TraceProps, send: &Callback<GatesMsg>) -> bool {
+        match msg {
+            GatesMsg::Start => {
+                self.run = self.run.wrapping_add(1);
+                self.gates = None;
+                let Some(CompareState::Ready(engine)) = props.compare.as_ref().map(|c| &c.state) else {
+                    return true;
+                };
+                if props.kind != TraceKind::Gates {
+                    return true;
+                }
+                let (run, send) = (self.run, send.clone());
+                let (engine, text) = (engine.0.clone(), props.text.clone());
+                spawn_local(async move {
+                    next_paint().await;
+                    let result = engine.gate_stats(&text).map(Rc::new);
+                    send.emit(GatesMsg::Done { run, result });
+                });
+            }
+            GatesMsg::Done { run, result } => {
+                if run != self.run {
+                    return false;
+                }
+                self.gates = Some(result);
+            }
+        }
+        true
+    }
+
+    /// ReGLA Fig. 4: the gate histograms of the initial checkpoint beside the trained model's, on the
+    /// same text (so the same number of tokens).
+    pub fn view_fig4(&self, props: &TraceProps, t: &TraceView) -> Html {
+        let Some(compare) = &props.compare else {
+            return html! {};
+        };
+        let trained_name = compare.of.to_string();
+        let (state, body) = match (&compare.state, &self.gates) {
+            (CompareState::Loading(status), _) => {
+                ("loading", html! { <p class="muted">{ status.as_str() }</p> })
+            }
+            (CompareState::Failed(e), _) => ("failed", html! { <p class="error">{ e.as_str() }</p> }),
+            (CompareState::Ready(_), None) => {
+                ("computing", html! { <p class="muted">{ "computing the initial checkpoint's gates…" }</p> })
+            }
+            (CompareState::Ready(_), Some(Err(e))) => ("failed", html! { <p class="error">{ e }</p> }),
+            (CompareState::Ready(_), Some(Ok(initial))) => {
+                ("ready", fig4_pairs(t, initial, &compare.name, &trained_name))
+            }
+        };
+        html! {
+            <section id="fig4" class="fig4" data-state={state} data-initial={compare.name.clone()}>
+                <h3>{ "Before and after training (ReGLA Fig. 4)" }</h3>
+                <p>
+                    { format!("ReGLA (Lu et al., 2025, Fig. 4) initialises the forget-gate biases at extreme values, so that \
+                       the gates start saturated near 0 or 1, and tracks them through training. The paper's claim: \
+                       a plain sigmoid gate (GLA) stays stuck at the extremes, because its gradient σ(1−σ) all but \
+                       vanishes there, while ReGLA's refining gate lets the values spread into the useful middle \
+                       range. Left: the untrained starting point {}; right: the trained model {}; both run on \
+                       the same text, cut to the same {} tokens.", compare.name, trained_name, t.labels.len()) }
+                </p>
+                { body }
+            </section>
+        }
+    }
+}
+
+/// Histograms of F (and g, r) per layer and the saturation per layer and head.
+pub fn view(t: &TraceView) -> Html {
+    if t.gates.is_empty() {
+        return html! { <p class="notice">{ "This model has no gated layers (gla, regla or retnet): nothing to show." }</p> };
+    }
+    let all: Vec<&GateStats> = t.gates.iter().filter(|g| g.head.is_none()).collect();
+    let hists = all.iter().map(|g| {
+        let color = match g.quantity.as_str() {
+            "f" => PALETTE[0],
+            "g" => PALETTE[2],
+            _ => PALETTE[1],
+        };
+        html! {
+            <div class="gate-cell" data-layer={g.layer.to_string()} data-quantity={g.quantity.clone()}
+                data-saturation={format!("{}", g.saturation)}>
+                { histogram(&format!("gate-{}-{}", g.layer, g.quantity),
+                    &format!("layer {} {}: {} (saturated {:.1}%)", g.layer, g.variant, g.quantity.to_uppercase(), 100.0 * g.saturation),
+                    &g.histogram, color) }
+            </div>
+        }
+    });
+    let per_head = t.gates.iter().filter(|g| g.head.is_some() && g.quantity == "f").map(|g| {
+        html! { <tr><td>{ g.layer }</td><td>{ g.head.unwrap_or(0) }</td><td class="num">{ format!("{:.3}", g.mean) }</td>
+            <td class="num">{ format!("{:.1}%", 100.0 * g.saturation) }</td></tr> }
+    });
+    html! {
+        <>
+            <div class="gate-grid">{ for hists }</div>
+            <table class="table"><thead><tr><th>{ "layer" }</th><th>{ "head" }</th><th>{ "mean F" }</th>
+                <th>{ format!("saturated (F < {SATURATION_LOW} or > {SATURATION_HIGH})") }</th></tr></thead>
+                <tbody>{ for per_head }</tbody></table>
+        </>
+    }
+}
+
+fn fig4_pairs(t: &TraceView, initial: &[GateStats], initial_name: &str, trained_name: &str) -> Html {
+    let trained: Vec<&GateStats> = t.gates.iter().filter(|g| g.head.is_none()).collect();
+    let cell = |which: &str, name: &str, g: &GateStats, color: &str| {
+        html! {
+            <div class="fig4-cell" data-which={which.to_string()} data-layer={g.layer.to_string()}
+                data-quantity={g.quantity.clone()} data-saturation={format!("{}", g.saturation)}>
+                { histogram(&format!("fig4-{which}-{}-{}", g.layer, g.quantity),
+                    &format!("{name} · layer {} {} (saturated {:.1}%)", g.layer, g.quantity.to_uppercase(), 100.0 * g.saturation),
+                    &g.histogram, color) }
+            </div>
+        }
+    };
+    let pairs = trained.iter().map(|g| {
+        let before =
+            initial.iter().find(|i| i.head.is_none() && i.layer == g.layer && i.quantity == g.quantity);
+        html! {
+            <div class="fig4-pair" data-layer={g.layer.to_string()} data-quantity={g.quantity.clone()}>
+                if let Some(b) = before {
+                    { cell("initial", initial_name, b, PALETTE[3]) }
+                } else {
+                    <p class="muted">{ "(no such gate in the initial checkpoint)" }</p>
+                }
+                { cell("trained", trained_name, g, PALETTE[0]) }
+            </div>
+        }
+    });
+    let rows = trained.iter().map(|g| {
+        let before =
+            initial.iter().find(|i| i.head.is_none() && i.layer == g.layer && i.quantity == g.quantity);
+        let pct = |v: f64| format!("{:.1}%", 100.0 * v);
+        html! { <tr><td>{ g.layer }</td><td>{ g.quantity.to_uppercase() }</td>
+        <td class="num">{ before.map(|b| pct(b.saturation)).unwrap_or_else(|| "–".into()) }</td>
+        <td class="num">{ pct(g.saturation) }</td></tr> }
+    });
+    html! {
+        <>
+            <div class="fig4-grid">{ for pairs }</div>
+            <table class="table" id="fig4-table"><thead><tr><th>{ "layer" }</th><th>{ "gate" }</th>
+                <th>{ format!("saturated before ({initial_name})") }</th>
+                <th>{ format!("saturated after ({trained_name})") }</th></tr></thead>
+                <tbody>{ for rows }</tbody></table>
+        </>
+    }
+}

@@ -1,0 +1,348 @@
+//! The kernel view: B_h(d) or exp(B_h(d)) per head against distance, with the bias sliders (global
+//! slope scale, MEP Table 4 presets, three kernel-mix rows, reset to trained).
+//!
+//! What is plotted (layer, curve kind, log y, distance range) is the view's own state
+//! ([`Plot`], updated by [`PlotMsg`]); a slider move is an [`EditMsg`] that [`apply`] turns
+//! into a new [`BiasEdit`] for the page (`on_edit`), which rebuilds the model through the host.
+
+use std::rc::Rc;
+
+use attnlab_core::config::{KernelKind, KernelTerm};
+use web_sys::{HtmlInputElement, HtmlSelectElement};
+use yew::prelude::*;
+
+use super::note;
+use crate::engine::Engine;
+use crate::host::EngineRef;
+use crate::lab::{self, BiasEdit};
+use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
+
+/// Kernels a mix row can pick (the page's kernel picker).
+const PICKS: [(&str, &str); 6] = [
+    ("exp", "exp(−m·d)"),
+    ("exp-half", "exp(−m/2·d)"),
+    ("gaussian", "gaussian exp(−m·d²)"),
+    ("kerple-log", "kerple-log (1+m·d)^−1"),
+    ("kerple-power", "kerple-power exp(−m·d^p)"),
+    ("off", "off"),
+];
+
+fn pick_of(t: &KernelTerm) -> &'static str {
+    if t.weight <= 0.0 {
+        return "off";
+    }
+    match t.kernel {
+        KernelKind::Exp if (t.scale - 0.5).abs() < 1e-12 => "exp-half",
+        KernelKind::Exp => "exp",
+        KernelKind::Gaussian => "gaussian",
+        KernelKind::KerpleLog => "kerple-log",
+        KernelKind::KerplePower => "kerple-power",
+    }
+}
+
+fn term_for(pick: &str, old: &KernelTerm) -> KernelTerm {
+    let w = if old.weight > 0.0 { old.weight } else { 0.33 };
+    let t = |kernel, scale| KernelTerm { kernel, scale, weight: w, p: None };
+    match pick {
+        "exp" => t(KernelKind::Exp, 1.0),
+        "exp-half" => t(KernelKind::Exp, 0.5),
+        "gaussian" => t(KernelKind::Gaussian, 1.0),
+        "kerple-log" => t(KernelKind::KerpleLog, 1.0),
+        "kerple-power" => KernelTerm { p: Some(1.0), ..t(KernelKind::KerplePower, 1.0) },
+        _ => KernelTerm { weight: 0.0, ..*old },
+    }
+}
+
+/// The three mix rows (α, β, γ) shown for a trained mix: its terms, padded with switched-off rows.
+pub fn mix_rows(trained: Option<Vec<KernelTerm>>) -> Vec<KernelTerm> {
+    let mut rows = trained.unwrap_or_default();
+    let pads = [
+        KernelTerm { kernel: KernelKind::Exp, scale: 0.5, weight: 0.0, p: None },
+        KernelTerm { kernel: KernelKind::Gaussian, scale: 1.0, weight: 0.0, p: None },
+        KernelTerm { kernel: KernelKind::Exp, scale: 1.0, weight: 0.0, p: None },
+    ];
+    let mut k = 0;
+    while rows.len() < 3 && k < pads.len() {
+        rows.push(pads[k]);
+        k += 1;
+    }
+    rows.truncate(3);
+    rows
+}
+
+#[derive(Properties, PartialEq)]
+pub struct KernelProps {
+    pub engine: EngineRef,
+    pub edit: BiasEdit,
+    pub on_edit: Callback<BiasEdit>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum CurveKind {
+    Bias,
+    Kernel,
+}
+
+/// What the chart shows.
+#[derive(Clone, Copy, PartialEq)]
+struct Plot {
+    /// Chosen layer (clamped to the model's layers when drawn).
+    layer: usize,
+    kind: CurveKind,
+    log_y: bool,
+    /// Distance range in multiples of the training length.
+    range: usize,
+}
+
+impl Default for Plot {
+    fn default() -> Self {
+        Plot { layer: 0, kind: CurveKind::Bias, log_y: false, range: 4 }
+    }
+}
+
+/// The chart's controls.
+enum PlotMsg {
+    Layer(usize),
+    Kind(CurveKind),
+    ToggleLogY,
+    Range(usize),
+}
+
+impl Reducible for Plot {
+    type Action = PlotMsg;
+
+    fn reduce(self: Rc<Self>, msg: PlotMsg) -> Rc<Self> {
+        let mut d = *self;
+        match msg {
+            PlotMsg::Layer(layer) => d.layer = layer,
+            PlotMsg::Kind(kind) => d.kind = kind,
+            PlotMsg::ToggleLogY => d.log_y = !d.log_y,
+            PlotMsg::Range(range) => d.range = range,
+        }
+        Rc::new(d)
+    }
+}
+
+/// A slider or button that changes the bias edit.
+enum EditMsg {
+    /// log2 of the global slope scale.
+    SlopeLog2(f64),
+    /// MEP Table 4 preset: every head's slope (`None`: the trained slopes); the scale returns to 1.
+    Preset(Option<f64>),
+    /// Mix row k: the kernel picked (an id of [`PICKS`]).
+    Pick(usize, String),
+    /// Mix row k: its weight.
+    Weight(usize, f64),
+    /// Mix row k: log2 of its slope scale.
+    ScaleLog2(usize, f64),
+}
+
+/// `edit` with `msg` applied (`rows`: the mix rows shown), clamped to the sliders' range.
+fn apply(edit: &BiasEdit, rows: &[KernelTerm], msg: EditMsg) -> BiasEdit {
+    let mut e = edit.clone();
+    let mut row = |k: usize, f: &dyn Fn(&mut KernelTerm)| {
+        let mut r = rows.to_vec();
+        if let Some(t) = r.get_mut(k) {
+            f(t);
+        }
+        e.mix = Some(r);
+    };
+    match msg {
+        EditMsg::SlopeLog2(v) => e.slope_scale = 2f64.powf(v),
+        EditMsg::Preset(u) => {
+            e.uniform_slope = u;
+            e.slope_scale = 1.0;
+        }
+        EditMsg::Pick(k, v) => row(k, &|t| *t = term_for(&v, t)),
+        EditMsg::Weight(k, v) => row(k, &|t| t.weight = v),
+        EditMsg::ScaleLog2(k, v) => row(k, &|t| t.scale = 2f64.powf(v)),
+    }
+    e.clamped()
+}
+
+/// The number in a range input or select (`fallback` when it does not parse).
+fn number<T: std::str::FromStr>(value: String, fallback: T) -> T {
+    value.parse().unwrap_or(fallback)
+}
+
+/// B_h(d) and exp(B_h(d)) per head, with the slope and mix sliders.
+#[function_component(KernelView)]
+pub fn kernel_view(props: &KernelProps) -> Html {
+    let engine = &props.engine.0;
+    let plot = use_reducer(Plot::default);
+    let info = engine.info();
+    let layer = plot.layer.min(info.n_layers.saturating_sub(1));
+    let n = (info.train_context * plot.range).clamp(2, info.max_context);
+    let steerable = engine.has_steerable_layers();
+    html! {
+        <section class="view" id="kernel-view">
+            <h2>{ "Position kernels" }</h2>
+            { note(
+                "MEP (Gao, 2024) replaces ALiBi's single exponential kernel exp(−m·d) by a mix of kernels \
+                 (default exp(m) + exp(m/2) + gaussian(m)) and uses B(d) = ln Σ w·K as the attention bias, \
+                 claiming better perplexity beyond the training length without extra parameters.",
+                "Each line is one head's bias B_h(d) added to the attention logit of a key d tokens back \
+                 (or exp(B), the multiplicative kernel). Steeper curves make a head more local. The dashed \
+                 line marks the training length. Moving a slider rebuilds the bias tables and re-runs the \
+                 model: the heatmap, perplexity and the next generation all use the edited bias." ) }
+            { view_plot_settings(engine, &plot, layer) }
+            { view_chart(engine, &plot, layer, n) }
+            if !steerable {
+                <p class="notice">{ "This model's biases are learned (or it has none), so the sliders are off: the curves show what training produced." }</p>
+            }
+            { view_sliders(props, steerable) }
+        </section>
+    }
+}
+
+/// Layer, distance range, curve kind and log y.
+fn view_plot_settings(engine: &Engine, plot: &UseReducerHandle<Plot>, layer: usize) -> Html {
+    let specs = engine.current_specs();
+    let send = |f: fn(String) -> PlotMsg| {
+        let plot = plot.clone();
+        Callback::from(move |e: Event| {
+            plot.dispatch(f(e.target_unchecked_into::<HtmlSelectElement>().value()))
+        })
+    };
+    let on_layer = send(|v| PlotMsg::Layer(number(v, 0)));
+    let on_range = send(|v| PlotMsg::Range(number(v, 4)));
+    let on = |msg: fn() -> PlotMsg| {
+        let plot = plot.clone();
+        Callback::from(move |_: Event| plot.dispatch(msg()))
+    };
+    let (kind, range) = (plot.kind, plot.range);
+    html! {
+        <div class="settings">
+            <label>{ "layer " }
+                <select id="kernel-layer" onchange={on_layer}>
+                    { for (0..engine.info().n_layers).map(|i| html! {
+                        <option value={i.to_string()} selected={i == layer}>{ format!("{i}: {}", specs[i].variant_id()) }</option>
+                    }) }
+                </select>
+            </label>
+            <label>{ "distance range " }
+                <select id="kernel-range" onchange={on_range}>
+                    { for [1usize, 2, 4, 8, 32].iter().map(|r| html! {
+                        <option value={r.to_string()} selected={*r == range}>{ format!("{r}× training length") }</option>
+                    }) }
+                </select>
+            </label>
+            <label class="inline"><input type="radio" name="curve-kind" checked={kind == CurveKind::Bias}
+                onchange={on(|| PlotMsg::Kind(CurveKind::Bias))}/>{ " B(d)" }</label>
+            <label class="inline"><input type="radio" name="curve-kind" checked={kind == CurveKind::Kernel}
+                onchange={on(|| PlotMsg::Kind(CurveKind::Kernel))}/>{ " exp(B(d))" }</label>
+            <label class="inline"><input id="kernel-log-y" type="checkbox" checked={plot.log_y} disabled={kind == CurveKind::Bias}
+                onchange={on(|| PlotMsg::ToggleLogY)}/>{ " log y" }</label>
+        </div>
+    }
+}
+
+/// The curves of `layer` for d = 0..n.
+fn view_chart(engine: &Engine, plot: &Plot, layer: usize, n: usize) -> Html {
+    let info = engine.info();
+    let kind = plot.kind;
+    match engine.kernel_curves(layer, n) {
+        Ok(curves) => {
+            let series = curves
+                .iter()
+                .map(|c| {
+                    let ys = if kind == CurveKind::Bias { &c.bias } else { &c.kernel };
+                    Series {
+                        label: format!("head {}", c.head),
+                        color: PALETTE[c.head % PALETTE.len()].to_string(),
+                        points: ys.iter().enumerate().map(|(d, &y)| (d as f64, y)).collect(),
+                        dashed: false,
+                        width: LINE,
+                    }
+                })
+                .collect();
+            let y_label = if kind == CurveKind::Bias { "B_h(d)" } else { "exp(B_h(d))" };
+            line_chart(&LineChart {
+                id: "kernel-chart".into(),
+                title: format!(
+                    "layer {layer} ({}): {y_label} against distance d",
+                    engine.current_specs()[layer].variant_id()
+                ),
+                x_label: "distance d = i − j (tokens)".into(),
+                y_label: y_label.into(),
+                log_x: false,
+                log_y: plot.log_y && kind == CurveKind::Kernel,
+                series,
+                markers: vec![(info.train_context as f64, format!("training length {}", info.train_context))],
+                legend_below: false,
+            })
+        }
+        Err(e) => html! { <p class="error">{ e }</p> },
+    }
+}
+
+/// The global slope slider, the presets, reset, and the three mix rows.
+fn view_sliders(props: &KernelProps, steerable: bool) -> Html {
+    let engine = &props.engine.0;
+    let first_steerable = engine.trained_specs().iter().find(|s| lab::is_steerable(s)).cloned();
+    let rows: Rc<Vec<KernelTerm>> = Rc::new(
+        props
+            .edit
+            .mix
+            .clone()
+            .unwrap_or_else(|| mix_rows(first_steerable.as_ref().and_then(lab::trained_mix))),
+    );
+    let set = {
+        let (edit, rows, on_edit) = (props.edit.clone(), rows.clone(), props.on_edit.clone());
+        Callback::from(move |msg: EditMsg| on_edit.emit(apply(&edit, &rows, msg)))
+    };
+    let slope_log2 = props.edit.slope_scale.max(1e-9).log2();
+    let on_slope = set.reform(|e: InputEvent| {
+        EditMsg::SlopeLog2(number(e.target_unchecked_into::<HtmlInputElement>().value(), 0.0))
+    });
+    let preset = |u: Option<f64>| set.reform(move |_: MouseEvent| EditMsg::Preset(u));
+    let reset = props.on_edit.reform(|_: MouseEvent| BiasEdit::default());
+    html! {
+        <div class="sliders">
+            <label for="slope-scale">{ "global slope scale" }</label>
+            <input id="slope-scale" type="range" min="-6" max="6" step="0.25" value={format!("{slope_log2}")}
+                oninput={on_slope} disabled={!steerable}/>
+            <output id="slope-scale-value">{ format!("×{:.4}", props.edit.slope_scale) }</output>
+            <div class="buttons presets">
+                <span class="muted">{ "MEP Table 4 presets: " }</span>
+                <button id="preset-default" onclick={preset(None)} disabled={!steerable}>{ "default slopes" }</button>
+                <button id="preset-2-2" onclick={preset(Some(0.25))} disabled={!steerable}>{ "uniform 2⁻²" }</button>
+                <button id="preset-2-6" onclick={preset(Some(2f64.powi(-6)))} disabled={!steerable}>{ "uniform 2⁻⁶" }</button>
+                <button id="preset-2-9" onclick={preset(Some(2f64.powi(-9)))} disabled={!steerable}>{ "uniform 2⁻⁹" }</button>
+                <button id="reset-trained" onclick={reset}>{ "reset to trained" }</button>
+            </div>
+            { for rows.iter().enumerate().map(|(k, t)| view_mix_row(k, t, &set, steerable)) }
+        </div>
+    }
+}
+
+/// Mix row `k` (α, β, γ): kernel, weight and slope scale.
+fn view_mix_row(k: usize, t: &KernelTerm, set: &Callback<EditMsg>, steerable: bool) -> Html {
+    let name = ["α", "β", "γ"][k];
+    let value = |e: InputEvent| number(e.target_unchecked_into::<HtmlInputElement>().value(), 0.0);
+    let on_pick =
+        set.reform(move |e: Event| EditMsg::Pick(k, e.target_unchecked_into::<HtmlSelectElement>().value()));
+    let on_weight = set.reform(move |e: InputEvent| EditMsg::Weight(k, value(e)));
+    let on_scale = set.reform(move |e: InputEvent| EditMsg::ScaleLog2(k, value(e)));
+    let pick = pick_of(t);
+    html! {
+        <fieldset class="mix-row">
+            <legend>{ format!("kernel {name}") }</legend>
+            <label>{ "kernel " }
+                <select id={format!("mix-kernel-{k}")} onchange={on_pick} disabled={!steerable}>
+                    { for PICKS.iter().map(|(id, label)| html! { <option value={*id} selected={*id == pick}>{ *label }</option> }) }
+                </select>
+            </label>
+            <label>{ format!("weight {name} ") }
+                <input id={format!("mix-weight-{k}")} type="range" min="0" max="1" step="0.01"
+                    value={format!("{}", t.weight.min(1.0))} oninput={on_weight} disabled={!steerable}/>
+                <output>{ format!("{:.2}", t.weight) }</output>
+            </label>
+            <label>{ "slope ×" }
+                <input id={format!("mix-scale-{k}")} type="range" min="-4" max="4" step="0.25"
+                    value={format!("{}", t.scale.max(1e-9).log2())} oninput={on_scale} disabled={!steerable}/>
+                <output>{ format!("{:.3}", t.scale) }</output>
+            </label>
+        </fieldset>
+    }
+}

@@ -1,0 +1,113 @@
+//! The LAA view: locally accumulated attention per layer with its AUC, the uniform-attention
+//! baseline, and the overlay of the other models seen in this page.
+
+use attnlab_core::analysis::{laa_uniform, LayerSummary};
+use yew::prelude::*;
+
+use super::note;
+use super::trace::TraceProps;
+use crate::lab::TraceView;
+use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
+
+/// Section id, title and note of the view.
+pub fn intro() -> (&'static str, &'static str, Html) {
+    (
+        "laa-view",
+        "Locally accumulated attention",
+        note(
+            "TransNormer (Qin et al., 2022) argues that vanilla linear attention dilutes: its attention \
+             mass spreads far from the query, unlike softmax attention, and that DiagAttention and \
+             NormAttention fix it (Fig. 2).",
+            "LAA(r) is the share of a query's attention mass within its ⌈r·n⌉ nearest keys, averaged \
+             over queries; a curve that rises fast (large AUC) means local attention. The dashed grey \
+             line is uniform attention, the fully diluted reference.",
+        ),
+    )
+}
+
+/// The LAA curves of every layer, the uniform baseline, the overlay and the table.
+pub fn view(props: &TraceProps, t: &TraceView) -> Html {
+    let n = t.labels.len();
+    let xs: Vec<f64> = (0..attnlab_core::analysis::LAA_POINTS).map(|k| k as f64 / 100.0).collect();
+    let curve = |c: &[f64]| xs.iter().copied().zip(c.iter().copied()).collect::<Vec<_>>();
+    let mut series: Vec<Series> = t
+        .summaries
+        .iter()
+        .map(|s: &LayerSummary| Series {
+            label: format!("layer {} {} (AUC {:.3})", s.layer, s.variant, s.laa.auc),
+            color: PALETTE[s.layer % PALETTE.len()].into(),
+            points: curve(&s.laa.curve),
+            dashed: false,
+            width: LINE,
+        })
+        .collect();
+    let uniform = laa_uniform(n);
+    series.push(Series {
+        label: format!("uniform attention (AUC {:.3})", uniform.auc),
+        color: "#888888".into(),
+        points: curve(&uniform.curve),
+        dashed: true,
+        width: LINE,
+    });
+    let me = props.engine.0.info().name.clone();
+    let overlay: Vec<Series> = props
+        .laa_overlay
+        .iter()
+        .filter(|(name, _)| **name != me)
+        .enumerate()
+        .map(|(k, (name, layers))| {
+            let mean: Vec<f64> = (0..xs.len())
+                .map(|p| {
+                    layers.iter().map(|l| l.2.get(p).copied().unwrap_or(0.0)).sum::<f64>()
+                        / layers.len().max(1) as f64
+                })
+                .collect();
+            let auc: f64 = layers.iter().map(|l| l.1).sum::<f64>() / layers.len().max(1) as f64;
+            Series {
+                label: format!("{name} mean (AUC {auc:.3})"),
+                color: PALETTE[(k + 4) % PALETTE.len()].into(),
+                points: curve(&mean),
+                dashed: true,
+                width: LINE,
+            }
+        })
+        .collect();
+    let rows = t.summaries.iter().map(|s| {
+        html! { <tr data-layer={s.layer.to_string()} data-auc={format!("{}", s.laa.auc)}>
+            <td>{ s.layer }</td><td>{ &s.variant }</td><td class="num">{ format!("{:.4}", s.laa.auc) }</td>
+            <td class="num">{ format!("{:.2}", s.heads.iter().map(|h| h.entropy).sum::<f64>() / s.heads.len().max(1) as f64) }</td>
+            <td class="num">{ format!("{:.1}", s.heads.iter().map(|h| h.mean_distance).sum::<f64>() / s.heads.len().max(1) as f64) }</td>
+        </tr> }
+    });
+    html! {
+        <>
+            { line_chart(&LineChart {
+                id: "laa-chart".into(),
+                title: format!("locally accumulated attention, {n} tokens"),
+                x_label: "window ratio r (share of the n nearest keys)".into(),
+                y_label: "LAA(r)".into(),
+                log_x: false,
+                log_y: false,
+                series,
+                markers: vec![],
+                legend_below: false,
+            }) }
+            if !overlay.is_empty() {
+                { line_chart(&LineChart {
+                    id: "laa-overlay".into(),
+                    title: "mean over layers: this model against models seen earlier".into(),
+                    x_label: "window ratio r".into(),
+                    y_label: "LAA(r)".into(),
+                    log_x: false,
+                    log_y: false,
+                    series: overlay,
+                    markers: vec![],
+                    legend_below: false,
+                }) }
+            }
+            <table class="table" id="laa-table"><thead><tr><th>{ "layer" }</th><th>{ "variant" }</th>
+                <th>{ "LAA AUC" }</th><th>{ "entropy (nats)" }</th><th>{ "mean distance" }</th></tr></thead>
+                <tbody>{ for rows }</tbody></table>
+        </>
+    }
+}

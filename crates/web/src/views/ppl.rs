@@ -1,0 +1,274 @@
+//! Perplexity against context length: the held-out text, cut into windows of 1×…32× the training
+//! length, swept in the page in slices (yielding between them), with the trained model's curve and the
+//! shipped models' table (`results.json`) behind it.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use attnlab_core::analysis::PplPoint;
+use gloo_timers::callback::Timeout;
+use wasm_bindgen_futures::spawn_local;
+use yew::prelude::*;
+
+use super::{note, PplCurve, DEBOUNCE_MS};
+use crate::engine::Engine;
+use crate::host::EngineRef;
+use crate::lab;
+use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
+use crate::results::ShippedCurve;
+use crate::yield_now::{next_paint, yield_now};
+
+#[derive(Properties, PartialEq)]
+pub struct PplProps {
+    pub engine: EngineRef,
+    /// Held-out text the sweep runs on.
+    pub text: Rc<String>,
+    /// Where the text came from (shown).
+    pub text_source: AttrValue,
+    /// The trained model's curve, once measured (plotted as the reference).
+    pub trained: Option<PplCurve>,
+    /// Called with `(length, perplexity)` points when a sweep finishes.
+    pub on_done: Callback<(EngineRef, PplCurve)>,
+    /// The shipped models' curves (`results.json`), drawn behind this page's.
+    pub shipped: Shipped,
+    /// Name of the loaded model (its shipped curve is highlighted).
+    pub model: AttrValue,
+}
+
+/// The shipped results table of the extrapolation view.
+#[derive(Clone, PartialEq)]
+pub enum Shipped {
+    Loading,
+    Ready(Rc<Vec<ShippedCurve>>),
+    /// Why there is no table (missing on the server, unreadable).
+    Missing(AttrValue),
+}
+
+/// Colour of the k-th of n shipped curves: evenly spaced hues.
+fn shipped_color(k: usize, n: usize) -> String {
+    format!("hsl({:.0} 60% 45%)", 360.0 * k as f64 / n.max(1) as f64)
+}
+
+pub enum PplMsg {
+    Start,
+    Progress { run: u32, fraction: f64, points: Vec<PplPoint> },
+    Done { run: u32, result: Result<Vec<PplPoint>, String> },
+}
+
+/// Perplexity against context length, computed in the page in slices.
+pub struct PplView {
+    run: u32,
+    /// The run that may keep computing: an older sweep stops at its next slice.
+    live_run: Rc<Cell<u32>>,
+    running: bool,
+    fraction: f64,
+    points: Vec<PplPoint>,
+    error: Option<String>,
+    debounce: Option<Timeout>,
+}
+
+impl PplView {
+    fn schedule(&mut self, ctx: &Context<Self>) {
+        let link = ctx.link().clone();
+        self.debounce = Some(Timeout::new(DEBOUNCE_MS, move || link.send_message(PplMsg::Start)));
+    }
+}
+
+impl Component for PplView {
+    type Message = PplMsg;
+    type Properties = PplProps;
+
+    fn create(ctx: &Context<Self>) -> Self {
+        let mut v = PplView {
+            run: 0,
+            live_run: Rc::new(Cell::new(0)),
+            running: false,
+            fraction: 0.0,
+            points: Vec::new(),
+            error: None,
+            debounce: None,
+        };
+        v.schedule(ctx);
+        v
+    }
+
+    fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
+        if ctx.props().engine != old.engine || ctx.props().text != old.text {
+            self.run = self.run.wrapping_add(1);
+            self.live_run.set(self.run);
+            self.running = true;
+            self.points.clear();
+            self.schedule(ctx);
+        }
+        true
+    }
+
+    fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
+        match msg {
+            PplMsg::Start => {
+                self.run = self.run.wrapping_add(1);
+                self.live_run.set(self.run);
+                self.running = true;
+                self.fraction = 0.0;
+                self.points.clear();
+                self.error = None;
+                let (run, link, live) = (self.run, ctx.link().clone(), self.live_run.clone());
+                let (engine, text) = (ctx.props().engine.0.clone(), ctx.props().text.clone());
+                spawn_local(async move {
+                    let result = sweep(&link, run, &live, &engine, &text).await;
+                    link.send_message(PplMsg::Done { run, result });
+                });
+            }
+            PplMsg::Progress { run, fraction, points } => {
+                if run != self.run {
+                    return false;
+                }
+                self.fraction = fraction;
+                self.points = points;
+            }
+            PplMsg::Done { run, result } => {
+                if run != self.run {
+                    return false;
+                }
+                self.running = false;
+                match result {
+                    Ok(points) => {
+                        self.fraction = 1.0;
+                        self.points = points.clone();
+                        let curve = points.iter().map(|p| (p.length, p.ppl)).collect();
+                        ctx.props().on_done.emit((ctx.props().engine.clone(), Rc::new(curve)));
+                    }
+                    Err(e) => self.error = Some(e),
+                }
+            }
+        }
+        true
+    }
+
+    fn destroy(&mut self, _ctx: &Context<Self>) {
+        // Stop a sweep in flight (e.g. the model was switched and the lab unmounted).
+        self.live_run.set(self.run.wrapping_add(1));
+    }
+
+    fn view(&self, ctx: &Context<Self>) -> Html {
+        let props = ctx.props();
+        let info = props.engine.0.info();
+        let mut series = vec![Series {
+            label: "current settings".into(),
+            color: PALETTE[0].into(),
+            points: self.points.iter().map(|p| (p.length as f64, p.ppl)).collect(),
+            dashed: false,
+            width: LINE,
+        }];
+        let shipped_note = match &props.shipped {
+            Shipped::Loading => {
+                html! { <p class="muted" id="shipped-state">{ "loading the shipped models' table…" }</p> }
+            }
+            Shipped::Missing(why) => html! {
+                <p class="notice" id="shipped-missing" role="status">
+                    { format!("The shipped models' table is not available ({why}): only this page's curves are shown. \
+                               It is docs/results/results.json, written by `attnlab report`.") }
+                </p>
+            },
+            Shipped::Ready(curves) => {
+                let current = curves.iter().any(|c| c.name == props.model.as_str());
+                html! {
+                    <p class="muted" id="shipped-state" data-models={curves.len().to_string()}>
+                        { format!("Thin lines: the {} shipped models as measured by `attnlab report` \
+                                   (docs/results/results.json, same held-out text){}.", curves.len(),
+                                   if current { format!("; {} in bold", props.model) } else { String::new() }) }
+                    </p>
+                }
+            }
+        };
+        if let Shipped::Ready(curves) = &props.shipped {
+            let n = curves.len();
+            for (k, c) in curves.iter().enumerate() {
+                let current = c.name == props.model.as_str();
+                series.push(Series {
+                    label: format!("shipped: {}", c.name),
+                    color: shipped_color(k, n),
+                    points: c.points.iter().map(|&(l, p)| (l as f64, p)).collect(),
+                    dashed: false,
+                    width: if current { 3.0 } else { 0.8 },
+                });
+            }
+        }
+        if let Some(t) = &props.trained {
+            series.push(Series {
+                label: "as trained".into(),
+                color: PALETTE[3].into(),
+                points: t.iter().map(|&(l, p)| (l as f64, p)).collect(),
+                dashed: true,
+                width: LINE,
+            });
+        }
+        let rows = self.points.iter().map(|p| {
+            html! { <tr><td>{ p.length }</td><td>{ format!("{}×", p.length / info.train_context.max(1)) }</td>
+            <td>{ p.windows }</td><td>{ p.tokens }</td><td class="num">{ format!("{:.2}", p.ppl) }</td></tr> }
+        });
+        html! {
+            <section class="view" id="ppl-view" data-running={self.running.to_string()}>
+                <h2>{ "Perplexity versus context length" }</h2>
+                { note(
+                    "Position encodings differ most beyond the training length: MEP and ALiBi-style biases \
+                     claim to keep perplexity flat as the context grows (MEP Table 2), NoPE and learned \
+                     absolute positions degrade, and linear attention with decay is length-agnostic by design.",
+                    "Perplexity (lower is better) of the held-out text, cut into windows of each length, \
+                     every window run from an empty state; the training length is marked. The dashed line \
+                     is the model as trained; the solid line follows your slider settings." ) }
+                <p class="muted">{ format!("text: {} · at most {} scored tokens per length", props.text_source, lab::PPL_TOKEN_BUDGET) }</p>
+                if self.running {
+                    <progress id="ppl-progress" max="1" value={format!("{:.4}", self.fraction)}></progress>
+                }
+                if let Some(e) = &self.error { <p class="error">{ e }</p> }
+                { shipped_note }
+                { line_chart(&LineChart {
+                    id: "ppl-chart".into(),
+                    title: "perplexity against context length".into(),
+                    x_label: "context length (tokens, log scale)".into(),
+                    y_label: "perplexity (log scale)".into(),
+                    log_x: true,
+                    log_y: true,
+                    series,
+                    markers: vec![(info.train_context as f64, "training length".into())],
+                    legend_below: true,
+                }) }
+                <table class="table"><thead><tr><th>{ "length" }</th><th>{ "× train" }</th><th>{ "windows" }</th>
+                    <th>{ "tokens" }</th><th>{ "perplexity" }</th></tr></thead><tbody>{ for rows }</tbody></table>
+                <button id="ppl-rerun" disabled={self.running} onclick={ctx.link().callback(|_| PplMsg::Start)}>{ "re-run" }</button>
+            </section>
+        }
+    }
+}
+
+async fn sweep(
+    link: &yew::html::Scope<PplView>,
+    run: u32,
+    live: &Cell<u32>,
+    engine: &Engine,
+    text: &str,
+) -> Result<Vec<PplPoint>, String> {
+    next_paint().await;
+    let tokens = engine.encode(text)?;
+    let lengths = engine.sweep_lengths(tokens.len());
+    let mut sweep = lab::PplSweep::new(engine, tokens, &lengths)?;
+    let (mut last_sent, mut slices) = (0usize, 0usize);
+    while !sweep.advance()? {
+        slices += 1;
+        // Re-render on a finished length, and every few slices for the progress bar.
+        if sweep.points().len() != last_sent || slices.is_multiple_of(4) {
+            last_sent = sweep.points().len();
+            link.send_message(PplMsg::Progress {
+                run,
+                fraction: sweep.progress(),
+                points: sweep.points().to_vec(),
+            });
+        }
+        yield_now().await;
+        if live.get() != run {
+            return Err("superseded".to_string());
+        }
+    }
+    Ok(sweep.points().to_vec())
+}

@@ -1,0 +1,182 @@
+//! The trace component behind the attention, LAA and gate views: it computes one trace of the
+//! current text on the CPU engine (after a debounce, again whenever the engine, the text or the view
+//! changes) and hands it to the view's module to draw. The three tabs share one instance, so a trace
+//! and the attention view's stage and zoom survive switching between them.
+
+use std::rc::Rc;
+
+use attnlab_core::attention::AttnStage;
+use gloo_timers::callback::Timeout;
+use wasm_bindgen_futures::spawn_local;
+use yew::prelude::*;
+
+use super::attention::{self, AttentionMsg, AttentionState};
+use super::gates::{self, Compare, GatesMsg, GatesState};
+use super::laa;
+use super::{LaaOverlay, LayerLaa, DEBOUNCE_MS};
+use crate::host::EngineRef;
+use crate::lab::TraceView;
+use crate::yield_now::next_paint;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum TraceKind {
+    Attention,
+    Laa,
+    Gates,
+}
+
+#[derive(Properties, PartialEq)]
+pub struct TraceProps {
+    pub kind: TraceKind,
+    pub engine: EngineRef,
+    pub text: Rc<String>,
+    /// LAA curves of other models seen in this page, by model name (the overlay).
+    pub laa_overlay: Rc<LaaOverlay>,
+    pub on_laa: Callback<(String, Vec<LayerLaa>)>,
+    /// Gate view only: the initial checkpoint to compare with (ReGLA Fig. 4).
+    #[prop_or_default]
+    pub compare: Option<Compare>,
+}
+
+pub enum TraceMsg {
+    Start,
+    Done { run: u32, result: Result<Rc<TraceView>, String> },
+    Attention(AttentionMsg),
+    Gates(GatesMsg),
+}
+
+/// Computes one trace of the current text and shows it as heatmaps, LAA curves or gate histograms.
+pub struct TraceViewComp {
+    run: u32,
+    running: bool,
+    trace: Option<Rc<TraceView>>,
+    error: Option<String>,
+    debounce: Option<Timeout>,
+    attention: AttentionState,
+    gates: GatesState,
+}
+
+impl TraceViewComp {
+    fn schedule(&mut self, ctx: &Context<Self>) {
+        let link = ctx.link().clone();
+        self.debounce = Some(Timeout::new(DEBOUNCE_MS, move || link.send_message(TraceMsg::Start)));
+    }
+
+    /// Compute the trace (the attention view's stage, else the probabilities), then the comparison.
+    fn start(&mut self, ctx: &Context<Self>) {
+        self.run = self.run.wrapping_add(1);
+        self.running = true;
+        let (run, link) = (self.run, ctx.link().clone());
+        let (engine, text) = (ctx.props().engine.0.clone(), ctx.props().text.clone());
+        let stage = if ctx.props().kind == TraceKind::Attention {
+            self.attention.stage
+        } else {
+            AttnStage::Probabilities
+        };
+        spawn_local(async move {
+            next_paint().await;
+            let result = engine.trace(&text, stage).map(Rc::new);
+            link.send_message(TraceMsg::Done { run, result });
+        });
+        ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start));
+    }
+
+    /// A finished trace: report its LAA for the overlay and show it.
+    fn done(&mut self, ctx: &Context<Self>, result: Result<Rc<TraceView>, String>) {
+        self.running = false;
+        match result {
+            Ok(t) => {
+                self.error = None;
+                if !t.summaries.is_empty() {
+                    let layers =
+                        t.summaries.iter().map(|s| (s.layer, s.laa.auc, s.laa.curve.clone())).collect();
+                    ctx.props().on_laa.emit((ctx.props().engine.0.info().name.clone(), layers));
+                }
+                self.attention.fit(&t);
+                self.trace = Some(t);
+            }
+            Err(e) => self.error = Some(e),
+        }
+    }
+}
+
+impl Component for TraceViewComp {
+    type Message = TraceMsg;
+    type Properties = TraceProps;
+
+    fn create(ctx: &Context<Self>) -> Self {
+        let mut v = TraceViewComp {
+            run: 0,
+            running: false,
+            trace: None,
+            error: None,
+            debounce: None,
+            attention: AttentionState::default(),
+            gates: GatesState::default(),
+        };
+        v.schedule(ctx);
+        v
+    }
+
+    fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
+        if ctx.props().engine != old.engine || ctx.props().text != old.text || ctx.props().kind != old.kind {
+            self.schedule(ctx);
+        } else if ctx.props().compare != old.compare {
+            ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start));
+        }
+        true
+    }
+
+    fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
+        match msg {
+            TraceMsg::Start => self.start(ctx),
+            TraceMsg::Done { run, result } => {
+                if run != self.run {
+                    return false;
+                }
+                self.done(ctx, result);
+            }
+            TraceMsg::Attention(msg) => {
+                if self.attention.update(msg) {
+                    ctx.link().send_message(TraceMsg::Start);
+                }
+            }
+            TraceMsg::Gates(msg) => {
+                return self.gates.update(msg, ctx.props(), &ctx.link().callback(TraceMsg::Gates));
+            }
+        }
+        true
+    }
+
+    fn view(&self, ctx: &Context<Self>) -> Html {
+        let props = ctx.props();
+        let (id, title, body_note) = match props.kind {
+            TraceKind::Attention => attention::intro(),
+            TraceKind::Laa => laa::intro(),
+            TraceKind::Gates => gates::intro(),
+        };
+        let body = match (&self.trace, &self.error) {
+            (_, Some(e)) => html! { <p class="error">{ e }</p> },
+            (None, None) => html! { <p class="muted">{ "computing…" }</p> },
+            (Some(t), None) => match props.kind {
+                TraceKind::Attention => {
+                    self.attention.view(props, t, &ctx.link().callback(TraceMsg::Attention))
+                }
+                TraceKind::Laa => laa::view(props, t),
+                TraceKind::Gates => html! { <>{ gates::view(t) }{ self.gates.view_fig4(props, t) }</> },
+            },
+        };
+        let cut = self.trace.as_ref().filter(|t| t.cut > 0).map(|t| {
+            html! { <p class="notice">{ format!("The text was cut to its first {} tokens ({} more left out): the CPU trace keeps every n×n matrix.", t.labels.len(), t.cut) }</p> }
+        });
+        html! {
+            <section class="view" id={id} data-running={self.running.to_string()}>
+                <h2>{ title }</h2>
+                { body_note }
+                <p class="muted">{ "text: the prompt and the generated continuation" }</p>
+                { for cut }
+                { body }
+            </section>
+        }
+    }
+}
