@@ -57,9 +57,9 @@ impl BiasOverride {
         Ok(variant.steered(slopes, mix).unwrap_or_else(|| spec.clone()))
     }
 
-    /// Whether `spec` is a layer this override can change.
-    pub fn is_steerable(spec: &AttentionSpec, n_heads: usize) -> bool {
-        spec.variant().slopes(n_heads).is_some()
+    /// Whether `spec` is a layer an override can change (its variant exposes slopes).
+    pub fn is_steerable(spec: &AttentionSpec) -> bool {
+        spec.variant().slopes(1).is_some()
     }
 }
 

@@ -7,8 +7,8 @@
 
 use attnlab_core::analysis::{self, GateStats, KernelCurve, LayerSummary, PplPoint};
 use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, TraceRequest};
-use attnlab_core::bias::alibi_slopes;
-use attnlab_core::config::{KernelKind, KernelTerm};
+use attnlab_core::steer::BiasOverride;
+use attnlab_core::variants::KernelTerm;
 use attnlab_core::{AttentionSpec, Model, Session};
 
 use crate::engine::Engine;
@@ -75,47 +75,34 @@ impl BiasEdit {
 }
 
 /// Whether the sliders can steer a layer: parameter-free slope biases only (learned biases such as
-/// KERPLE, T5 and FIRE are what training produced and are shown, not edited).
+/// KERPLE, T5 and FIRE are what training produced and are shown, not edited). The variant module
+/// decides (core `steer`).
 pub fn is_steerable(spec: &AttentionSpec) -> bool {
-    matches!(spec, AttentionSpec::Alibi { .. } | AttentionSpec::Gaussian { .. } | AttentionSpec::Mep { .. })
+    BiasOverride::is_steerable(spec)
 }
 
 /// The kernel mix a steerable layer was trained with, written as MEP terms (ALiBi = one exp kernel).
 pub fn trained_mix(spec: &AttentionSpec) -> Option<Vec<KernelTerm>> {
-    let one = |kernel| vec![KernelTerm { kernel, scale: 1.0, weight: 1.0, p: None }];
-    match spec {
-        AttentionSpec::Alibi { .. } => Some(one(KernelKind::Exp)),
-        AttentionSpec::Gaussian { .. } => Some(one(KernelKind::Gaussian)),
-        AttentionSpec::Mep { kernels, .. } => Some(kernels.clone()),
-        _ => None,
+    spec.variant().kernel_mix()
+}
+
+impl BiasEdit {
+    /// The core override this (clamped) slider state stands for.
+    pub fn to_override(&self) -> BiasOverride {
+        let edit = self.clamped();
+        BiasOverride {
+            slope_scale: Some(edit.slope_scale),
+            uniform_slope: edit.uniform_slope,
+            kernels: None,
+            mix: edit.mix,
+        }
     }
 }
 
-/// `spec` with `edit` applied; layers that are not steerable come back unchanged.
+/// `spec` with `edit` applied (through the core's one steering implementation); layers that are not
+/// steerable come back unchanged.
 pub fn edited_spec(spec: &AttentionSpec, edit: &BiasEdit, n_heads: usize) -> Result<AttentionSpec, String> {
-    let edit = edit.clamped();
-    let base = match spec {
-        AttentionSpec::Alibi { slopes }
-        | AttentionSpec::Gaussian { slopes }
-        | AttentionSpec::Mep { slopes, .. } => slopes.clone().unwrap_or_else(|| alibi_slopes(n_heads)),
-        other => return Ok(other.clone()),
-    };
-    let slopes: Vec<f64> = match edit.uniform_slope {
-        Some(u) => vec![u * edit.slope_scale; n_heads],
-        None => base.iter().map(|m| m * edit.slope_scale).collect(),
-    };
-    let slopes = Some(slopes);
-    Ok(match (&edit.mix, spec) {
-        (Some(mix), _) => {
-            attnlab_core::config::validate_kernel_terms(mix)
-                .map_err(|(k, reason)| format!("kernel {}: {reason}", k + 1))?;
-            AttentionSpec::Mep { kernels: mix.clone(), slopes }
-        }
-        (None, AttentionSpec::Alibi { .. }) => AttentionSpec::Alibi { slopes },
-        (None, AttentionSpec::Gaussian { .. }) => AttentionSpec::Gaussian { slopes },
-        (None, AttentionSpec::Mep { kernels, .. }) => AttentionSpec::Mep { kernels: kernels.clone(), slopes },
-        (None, other) => other.clone(),
-    })
+    edit.to_override().apply(spec, n_heads).map_err(|e| e.to_string())
 }
 
 /// What a trace of the current text gives the attention, LAA and gate views.
@@ -391,6 +378,7 @@ mod tests {
     use super::*;
     use attnlab_core::config::SizePreset;
     use attnlab_core::tokenizer::INIT_CORPUS;
+    use attnlab_core::variants::KernelKind;
     use attnlab_core::{ModelConfig, Tokenizer};
 
     const VOCAB: usize = 320;

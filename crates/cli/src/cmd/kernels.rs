@@ -154,7 +154,7 @@ pub fn run(a: KernelsArgs, json: bool) -> CliResult<()> {
                 "--kernels only applies to mep layers; layer {layer} is `{id}` and is unchanged"
             ));
         }
-        if a.slope_scale.is_some() && !BiasOverride::is_steerable(&original, h) {
+        if a.slope_scale.is_some() && !BiasOverride::is_steerable(&original) {
             notes.push(format!(
                 "--slope-scale only applies to alibi, gaussian and mep layers; layer {layer} is `{id}`"
             ));

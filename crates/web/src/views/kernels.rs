@@ -7,7 +7,7 @@
 
 use std::rc::Rc;
 
-use attnlab_core::config::{KernelKind, KernelTerm};
+use attnlab_core::variants::{KernelKind, KernelTerm};
 use web_sys::{HtmlInputElement, HtmlSelectElement};
 use yew::prelude::*;
 
