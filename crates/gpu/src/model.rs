@@ -8,12 +8,18 @@
 
 use crate::context::GpuContext;
 use crate::error::{GpuError, Result};
-use crate::shaders;
+use crate::params::{
+    uniform_bytes, AttnParams, BiasKind, EmbedParams, EwOp, EwParams, FeatKind, FeatParams, LrpeCoreKind,
+    LrpePKind, MatmulParams, NormOp, NormParams, RotaryParams, SampleParams, ScanParams, Step, ATTN_KS,
+    ATTN_TILE_VEC4, ATTN_TQ, MAX_DH, MAX_DK, SCAN_C,
+};
+use crate::shaders::{self, Shader};
 use attnlab_core::attention::{BiasPlan, LayerPlan, LinearPlan};
 use attnlab_core::config::{
     AbsolutePosition, FfnKind, LrpeCore, LrpeNormalize, LrpeP, ModelConfig, NormKind, TransnormerFlavor,
 };
 use attnlab_core::{gates, lrpe, ops, Error as CoreError, Model};
+use bytemuck::Pod;
 use std::collections::HashMap;
 use wgpu::util::DeviceExt;
 
@@ -24,24 +30,12 @@ pub use sampling::GpuSampling;
 
 /// Prefill rows per submission (activation buffers hold this many rows).
 pub const CHUNK: usize = 256;
-/// Largest head dim the kernels hold in registers.
-const MAX_DH: usize = 128;
 /// Loop iterations one scan invocation may spend per submission (rows × dk).
 const SCAN_BUDGET: usize = 32768;
-/// Largest linear feature width per head.
-const MAX_DK: usize = 256;
-/// Rows per chunk of the chunked linear prefill (`SCAN_C` in linear_scan.wgsl).
-const SCAN_C: usize = 64;
 /// Steps of at least this many rows use the chunked scan; shorter ones (decode) the sequential one.
 const SCAN_CHUNKED_MIN: usize = 2 * SCAN_C;
 // The sequential scan only walks fewer than SCAN_CHUNKED_MIN rows, the chunked passes SCAN_C rows.
 const _: () = assert!(SCAN_CHUNKED_MIN * MAX_DK <= SCAN_BUDGET);
-/// Query rows per workgroup of the tiled attention kernel (`TQ` in attention.wgsl).
-const ATTN_TQ: u32 = 16;
-/// Key lanes per query row of the tiled attention kernel (`KS`).
-const ATTN_KS: usize = 16;
-/// vec4 slots of one shared-memory K (or V) tile (`TILE_VEC4`).
-const ATTN_TILE_VEC4: usize = 512;
 /// Loop iterations one tiled-attention invocation may spend (Mesa llvmpipe stops a loop nest after
 /// ~65k); longer key ranges use the per-row kernel.
 const ATTN_BUDGET: usize = 49152;
@@ -85,7 +79,7 @@ struct Op {
 }
 
 struct NormG {
-    kind: u32,
+    kind: NormOp,
     eps: f32,
     w: wgpu::Buffer,
     b: Option<wgpu::Buffer>,
@@ -106,15 +100,15 @@ enum Post {
 
 enum Kind {
     Softmax {
-        bias_kind: u32,
-        params: Vec<u32>,
+        bias_kind: BiasKind,
+        params: AttnParams,
         aux: wgpu::Buffer,
         rope: Option<wgpu::Buffer>,
         relu_norm: bool,
     },
     Linear {
-        feat_kind: u32,
-        params: Vec<u32>,
+        feat_kind: FeatKind,
+        params: FeatParams,
         aux: wgpu::Buffer,
         dk: usize,
         den_eps: f32,
@@ -140,6 +134,7 @@ pub struct GpuModel {
     cfg: ModelConfig,
     pipes: Vec<Pipe>,
     pipe_ids: HashMap<String, usize>,
+    /// Composed shader modules by file name.
     modules: HashMap<&'static str, wgpu::ShaderModule>,
     emb: wgpu::Buffer,
     head: wgpu::Buffer,
@@ -153,10 +148,6 @@ impl std::fmt::Debug for GpuModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuModel").field("model", &self.cfg.name).field("layers", &self.layers.len()).finish()
     }
-}
-
-fn fb(x: f32) -> u32 {
-    x.to_bits()
 }
 
 fn usize_u32(what: &str, v: usize) -> Result<u32> {
@@ -177,15 +168,15 @@ struct LayerData {
 
 enum KindData {
     Softmax {
-        bias_kind: u32,
-        params: Vec<u32>,
+        bias_kind: BiasKind,
+        params: AttnParams,
         aux: Vec<f32>,
         rope: Option<Vec<f32>>,
         relu_norm: bool,
     },
     Linear {
-        feat_kind: u32,
-        params: Vec<u32>,
+        feat_kind: FeatKind,
+        params: FeatParams,
         aux: Vec<f32>,
         dk: usize,
         den_eps: f32,
@@ -249,73 +240,74 @@ fn layer_data(model: &Model, i: usize) -> Result<LayerData> {
     let kind = match attn.plan() {
         LayerPlan::Softmax { scale, bias, rope_base, block, relu_with_norm } => {
             let (bias_kind, aux, table_len, hidden, c, thr) = match bias {
-                BiasPlan::None => (0u32, Vec::new(), 0usize, 0usize, 0.0f32, 0.0f32),
-                BiasPlan::Table { len, values } => (1, values.to_vec(), len, 0, 0.0, 0.0),
+                BiasPlan::None => (BiasKind::None, Vec::new(), 0usize, 0usize, 0.0f32, 0.0f32),
+                BiasPlan::Table { len, values } => (BiasKind::Table, values.to_vec(), len, 0, 0.0, 0.0),
                 BiasPlan::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
                     let mut aux = Vec::new();
                     aux.extend_from_slice(w1);
                     aux.extend_from_slice(b1);
                     aux.extend_from_slice(w2);
                     aux.extend_from_slice(b2);
-                    (2, aux, 0, w1.len(), c as f32, (l_mult * init_l).abs() as f32)
+                    (BiasKind::Fire, aux, 0, w1.len(), c as f32, (l_mult * init_l).abs() as f32)
                 }
             };
-            let params = vec![
-                usize_u32("heads", h)?,
-                usize_u32("head_dim", dh)?,
-                usize_u32("attn_dim", a)?,
-                usize_u32("block", block.unwrap_or(0))?,
-                fb(scale),
-                u32::from(relu_with_norm),
-                usize_u32("table", table_len)?,
-                usize_u32("fire hidden", hidden)?,
-                fb(c),
-                fb(thr),
-                0,
-                0,
-            ];
+            let params = AttnParams {
+                h: usize_u32("heads", h)?,
+                dh: usize_u32("head_dim", dh)?,
+                a: usize_u32("attn_dim", a)?,
+                block: usize_u32("block", block.unwrap_or(0))?,
+                scale,
+                relu: u32::from(relu_with_norm),
+                table_len: usize_u32("table", table_len)?,
+                fire_hidden: usize_u32("fire hidden", hidden)?,
+                fire_c: c,
+                fire_thr: thr,
+                ..AttnParams::default()
+            };
             let rope = rope_base.map(|base| rope_table(ctx, dh, base));
             KindData::Softmax { bias_kind, params, aux, rope, relu_norm: relu_with_norm }
         }
         LayerPlan::Linear { kind, dk } => {
             let den_eps = attn.denominator_eps().unwrap_or(0.0);
-            // (feat kind, plus_one, lrpe_p, lrpe_core, n_angles, scale, normalizer, off_tab, off_vec, gpre_stride)
-            let mut pm = [0u32; 16];
-            pm[0] = usize_u32("heads", h)?;
-            pm[1] = usize_u32("head_dim", dh)?;
-            pm[2] = usize_u32("dk", dk)?;
-            pm[3] = usize_u32("attn_dim", a)?;
+            let mut pm = FeatParams {
+                h: usize_u32("heads", h)?,
+                dh: usize_u32("head_dim", dh)?,
+                dk: usize_u32("dk", dk)?,
+                a: usize_u32("attn_dim", a)?,
+                ..FeatParams::default()
+            };
             let mut aux = Vec::new();
             let (feat_kind, gate, post) = match kind {
                 LinearPlan::LinearElu { .. } => {
-                    pm[4] = 1;
-                    (0, GateData::None, PostData::None)
+                    pm.plus_one = 1;
+                    (FeatKind::Elu, GateData::None, PostData::None)
                 }
                 LinearPlan::TransnormerNorm { flavor } => {
-                    pm[4] = u32::from(flavor == TransnormerFlavor::T2);
-                    (0, GateData::None, PostData::Simple)
+                    pm.plus_one = u32::from(flavor == TransnormerFlavor::T2);
+                    (FeatKind::Elu, GateData::None, PostData::Simple)
                 }
                 LinearPlan::Lrpe { lrpe: l, normalize } => {
-                    pm[5] = match l.p() {
-                        LrpeP::Identity => 0,
-                        LrpeP::Householder => 1,
-                        LrpeP::OddEven => 2,
-                    };
+                    pm.lrpe_p = match l.p() {
+                        LrpeP::Identity => LrpePKind::Identity,
+                        LrpeP::Householder => LrpePKind::Householder,
+                        LrpeP::OddEven => LrpePKind::OddEven,
+                    }
+                    .code();
                     if let Some(v) = l.householder_v() {
                         aux.extend(v.iter().map(|&x| x as f32));
                     } else {
                         aux.resize(dh, 0.0);
                     }
-                    pm[11] = 0;
-                    pm[10] = usize_u32("aux", aux.len())?;
+                    pm.off_vec = 0;
+                    pm.off_tab = usize_u32("aux", aux.len())?;
                     match l.core() {
                         LrpeCore::Rotation | LrpeCore::Mixed => {
-                            pm[6] = 0;
-                            pm[7] = usize_u32("angles", l.angles().len())?;
+                            pm.lrpe_core = LrpeCoreKind::Rotation.code();
+                            pm.n_angles = usize_u32("angles", l.angles().len())?;
                             aux.extend(cos_sin_table(ctx, l.angles()));
                         }
                         LrpeCore::Permutation => {
-                            pm[6] = 1;
+                            pm.lrpe_core = LrpeCoreKind::Permutation.code();
                             for s in 0..ctx {
                                 for j in 0..dh {
                                     aux.push(l.perm_power(s, j) as f32);
@@ -323,7 +315,7 @@ fn layer_data(model: &Model, i: usize) -> Result<LayerData> {
                             }
                         }
                         LrpeCore::Complex => {
-                            pm[6] = 2;
+                            pm.lrpe_core = LrpeCoreKind::Complex.code();
                             aux.extend(cos_sin_table(ctx, l.angles()));
                         }
                     }
@@ -331,41 +323,45 @@ fn layer_data(model: &Model, i: usize) -> Result<LayerData> {
                         LrpeNormalize::Rmsnorm => PostData::Simple,
                         LrpeNormalize::Denominator => PostData::None,
                     };
-                    (1, GateData::None, post)
+                    (FeatKind::Lrpe, GateData::None, post)
                 }
                 LinearPlan::Gla { down, up, bias, normalizer, out_gate, head_norm } => {
-                    pm[8] = fb(1.0 / (dh as f32).sqrt());
-                    pm[9] = fb(normalizer as f32);
-                    pm[12] = usize_u32("attn_dim", a)?;
+                    pm.scale = 1.0 / (dh as f32).sqrt();
+                    pm.normalizer = normalizer as f32;
+                    pm.gpre_stride = usize_u32("attn_dim", a)?;
                     aux.extend_from_slice(bias);
                     (
-                        2,
+                        FeatKind::Gla,
                         GateData::Gla { down: down.w.clone(), up: up.w.clone(), rank: down.out },
                         PostData::HeadNormGate { gain: head_norm.to_vec(), out_gate: out_gate.w.clone() },
                     )
                 }
                 LinearPlan::Regla { wg, bg, wr, br, head_norm } => {
-                    pm[8] = fb(gates::regla_scale(dh) as f32);
-                    pm[12] = usize_u32("attn_dim", 2 * a)?;
+                    pm.scale = gates::regla_scale(dh) as f32;
+                    pm.gpre_stride = usize_u32("attn_dim", 2 * a)?;
                     aux.extend_from_slice(bg);
                     aux.extend_from_slice(br);
                     let mut wgr = wg.w.clone();
                     wgr.extend_from_slice(&wr.w);
-                    (3, GateData::Regla { wgr }, PostData::HeadNorm { gain: head_norm.to_vec() })
+                    (
+                        FeatKind::Regla,
+                        GateData::Regla { wgr },
+                        PostData::HeadNorm { gain: head_norm.to_vec() },
+                    )
                 }
                 LinearPlan::Retnet { out_gate, head_norm, log_gamma } => {
-                    pm[8] = fb(1.0 / (dh as f32).sqrt());
+                    pm.scale = 1.0 / (dh as f32).sqrt();
                     aux.extend_from_slice(log_gamma);
-                    pm[10] = usize_u32("aux", aux.len())?;
+                    pm.off_tab = usize_u32("aux", aux.len())?;
                     aux.extend(rope_table(ctx, dh, 10000.0));
                     (
-                        4,
+                        FeatKind::Retnet,
                         GateData::None,
                         PostData::HeadNormGate { gain: head_norm.to_vec(), out_gate: out_gate.w.clone() },
                     )
                 }
             };
-            KindData::Linear { feat_kind, params: pm.to_vec(), aux, dk, den_eps, gate, post }
+            KindData::Linear { feat_kind, params: pm, aux, dk, den_eps, gate, post }
         }
     };
     let ffn = |n: &str| -> Result<Vec<f32>> { Ok(w.get(&format!("layers.{i}.ffn.{n}"))?.to_vec()) };
@@ -443,7 +439,7 @@ impl GpuModel {
                 let dev = &ctx.device;
                 let buf = |label: &str, data: &[f32]| storage(dev, label, data);
                 let norm = |label: &str, n: &(Vec<f32>, Option<Vec<f32>>)| NormG {
-                    kind: if n.1.is_some() { 1 } else { 0 },
+                    kind: if n.1.is_some() { NormOp::Layer } else { NormOp::Rms },
                     eps: cfg.norm.eps as f32,
                     w: buf(label, &n.0),
                     b: n.1.as_ref().map(|b| buf(label, b)),
@@ -466,7 +462,7 @@ impl GpuModel {
                         kind: match &l.kind {
                             KindData::Softmax { bias_kind, params, aux, rope, relu_norm } => Kind::Softmax {
                                 bias_kind: *bias_kind,
-                                params: params.clone(),
+                                params: *params,
                                 aux: buf("attn aux", aux),
                                 rope: rope.as_ref().map(|r| buf("rope", r)),
                                 relu_norm: *relu_norm,
@@ -474,7 +470,7 @@ impl GpuModel {
                             KindData::Linear { feat_kind, params, aux, dk, den_eps, gate, post } => {
                                 Kind::Linear {
                                     feat_kind: *feat_kind,
-                                    params: params.clone(),
+                                    params: *params,
                                     aux: buf("linear aux", aux),
                                     dk: *dk,
                                     den_eps: *den_eps,
@@ -535,12 +531,12 @@ impl GpuModel {
     /// Get or build a pipeline for (shader, entry, override constants) with an explicit layout.
     fn pipe(
         &mut self,
-        name: &'static str,
-        src: &'static str,
+        shader: &'static Shader,
         entry: &str,
         consts: &[(&str, f64)],
         slots: &[(u32, Bind)],
     ) -> usize {
+        let name = shader.name;
         let key = format!("{name}:{entry}:{consts:?}");
         if let Some(&i) = self.pipe_ids.get(&key) {
             return i;
@@ -552,7 +548,7 @@ impl GpuModel {
             .or_insert_with(|| {
                 dev.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(name),
-                    source: wgpu::ShaderSource::Wgsl(src.into()),
+                    source: wgpu::ShaderSource::Wgsl(shader.source().into()),
                 })
             })
             .clone();
@@ -621,13 +617,11 @@ fn storage(dev: &wgpu::Device, label: &str, data: &[f32]) -> wgpu::Buffer {
     })
 }
 
-fn uniform(dev: &wgpu::Device, words: &[u32]) -> wgpu::Buffer {
-    let mut bytes: Vec<u8> = words.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let n = bytes.len().div_ceil(16).max(1) * 16;
-    bytes.resize(n, 0);
+/// A uniform buffer holding the parameter block `value`.
+fn uniform<T: Pod>(dev: &wgpu::Device, value: &T) -> wgpu::Buffer {
     dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
         label: Some("params"),
-        contents: &bytes,
+        contents: &uniform_bytes(value),
         usage: wgpu::BufferUsages::UNIFORM,
     })
 }
@@ -715,7 +709,7 @@ fn build_pipes(m: &mut GpuModel) -> PipeIds {
     let s = |rest: &[(u32, Bind)]| -> Vec<(u32, Bind)> {
         uu.iter().copied().chain(rest.iter().copied()).collect()
     };
-    let need_softmax: Vec<u32> = m
+    let need_softmax: Vec<BiasKind> = m
         .layers
         .iter()
         .filter_map(|l| match &l.kind {
@@ -723,7 +717,7 @@ fn build_pipes(m: &mut GpuModel) -> PipeIds {
             _ => None,
         })
         .collect();
-    let need_linear: Vec<u32> = m
+    let need_linear: Vec<FeatKind> = m
         .layers
         .iter()
         .filter_map(|l| match &l.kind {
@@ -731,11 +725,11 @@ fn build_pipes(m: &mut GpuModel) -> PipeIds {
             _ => None,
         })
         .collect();
-    let matmul = m.pipe("matmul", shaders::MATMUL, "main", &[], &s(&[(2, R), (3, R), (4, W)]));
-    let ew = m.pipe("elementwise", shaders::ELEMENTWISE, "main", &[], &s(&[(2, R), (3, W)]));
-    let norm = m.pipe("norm", shaders::NORM, "main", &[], &s(&[(2, R), (3, R), (4, R), (5, W)]));
-    let embed = m.pipe("embed", shaders::EMBED, "main", &[], &s(&[(2, R), (3, R), (4, R), (5, W)]));
-    let sample = m.pipe("sample", shaders::SAMPLE, "main", &[], &[(0, U), (1, R), (2, W), (3, W)]);
+    let matmul = m.pipe(&shaders::MATMUL, "main", &[], &s(&[(2, R), (3, R), (4, W)]));
+    let ew = m.pipe(&shaders::ELEMENTWISE, "main", &[], &s(&[(2, R), (3, W)]));
+    let norm = m.pipe(&shaders::NORM, "main", &[], &s(&[(2, R), (3, R), (4, R), (5, W)]));
+    let embed = m.pipe(&shaders::EMBED, "main", &[], &s(&[(2, R), (3, R), (4, R), (5, W)]));
+    let sample = m.pipe(&shaders::SAMPLE, "main", &[], &[(0, U), (1, R), (2, W), (3, W)]);
     let mut ids = PipeIds {
         matmul,
         ew,
@@ -751,7 +745,7 @@ fn build_pipes(m: &mut GpuModel) -> PipeIds {
         sample,
     };
     if !need_softmax.is_empty() {
-        ids.rotary = m.pipe("rotary", shaders::ROTARY, "main", &[], &s(&[(2, W), (3, R), (4, W), (5, W)]));
+        ids.rotary = m.pipe(&shaders::ROTARY, "main", &[], &s(&[(2, W), (3, R), (4, W), (5, W)]));
     }
     let tile_keys = (ATTN_TILE_VEC4 / m.cfg.head_dim.div_ceil(4).max(1)).max(1);
     // K and V tiles of ATTN_TILE_VEC4 vec4s each (16 KiB: WebGPU's default limit; an adapter below
@@ -759,54 +753,45 @@ fn build_pipes(m: &mut GpuModel) -> PipeIds {
     let tiled_fits = m.ctx.caps().max_workgroup_storage as usize >= 2 * ATTN_TILE_VEC4 * 16;
     for k in need_softmax {
         let slots = s(&[(2, R), (3, R), (4, R), (5, R), (6, W)]);
-        ids.attn[k as usize] =
-            m.pipe("attention", shaders::ATTENTION, "main", &[("BIAS_KIND", k as f64)], &slots);
+        let bias = f64::from(k.code());
+        ids.attn[k as usize] = m.pipe(&shaders::ATTENTION, "main", &[("BIAS_KIND", bias)], &slots);
         if tiled_fits {
             ids.attn_tiled[k as usize] = m.pipe(
-                "attention",
-                shaders::ATTENTION,
+                &shaders::ATTENTION,
                 "prefill",
-                &[("BIAS_KIND", k as f64), ("TILE_KEYS", tile_keys as f64)],
+                &[("BIAS_KIND", bias), ("TILE_KEYS", tile_keys as f64)],
                 &slots,
             );
         }
     }
     if !need_linear.is_empty() {
         ids.scan = m.pipe(
-            "linear_scan",
-            shaders::LINEAR_SCAN,
+            &shaders::LINEAR_SCAN,
             "main",
             &[],
             &s(&[(2, R), (3, R), (4, R), (5, R), (6, W), (7, W), (8, W)]),
         );
         ids.scan_chunk = [
             m.pipe(
-                "linear_scan",
-                shaders::LINEAR_SCAN,
+                &shaders::LINEAR_SCAN,
                 "chunk_local",
                 &[],
                 &s(&[(2, R), (3, R), (4, R), (5, R), (8, W), (9, W)]),
             ),
-            m.pipe("linear_scan", shaders::LINEAR_SCAN, "chunk_carry", &[], &s(&[(6, W), (7, W), (9, W)])),
-            m.pipe("linear_scan", shaders::LINEAR_SCAN, "chunk_out", &[], &s(&[(2, R), (8, W), (9, W)])),
+            m.pipe(&shaders::LINEAR_SCAN, "chunk_carry", &[], &s(&[(6, W), (7, W), (9, W)])),
+            m.pipe(&shaders::LINEAR_SCAN, "chunk_out", &[], &s(&[(2, R), (8, W), (9, W)])),
         ];
     }
     for k in need_linear {
         ids.feat[k as usize] = m.pipe(
-            "linear_features",
-            shaders::LINEAR_FEATURES,
+            &shaders::LINEAR_FEATURES,
             "main",
-            &[("KIND", k as f64)],
+            &[("FEAT_KIND", f64::from(k.code()))],
             &s(&[(2, R), (3, R), (4, R), (5, W), (6, W), (7, W), (8, W)]),
         );
-        if k == 3 {
-            ids.regla_max = m.pipe(
-                "linear_features",
-                shaders::LINEAR_FEATURES,
-                "regla_max",
-                &[],
-                &s(&[(2, R), (5, W), (9, W)]),
-            );
+        if k == FeatKind::Regla {
+            ids.regla_max =
+                m.pipe(&shaders::LINEAR_FEATURES, "regla_max", &[], &s(&[(2, R), (5, W), (9, W)]));
         }
     }
     ids
@@ -822,11 +807,11 @@ impl<'m> GpuSession<'m> {
             let ids = build_pipes(model);
             let capture = trace.map(|cap| {
                 let slots = [(0, Bind::Uniform), (1, Bind::Uniform), (2, Bind::Read), (3, Bind::Write)];
-                introspect::Capture::new(model.pipe("capture", shaders::CAPTURE, "main", &[], &slots), cap)
+                introspect::Capture::new(model.pipe(&shaders::CAPTURE, "main", &[], &slots), cap)
             });
             let top_slots =
                 [(0, Bind::Uniform), (1, Bind::Read), (2, Bind::Write), (3, Bind::Write), (4, Bind::Write)];
-            let top_pipe = model.pipe("sample", shaders::SAMPLE, "sample_top", &[], &top_slots);
+            let top_pipe = model.pipe(&shaders::SAMPLE, "sample_top", &[], &top_slots);
             if let Some(e) = oom.pop().await {
                 return Err(GpuError::Validation(format!("pipeline creation: {e}")));
             }
@@ -932,12 +917,12 @@ impl<'m> GpuSession<'m> {
                     &[
                         &uniform(
                             dev,
-                            &[
-                                d as u32,
-                                u32::from(cfg.absolute_position == AbsolutePosition::Sinusoidal),
-                                v as u32,
-                                0,
-                            ],
+                            &EmbedParams {
+                                d: d as u32,
+                                use_pe: u32::from(cfg.absolute_position == AbsolutePosition::Sinusoidal),
+                                vocab: v as u32,
+                                ..EmbedParams::default()
+                            },
                         ),
                         &tok,
                         &model.emb,
@@ -960,7 +945,12 @@ impl<'m> GpuSession<'m> {
                                 &[
                                     &uniform(
                                         dev,
-                                        &[h as u32, dh as u32, a as u32, u32::from(rope.is_some())],
+                                        &RotaryParams {
+                                            h: h as u32,
+                                            dh: dh as u32,
+                                            a: a as u32,
+                                            rope: u32::from(rope.is_some()),
+                                        },
                                     ),
                                     &acts.qkv,
                                     rope.as_ref().unwrap_or(&model.dummy),
@@ -978,7 +968,12 @@ impl<'m> GpuSession<'m> {
                             let max_end = if tiled == usize::MAX {
                                 0
                             } else {
-                                attn_tiled_max_end(dh, *bias_kind, params[7] as usize, params[3] as usize)
+                                attn_tiled_max_end(
+                                    dh,
+                                    *bias_kind,
+                                    params.fire_hidden as usize,
+                                    params.block as usize,
+                                )
                             };
                             let heads = h as u32;
                             if tiled != usize::MAX {
@@ -1033,16 +1028,16 @@ impl<'m> GpuSession<'m> {
                             }
                             let scan_params = uniform(
                                 dev,
-                                &[
-                                    h as u32,
-                                    dh as u32,
-                                    *dk as u32,
-                                    a as u32,
-                                    fb(*den_eps),
-                                    off_den as u32,
-                                    off_s as u32,
-                                    off_z as u32,
-                                ],
+                                &ScanParams {
+                                    h: h as u32,
+                                    dh: dh as u32,
+                                    dk: *dk as u32,
+                                    a: a as u32,
+                                    den_eps: *den_eps,
+                                    off_den: off_den as u32,
+                                    off_s: off_s as u32,
+                                    off_z: off_z as u32,
+                                },
                             );
                             let hd = (h * dh) as u32;
                             b.op(
@@ -1096,7 +1091,7 @@ impl<'m> GpuSession<'m> {
                                 Post::HeadNormGate { gain, out_gate } => {
                                     b.gain_norm(ids, &acts.ao, &acts.an, gain, dh, a, attn_eps());
                                     b.matmul(ids, &acts.h, out_gate, &acts.og, a, d, d, a, false, false);
-                                    b.ew(ids, 1, a, &acts.og, &acts.an);
+                                    b.ew(ids, EwOp::SiluGate, a, &acts.og, &acts.an);
                                     attn_out = &acts.an;
                                 }
                             }
@@ -1108,9 +1103,9 @@ impl<'m> GpuSession<'m> {
                     match &l.ffn_gate {
                         Some(g) => {
                             b.matmul(ids, &acts.h, g, &acts.ffg, hid, d, d, hid, false, false);
-                            b.ew(ids, 1, hid, &acts.ffg, &acts.ffu);
+                            b.ew(ids, EwOp::SiluGate, hid, &acts.ffg, &acts.ffu);
                         }
-                        None => b.ew(ids, 0, hid, &acts.ffg, &acts.ffu),
+                        None => b.ew(ids, EwOp::Gelu, hid, &acts.ffg, &acts.ffu),
                     }
                     b.matmul(ids, &acts.ffu, &l.ffn_down, &acts.x, d, hid, hid, d, true, false);
                 }
@@ -1120,7 +1115,8 @@ impl<'m> GpuSession<'m> {
                 let head_all = std::mem::take(&mut b.ops);
                 b.matmul(ids, &acts.h, &model.head, &acts.logits, v, d, d, v, false, true);
                 let head_last = std::mem::take(&mut b.ops);
-                let sample_params = uniform(dev, &[v as u32, 0, 0, 0, 0, 0, 0, 0]);
+                let sample_params =
+                    uniform(dev, &SampleParams { vocab: v as u32, ..SampleParams::default() });
                 let sample = Op {
                     pipe: ids.sample,
                     bind: bind_group(
@@ -1204,7 +1200,7 @@ impl<'m> GpuSession<'m> {
                 Disp::Attn { heads, max_end, tiled } => {
                     let use_tiled = rows > 1 && end <= u64::from(max_end);
                     match (tiled, use_tiled) {
-                        (true, true) => (heads, rows.div_ceil(ATTN_TQ)),
+                        (true, true) => (heads, rows.div_ceil(ATTN_TQ as u32)),
                         (false, false) => (heads, rows),
                         _ => continue,
                     }
@@ -1233,7 +1229,8 @@ impl<'m> GpuSession<'m> {
         for (ci, chunk) in tokens.chunks(self.rows_cap).enumerate() {
             let rows = chunk.len();
             let last = ci + 1 == n_chunks;
-            ctx.queue.write_buffer(&self.step, 0, &words(&[rows as u32, self.pos as u32, 0, 0]));
+            let step = Step { rows: rows as u32, pos0: self.pos as u32, ..Step::default() };
+            ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
             ctx.queue.write_buffer(&self.tok, 0, &words(chunk));
             let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
             let read = if all {
@@ -1279,7 +1276,8 @@ impl<'m> GpuSession<'m> {
     pub async fn step_greedy(&mut self, token: u32) -> Result<u32> {
         self.check_tokens(&[token])?;
         let ctx = self.model.ctx.clone();
-        ctx.queue.write_buffer(&self.step, 0, &words(&[1, self.pos as u32, 0, 0]));
+        let step = Step { rows: 1, pos0: self.pos as u32, ..Step::default() };
+        ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
         ctx.queue.write_buffer(&self.tok, 0, &words(&[token]));
         let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.sample)], 1);
@@ -1295,14 +1293,14 @@ impl<'m> GpuSession<'m> {
 /// Largest step end (first position + rows) for which the tiled attention kernel stays within
 /// ATTN_BUDGET loop iterations per invocation (mirrors the loops of `prefill` in attention.wgsl);
 /// longer steps use the per-row kernel.
-fn attn_tiled_max_end(dh: usize, bias_kind: u32, fire_hidden: usize, block: usize) -> u32 {
+fn attn_tiled_max_end(dh: usize, bias_kind: BiasKind, fire_hidden: usize, block: usize) -> u32 {
     let dh4 = dh.div_ceil(4).max(1);
     let tk = (ATTN_TILE_VEC4 / dh4).max(1);
-    let per_key = 2 * dh4 + 2 + if bias_kind == 2 { fire_hidden + 1 } else { 0 };
-    let per_tile = (tk * dh4).div_ceil(ATTN_TQ as usize * ATTN_KS) * 9 + tk.div_ceil(ATTN_KS) * per_key + 2;
+    let per_key = 2 * dh4 + 2 + if bias_kind == BiasKind::Fire { fire_hidden + 1 } else { 0 };
+    let per_tile = (tk * dh4).div_ceil(ATTN_TQ * ATTN_KS) * 9 + tk.div_ceil(ATTN_KS) * per_key + 2;
     let fixed = dh4 * 5 + (ATTN_KS - 1) * (2 * dh4 + 2) + dh + 16;
     let tiles = ATTN_BUDGET.saturating_sub(fixed) / per_tile;
-    if block > 0 && (block + ATTN_TQ as usize).div_ceil(tk) < tiles {
+    if block > 0 && (block + ATTN_TQ).div_ceil(tk) < tiles {
         // A Diag block bounds the key range of every query tile.
         return u32::MAX;
     }
@@ -1375,16 +1373,16 @@ impl Builder<'_> {
     ) {
         let p = uniform(
             &self.m.ctx.device,
-            &[
-                outd as u32,
-                inp as u32,
-                x_stride as u32,
-                0,
-                y_stride as u32,
-                0,
-                u32::from(accumulate),
-                u32::from(last),
-            ],
+            &MatmulParams {
+                outd: outd as u32,
+                inp: inp as u32,
+                x_stride: x_stride as u32,
+                x_off: 0,
+                y_stride: y_stride as u32,
+                y_off: 0,
+                accumulate: u32::from(accumulate),
+                last_only: u32::from(last),
+            },
         );
         self.op(ids.matmul, &[&p, x, w, y], Disp::Mat { outd: outd as u32, last });
     }
@@ -1400,7 +1398,7 @@ impl Builder<'_> {
         xs: usize,
         ys: usize,
     ) {
-        let p = uniform(&self.m.ctx.device, &[gsz as u32, n.kind, fb(n.eps), xs as u32, ys as u32, 0, 0, 0]);
+        let p = self.norm_params(n.kind, gsz, n.eps, xs, ys);
         let b = n.b.as_ref().unwrap_or(&self.m.dummy);
         self.op(ids.norm, &[&p, x, &n.w, b, y], Disp::Norm(1));
     }
@@ -1414,7 +1412,7 @@ impl Builder<'_> {
         width: usize,
         eps: f32,
     ) {
-        let p = uniform(&self.m.ctx.device, &[gsz as u32, 2, fb(eps), width as u32, width as u32, 0, 0, 0]);
+        let p = self.norm_params(NormOp::SimpleRms, gsz, eps, width, width);
         let dummy = &self.m.dummy;
         self.op(ids.norm, &[&p, x, dummy, dummy, y], Disp::Norm((width / gsz) as u32));
     }
@@ -1430,13 +1428,28 @@ impl Builder<'_> {
         width: usize,
         eps: f32,
     ) {
-        let p = uniform(&self.m.ctx.device, &[gsz as u32, 0, fb(eps), width as u32, width as u32, 0, 0, 0]);
+        let p = self.norm_params(NormOp::Rms, gsz, eps, width, width);
         let dummy = &self.m.dummy;
         self.op(ids.norm, &[&p, x, gain, dummy, y], Disp::Norm((width / gsz) as u32));
     }
 
-    fn ew(&mut self, ids: &PipeIds, op: u32, width: usize, a: &wgpu::Buffer, y: &wgpu::Buffer) {
-        let p = uniform(&self.m.ctx.device, &[width as u32, op, 0, 0]);
+    fn norm_params(&self, kind: NormOp, gsz: usize, eps: f32, xs: usize, ys: usize) -> wgpu::Buffer {
+        let p = NormParams {
+            gsz: gsz as u32,
+            kind: kind.code(),
+            eps,
+            x_stride: xs as u32,
+            y_stride: ys as u32,
+            ..NormParams::default()
+        };
+        uniform(&self.m.ctx.device, &p)
+    }
+
+    fn ew(&mut self, ids: &PipeIds, op: EwOp, width: usize, a: &wgpu::Buffer, y: &wgpu::Buffer) {
+        let p = uniform(
+            &self.m.ctx.device,
+            &EwParams { width: width as u32, op: op.code(), ..EwParams::default() },
+        );
         self.op(ids.ew, &[&p, a, y], Disp::Threads(width as u32));
     }
 }

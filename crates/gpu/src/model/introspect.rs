@@ -9,8 +9,10 @@
 //! [`attnlab_core::analysis::downsample_attention`] does to the CPU reference's full matrices.
 //! Trace buffers hold n rows per layer (n ≤ max_context), never n × n.
 
-use super::{bind_group, fb, uniform, zeros, Builder, Disp, GpuModel, GpuSession, Kind, CHUNK};
+use super::{bind_group, uniform, zeros, Builder, Disp, GpuModel, GpuSession, Kind, CHUNK};
 use crate::error::{GpuError, Result};
+use crate::params::{BiasKind, CaptureParams, FeatKind, MapParams, MapStage};
+use crate::shaders;
 use attnlab_core::analysis::map_stride;
 use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, LayerGates, TraceRequest};
 use attnlab_core::model::Trace;
@@ -58,7 +60,14 @@ impl Capture {
     fn copy(&self, b: &mut Builder<'_>, src: &wgpu::Buffer, width: usize) -> wgpu::Buffer {
         let dev = &b.m.ctx.device;
         let dst = zeros(dev, "trace capture", self.capacity * width, wgpu::BufferUsages::empty());
-        let params = uniform(dev, &[width as u32, self.capacity as u32, 0, 0]);
+        let params = uniform(
+            dev,
+            &CaptureParams {
+                width: width as u32,
+                capacity: self.capacity as u32,
+                ..CaptureParams::default()
+            },
+        );
         b.op(self.pipe, &[&params, src, &dst], Disp::Threads(width as u32));
         dst
     }
@@ -144,7 +153,7 @@ impl GpuModel {
         };
         let mut softmax_pipes = [usize::MAX; 3];
         let mut linear_pipe = usize::MAX;
-        let kinds: Vec<Option<u32>> = self
+        let kinds: Vec<Option<BiasKind>> = self
             .layers
             .iter()
             .map(|l| match &l.kind {
@@ -156,22 +165,13 @@ impl GpuModel {
             match k {
                 Some(bk) => {
                     softmax_pipes[*bk as usize] = self.pipe(
-                        "attention_map",
-                        crate::shaders::ATTENTION_MAP,
+                        &shaders::ATTENTION_MAP,
                         "softmax_map",
-                        &[("BIAS_KIND", f64::from(*bk))],
+                        &[("BIAS_KIND", f64::from(bk.code()))],
                         &map_slots(false),
                     )
                 }
-                None => {
-                    linear_pipe = self.pipe(
-                        "attention_map",
-                        crate::shaders::ATTENTION_MAP,
-                        "linear_map",
-                        &[],
-                        &map_slots(true),
-                    )
-                }
+                None => linear_pipe = self.pipe(&shaders::ATTENTION_MAP, "linear_map", &[], &map_slots(true)),
             }
         }
         let mut session = GpuSession::new(self, CHUNK, Some(n)).await?;
@@ -183,9 +183,17 @@ impl GpuModel {
         let mut trace = Trace { logits, ..Default::default() };
         if req.attention {
             let stage = match req.stage {
-                AttnStage::Logits => 0u32,
-                AttnStage::Biased => 1,
-                AttnStage::Probabilities => 2,
+                AttnStage::Logits => MapStage::Logits,
+                AttnStage::Biased => MapStage::Biased,
+                AttnStage::Probabilities => MapStage::Probabilities,
+            };
+            let map_params = MapParams {
+                n: n as u32,
+                out_n: out_n as u32,
+                stride: stride as u32,
+                stage: stage.code(),
+                h: h as u32,
+                ..MapParams::default()
             };
             let side = h * out_n * out_n;
             let mut maps = Vec::new();
@@ -202,16 +210,12 @@ impl GpuModel {
                                     "layer {layer}: capture mismatch"
                                 )));
                             };
-                            let relu = params.get(5).copied().unwrap_or(0) != 0;
-                            let kind = match (stage, relu) {
-                                (2, false) => AttnMatrixKind::Probabilities,
-                                (2, true) => AttnMatrixKind::ReluNormalized,
+                            let kind = match (stage, params.relu != 0) {
+                                (MapStage::Probabilities, false) => AttnMatrixKind::Probabilities,
+                                (MapStage::Probabilities, true) => AttnMatrixKind::ReluNormalized,
                                 _ => AttnMatrixKind::Scores,
                             };
-                            let mp = uniform(
-                                dev,
-                                &[n as u32, out_n as u32, stride as u32, stage, h as u32, 0, 0, 0],
-                            );
+                            let mp = uniform(dev, &map_params);
                             let lp = uniform(dev, params);
                             let pipe = softmax_pipes[*bias_kind as usize];
                             let bind = bind_group(
@@ -228,7 +232,7 @@ impl GpuModel {
                                 )));
                             };
                             // Only 1+elu keeps every score positive: its rows are exact weights.
-                            let den = *feat_kind == 0 && *den_eps > 0.0;
+                            let den = *feat_kind == FeatKind::Elu && *den_eps > 0.0;
                             let kind = if den {
                                 AttnMatrixKind::Probabilities
                             } else {
@@ -236,16 +240,12 @@ impl GpuModel {
                             };
                             let mp = uniform(
                                 dev,
-                                &[
-                                    n as u32,
-                                    out_n as u32,
-                                    stride as u32,
-                                    stage,
-                                    h as u32,
-                                    *dk as u32,
-                                    u32::from(den),
-                                    fb(*den_eps),
-                                ],
+                                &MapParams {
+                                    dk: *dk as u32,
+                                    den: u32::from(den),
+                                    den_eps: *den_eps,
+                                    ..map_params
+                                },
                             );
                             let bind =
                                 bind_group(m, linear_pipe, &[(1, &mp), (5, &out), (6, fq), (7, fk), (8, lg)]);
@@ -273,13 +273,13 @@ impl GpuModel {
                 let count = n * h * dk;
                 let (f, g, r) = match (feat_kind, gpre) {
                     // GLA α, RetNet γ: F = exp(log-gate).
-                    (2 | 4, _) => {
+                    (FeatKind::Gla | FeatKind::Retnet, _) => {
                         (read_f32(m, lg, count).await?.into_iter().map(f32::exp).collect(), None, None)
                     }
                     // ReGLA: g = σ(a_g + b_g), r = σ(a_r + b_r) from the captured pre-activations and
                     // the layer's biases as uploaded; F = (1 − r)·g² + r·(1 − (1 − g)²) (ReGLA eq. 6),
                     // without the running-max rescale that is folded into the kernel's log-gate.
-                    (3, Some(gp)) => {
+                    (FeatKind::Regla, Some(gp)) => {
                         let a = h * dh;
                         let pre = read_f32(m, gp, n * 2 * a).await?;
                         let bias = read_f32(m, aux, 2 * a).await?;
@@ -314,8 +314,8 @@ impl GpuModel {
             .get(layer)
             .ok_or_else(|| CoreError::arg("layer", format!("layer {layer} is out of range")))?;
         match &l.kind {
-            Kind::Softmax { bias_kind: 1, params, aux, .. } => {
-                let len = params.get(6).copied().unwrap_or(0) as usize;
+            Kind::Softmax { bias_kind: BiasKind::Table, params, aux, .. } => {
+                let len = params.table_len as usize;
                 let values = read_f32(self, aux, self.cfg.n_heads * len).await?;
                 Ok(Some((len, values)))
             }

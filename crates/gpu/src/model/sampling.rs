@@ -3,8 +3,9 @@
 //! random draw stays on the CPU: the caller passes the uniform u its sampler would use
 //! ([`GpuSampling::next_from`]), so a seed gives the same stream on both backends.
 
-use super::{bind_group, words, Disp, GpuSession, Op};
+use super::{bind_group, Disp, GpuSession, Op};
 use crate::error::{GpuError, Result};
+use crate::params::{SampleParams, Step};
 use attnlab_core::sampling::{Sampler, SamplingConfig};
 
 /// Sampling settings of one GPU decode step.
@@ -45,7 +46,7 @@ impl TopSampler {
         let dev = &m.ctx.device;
         let params = dev.create_buffer(&wgpu::BufferDescriptor {
             label: Some("sampling params"),
-            size: 32,
+            size: std::mem::size_of::<SampleParams>() as u64,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
@@ -82,17 +83,16 @@ fn check(s: &GpuSampling) -> Result<()> {
 impl GpuSession<'_> {
     fn write_sampling(&self, s: &GpuSampling) {
         let ts = &self.top;
-        let w = [
-            self.model.cfg.vocab_size as u32,
-            s.top_k,
-            s.temperature.to_bits(),
-            s.top_p.to_bits(),
-            (s.u as f32).min(1.0 - f32::EPSILON).to_bits(),
-            ts.npow2,
-            0,
-            0,
-        ];
-        self.model.ctx.queue.write_buffer(&ts.params, 0, &words(&w));
+        let p = SampleParams {
+            vocab: self.model.cfg.vocab_size as u32,
+            top_k: s.top_k,
+            temperature: s.temperature,
+            top_p: s.top_p,
+            u: (s.u as f32).min(1.0 - f32::EPSILON),
+            npow2: ts.npow2,
+            ..SampleParams::default()
+        };
+        self.model.ctx.queue.write_buffer(&ts.params, 0, bytemuck::bytes_of(&p));
     }
 
     /// One decode step that samples the next token on the GPU with `s` in the same submission; only
@@ -102,8 +102,9 @@ impl GpuSession<'_> {
         self.check_tokens(&[token])?;
         self.write_sampling(s);
         let ctx = self.model.ctx.clone();
-        ctx.queue.write_buffer(&self.step, 0, &words(&[1, self.pos as u32, 0, 0]));
-        ctx.queue.write_buffer(&self.tok, 0, &words(&[token]));
+        let step = Step { rows: 1, pos0: self.pos as u32, ..Step::default() };
+        ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
+        ctx.queue.write_buffer(&self.tok, 0, bytemuck::bytes_of(&token));
         let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.top.op)], 1);
         enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
@@ -127,8 +128,7 @@ impl GpuSession<'_> {
         }
         self.write_sampling(s);
         let ctx = self.model.ctx.clone();
-        let bytes: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
-        ctx.queue.write_buffer(&self.logits, 0, &bytes);
+        ctx.queue.write_buffer(&self.logits, 0, bytemuck::cast_slice(logits));
         let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.encode(&mut enc, &[std::slice::from_ref(&self.top.op)], 1);
         enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
