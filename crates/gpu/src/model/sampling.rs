@@ -3,9 +3,10 @@
 //! random draw stays on the CPU: the caller passes the uniform u its sampler would use
 //! ([`GpuSampling::next_from`]), so a seed gives the same stream on both backends.
 
-use super::{bind_group, Disp, GpuSession, Op};
+use super::record::{Disp, Op};
+use super::{bind, GpuSession};
 use crate::error::{GpuError, Result};
-use crate::params::{SampleParams, Step};
+use crate::params::SampleParams;
 use attnlab_core::sampling::{Sampler, SamplingConfig};
 
 /// Sampling settings of one GPU decode step.
@@ -51,7 +52,7 @@ impl TopSampler {
             mapped_at_creation: false,
         });
         let scratch = super::zeros(dev, "sampling scratch", 2 * npow2 as usize, wgpu::BufferUsages::empty());
-        let bind = bind_group(m, pipe, &[(0, &params), (1, logits), (2, tok), (3, tok_out), (4, &scratch)]);
+        let bind = bind(m, pipe, &[&params, logits, tok, tok_out, &scratch]);
         Ok(TopSampler { params, op: Op { pipe, bind, disp: Disp::Fixed(1) }, npow2 })
     }
 }
@@ -101,17 +102,11 @@ impl GpuSession<'_> {
         check(s)?;
         self.check_tokens(&[token])?;
         self.write_sampling(s);
-        let ctx = self.model.ctx.clone();
-        let step = Step { rows: 1, pos0: self.pos as u32, ..Step::default() };
-        ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
-        ctx.queue.write_buffer(&self.tok, 0, bytemuck::bytes_of(&token));
-        let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        self.write_step(&[token]);
+        let dev = &self.model.ctx.device;
+        let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.top.op)], 1);
-        enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
-        ctx.submit(enc.finish()).await?;
-        self.pos += 1;
-        let w = ctx.read_words(&self.staging_tok, 1).await?;
-        w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))
+        self.submit_token(enc, 1).await
     }
 
     /// Sample from caller-supplied logits (`[vocab]`) with the GPU sampler; the session's position
@@ -127,13 +122,10 @@ impl GpuSession<'_> {
             .into());
         }
         self.write_sampling(s);
-        let ctx = self.model.ctx.clone();
+        let ctx = &self.model.ctx;
         ctx.queue.write_buffer(&self.logits, 0, bytemuck::cast_slice(logits));
         let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.encode(&mut enc, &[std::slice::from_ref(&self.top.op)], 1);
-        enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
-        ctx.submit(enc.finish()).await?;
-        let w = ctx.read_words(&self.staging_tok, 1).await?;
-        w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))
+        self.submit_token(enc, 0).await
     }
 }
