@@ -1,60 +1,21 @@
 // Softmax-family attention (and TransNormer Diag blocks) with streaming (online) softmax over the
 // KV cache: each (query row, head) keeps a running max, sum and weighted value sum while it walks
 // its keys (split over a workgroup, merged at the end), so no n×n matrix exists.
-// logits = scale·q·k + B_h(i, j); Params and bias() come from attention_common.wgsl (prepended).
+// logits = scale·q·k + B_h(i, j). Prepended: the prelude, step.wgsl, reduce.wgsl (reduce_sum,
+// reduce_max) and attention_common.wgsl (AttnParams `p` at binding 0, bias()).
 // Two entry points: `main` (decode, and long steps past the tiled kernel's loop budget) and
 // `prefill`, the tiled kernel for steps of several rows (see there).
 
 // Keys per shared-memory tile of `prefill`; the host sets TILE_VEC4 / ceil(dh / 4).
 override TILE_KEYS: u32 = 32u;
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> st: Step;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
 @group(0) @binding(3) var<storage, read> kc: array<f32>;
 @group(0) @binding(4) var<storage, read> vc: array<f32>;
 @group(0) @binding(5) var<storage, read> aux: array<f32>;
 @group(0) @binding(6) var<storage, read_write> outp: array<f32>;
 
-const MAX_DH: u32 = 128u;
 const WG: u32 = 64u;
-
-var<workgroup> red: array<f32, 64>;
-
-fn reduce_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
-
-fn reduce_max(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            red[lid] = max(red[lid], red[lid + s]);
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
 
 // One workgroup per (head, query row); its 64 invocations split the keys (j ≡ lid mod 64), each
 // keeping its own running max / sum / weighted values, then the partial states are merged.
@@ -131,15 +92,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
 // WebGPU's default 16 KiB) and shared by the TQ rows; only tiles from the first row's first key
 // (0, or its Diag block start) up to the last row's diagonal are loaded. The lanes of a row are merged
 // at the end through the same workgroup memory.
-const TQ: u32 = 16u;
-const KS: u32 = 16u;
+// TQ, KS, TILE_VEC4 are the prelude's ATTN_TQ, ATTN_KS, ATTN_TILE_VEC4 (shared with the host).
+const TQ: u32 = ATTN_TQ;
+const KS: u32 = ATTN_KS;
 // Invocations per workgroup of `prefill`.
 const WGT: u32 = TQ * KS;
-const TILE_VEC4: u32 = 512u;
-const MAX_DH4: u32 = 32u;
+const TILE_VEC4: u32 = ATTN_TILE_VEC4;
+const MAX_DH4: u32 = MAX_DH / 4u;
 
-var<workgroup> kt: array<vec4<f32>, 512>;
-var<workgroup> vt: array<vec4<f32>, 512>;
+var<workgroup> kt: array<vec4<f32>, TILE_VEC4>;
+var<workgroup> vt: array<vec4<f32>, TILE_VEC4>;
 
 fn load4(src_k: bool, base: u32, c4: u32) -> vec4<f32> {
     var out = vec4<f32>(0.0);

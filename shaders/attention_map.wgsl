@@ -1,12 +1,14 @@
 // Introspection: one layer's attention matrices [H, out_n, out_n], bounded and downsampled on the
-// GPU (attention_common.wgsl, with Params and bias(), is prepended). Map row b is query i = min(n − 1, b·stride + stride − 1), the last
+// GPU (prepended: the prelude, reduce.wgsl, and attention_common.wgsl with the layer's AttnParams `p`
+// at binding 0 and bias()). Map row b is query i = min(n − 1, b·stride + stride − 1), the last
 // query of its block of `stride` rows; map column c covers keys [c·stride, (c+1)·stride): summed
 // for probability-like matrices (rows keep summing to 1), averaged over the bin's causal cells
 // j ≤ i for scores. stride = 1 is the exact n×n matrix of the CPU reference's trace;
 // attnlab_core::analysis::downsample_attention is the reference for stride > 1.
 //
 // softmax_map: softmax-family layers, from the captured rotated q and the layer's KV cache.
-//   stage 0: scale·q·k, 1: + B_h(i, j), 2: softmax probabilities (T1 ReLU: ReLU weights / row sum).
+//   STAGE_LOGITS: scale·q·k, STAGE_BIASED: + B_h(i, j), STAGE_PROBABILITIES: softmax probabilities
+//   (T1 ReLU: ReLU weights / row sum).
 // linear_map: the implied matrix of a linear layer (design.md), from captured φq, φk, log-gates:
 //   A_ij = Σ_d φq_i[d] φk_j[d] exp(Σ_{s=j+1..i} lg_s[d]), each row divided by Σ_j |A_ij| (signs
 //   kept), or by max(Σ_j A_ij, eps) for 1+elu with its denominator (exact weights).
@@ -22,8 +24,6 @@ struct MapParams {
     den_eps: f32,
 }
 
-// The layer's own attention uniform (attention_common.wgsl's Params).
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> mp: MapParams;
 @group(0) @binding(2) var<storage, read> qcap: array<f32>;
 @group(0) @binding(3) var<storage, read> kc: array<f32>;
@@ -34,32 +34,10 @@ struct MapParams {
 @group(0) @binding(8) var<storage, read> lg: array<f32>;
 
 const MAP_WG: u32 = 64u;
-const MAX_MAP: u32 = 512u;
-const MAP_MAX_DH: u32 = 128u;
-const MAP_MAX_DK: u32 = 256u;
 
-var<workgroup> map_red: array<f32, 64>;
 var<workgroup> pj: array<f32, 64>;
-var<workgroup> rowbuf: array<f32, 512>;
-var<workgroup> tot: array<f32, 256>;
-
-fn map_reduce(lid: u32, v: f32, is_max: bool) -> f32 {
-    map_red[lid] = v;
-    workgroupBarrier();
-    for (var s = MAP_WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            if (is_max) {
-                map_red[lid] = max(map_red[lid], map_red[lid + s]);
-            } else {
-                map_red[lid] = map_red[lid] + map_red[lid + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    let r = map_red[0];
-    workgroupBarrier();
-    return r;
-}
+var<workgroup> rowbuf: array<f32, MAX_MAP_SIDE>;
+var<workgroup> tot: array<f32, MAX_DK>;
 
 fn query_row(b: u32) -> u32 {
     return min(mp.n - 1u, b * mp.stride + mp.stride - 1u);
@@ -100,11 +78,11 @@ fn softmax_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
     if (p.block > 0u) {
         j0 = i - i % p.block;
     }
-    var q: array<f32, MAP_MAX_DH>;
+    var q: array<f32, MAX_DH>;
     for (var c = 0u; c < p.dh; c = c + 1u) {
         q[c] = qcap[i * 3u * p.a + hh * p.dh + c];
     }
-    let probs = mp.stage == 2u;
+    let probs = mp.stage == STAGE_PROBABILITIES;
     let relu = p.relu != 0u;
     // Pass 1 (probabilities): row max and normaliser, split over the lanes, then merged.
     var m = -3.0e38;
@@ -125,10 +103,10 @@ fn softmax_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
             }
         }
         if (relu) {
-            l = map_reduce(lid, l, false);
+            l = reduce_sum(lid, l);
         } else {
-            let big = map_reduce(lid, m, true);
-            l = map_reduce(lid, l * exp(m - big), false);
+            let big = reduce_max(lid, m);
+            l = reduce_sum(lid, l * exp(m - big));
             m = big;
         }
     }
@@ -142,7 +120,7 @@ fn softmax_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
                 dot = dot + q[c] * kc[j * p.a + hh * p.dh + c];
             }
             var s = p.scale * dot;
-            if (mp.stage >= 1u) {
+            if (mp.stage != STAGE_LOGITS) {
                 s = s + bias(hh, i, j);
             }
             v = s;
@@ -191,8 +169,8 @@ fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
     let i = query_row(b);
     let dk = mp.dk;
     let h = mp.h;
-    var fqi: array<f32, MAP_MAX_DK>;
-    var sfx: array<f32, MAP_MAX_DK>;
+    var fqi: array<f32, MAX_DK>;
+    var sfx: array<f32, MAX_DK>;
     for (var d = 0u; d < dk; d = d + 1u) {
         fqi[d] = fq[(i * h + hh) * dk + d];
         sfx[d] = 0.0;
@@ -232,10 +210,10 @@ fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
     }
     // Lane 0 holds the row's Σ|A| (or Σ A): share it.
     if (lid == 0u) {
-        map_red[0] = total;
+        red[0] = total;
     }
     workgroupBarrier();
-    var norm = map_red[0];
+    var norm = red[0];
     if (mp.den != 0u) {
         norm = max(norm, mp.den_eps);
     }

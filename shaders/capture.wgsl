@@ -3,22 +3,14 @@
 // [capacity, width] at the step's absolute position, so the attention-map kernels can read every
 // position after the prefill. Only recorded into trace sessions (GpuModel::trace).
 
-struct Params {
+struct CaptureParams {
     width: u32,
     capacity: u32,
     pad0: u32,
     pad1: u32,
 }
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> cp: Params;
-@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(0) var<uniform> cp: CaptureParams;
 @group(0) @binding(2) var<storage, read> src: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
 

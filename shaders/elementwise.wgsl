@@ -1,22 +1,15 @@
-// Element-wise epilogues over `rows × width` values: op 0: y = gelu(y) (tanh form);
-// op 1: y = y · silu(a) (SwiGLU and the GLA/RetNet output gate).
+// Element-wise epilogues over `rows × width` values: EW_GELU: y = gelu(y) (tanh form);
+// EW_SILU_GATE: y = y · silu(a) (SwiGLU and the GLA/RetNet output gate). The prelude and step.wgsl
+// are prepended.
 
-struct Params {
+struct EwParams {
     width: u32,
     op: u32,
     pad0: u32,
     pad1: u32,
 }
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(0) var<uniform> p: EwParams;
 @group(0) @binding(2) var<storage, read> a: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
@@ -36,7 +29,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= st.rows * p.width) {
         return;
     }
-    if (p.op == 0u) {
+    if (p.op == EW_GELU) {
         y[i] = gelu(y[i]);
     } else {
         y[i] = y[i] * silu(a[i]);

@@ -1,22 +1,14 @@
 // Embeddings: x[r, c] = emb[tok[r], c] (+ pe[pos0 + r, c] for absolute sinusoidal positions; the
 // table is built on the CPU in f64 by the core's `sinusoidal_embedding`).
 
-struct Params {
+struct EmbedParams {
     d: u32,
     use_pe: u32,
     vocab: u32,
     pad0: u32,
 }
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(0) var<uniform> p: EmbedParams;
 @group(0) @binding(2) var<storage, read> tok: array<u32>;
 @group(0) @binding(3) var<storage, read> emb: array<f32>;
 @group(0) @binding(4) var<storage, read> pe: array<f32>;

@@ -1,18 +1,22 @@
 // Linear-family feature maps, one invocation per (row, head): φq, φk and the log-gate lg ≤ 0 of
-// S_t = diag(exp(lg_t)) S_{t−1} + φk_t v_tᵀ. The variant is the pipeline-overridable constant KIND:
-// 0 elementwise φ (elu, or 1 + elu when plus_one != 0; linear-elu, TransNormer Norm), no decay;
-// 1 LRPE: φ = 1 + elu, then P (0 identity, 1 Householder aux[off_vec..], 2 odd-even) and the core
-//   (0 rotation/mixed: n_angles pairs, cos/sin table aux[off_tab + (pos·n + k)·2]; 1 permutation:
-//   index table aux[off_tab + pos·dh + j]; 2 complex: [y cos, y sin], table [pos, dh, 2]);
-// 2 GLA: φq = q·scale, φk = k, lg = lnσ(gpre + bias)/normalizer (bias at aux[off_vec..]);
-// 3 ReGLA: φq = exp(q − max q)·scale, φk = exp(k − M_t) with the running key max M_t and its rescale
-//   folded into lg (mrow from `regla_max`), lg = ln F(a_g, a_r) refined gate, biases at aux[off_vec..];
-// 4 RetNet: RoPE (table aux[off_tab..], [pos, dh/2, 2]) on q and k, φq scaled, lg = ln γ_h (aux[off_vec + h]).
+// S_t = diag(exp(lg_t)) S_{t−1} + φk_t v_tᵀ. The variant is the pipeline-overridable constant
+// FEAT_KIND (a params::FeatKind; the prelude and step.wgsl are prepended):
+// FEAT_ELU elementwise φ (elu, or 1 + elu when plus_one != 0; linear-elu, TransNormer Norm), no decay;
+// FEAT_LRPE: φ = 1 + elu, then P (LRPE_P_IDENTITY, LRPE_P_HOUSEHOLDER with v at aux[off_vec..],
+//   LRPE_P_ODD_EVEN) and the core (LRPE_CORE_ROTATION, also mixed: n_angles pairs, cos/sin table
+//   aux[off_tab + (pos·n + k)·2]; LRPE_CORE_PERMUTATION: index table aux[off_tab + pos·dh + j];
+//   LRPE_CORE_COMPLEX: [y cos, y sin], table [pos, dh, 2]);
+// FEAT_GLA: φq = q·scale, φk = k, lg = lnσ(gpre + bias)/normalizer (bias at aux[off_vec..]);
+// FEAT_REGLA: φq = exp(q − max q)·scale, φk = exp(k − M_t) with the running key max M_t and its
+//   rescale folded into lg (mrow from `regla_max`), lg = ln F(a_g, a_r) refined gate, biases at
+//   aux[off_vec..];
+// FEAT_RETNET: RoPE (table aux[off_tab..], [pos, dh/2, 2]) on q and k, φq scaled, lg = ln γ_h
+//   (aux[off_vec + h]).
 // Tables are built on the CPU in f64. Outputs are [rows, H, dk].
 
-override KIND: u32 = 0u;
+override FEAT_KIND: u32 = FEAT_ELU;
 
-struct Params {
+struct FeatParams {
     h: u32,
     dh: u32,
     dk: u32,
@@ -31,15 +35,7 @@ struct Params {
     pad2: u32,
 }
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(0) var<uniform> p: FeatParams;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
 @group(0) @binding(3) var<storage, read> gpre: array<f32>;
 @group(0) @binding(4) var<storage, read> aux: array<f32>;
@@ -49,8 +45,6 @@ struct Step {
 @group(0) @binding(8) var<storage, read_write> lg: array<f32>;
 @group(0) @binding(9) var<storage, read_write> kstate: array<f32>;
 
-const MAX_DH: u32 = 128u;
-const MAX_DK: u32 = 256u;
 const LN2: f32 = 0.6931472;
 
 fn elu(x: f32) -> f32 {
@@ -89,7 +83,7 @@ fn lrpe(pos: u32, xin: array<f32, MAX_DH>) -> array<f32, MAX_DK> {
     let d = p.dh;
     var x = xin;
     var y: array<f32, MAX_DH>;
-    if (p.lrpe_p == 1u) {
+    if (p.lrpe_p == LRPE_P_HOUSEHOLDER) {
         var dot = 0.0;
         for (var j = 0u; j < d; j = j + 1u) {
             dot = dot + x[j] * aux[p.off_vec + j];
@@ -97,7 +91,7 @@ fn lrpe(pos: u32, xin: array<f32, MAX_DH>) -> array<f32, MAX_DK> {
         for (var j = 0u; j < d; j = j + 1u) {
             y[j] = x[j] - 2.0 * dot * aux[p.off_vec + j];
         }
-    } else if (p.lrpe_p == 2u) {
+    } else if (p.lrpe_p == LRPE_P_ODD_EVEN) {
         for (var j = 0u; j < d; j = j + 1u) {
             y[j] = x[odd_even(j, d)];
         }
@@ -107,7 +101,7 @@ fn lrpe(pos: u32, xin: array<f32, MAX_DH>) -> array<f32, MAX_DK> {
         }
     }
     var o: array<f32, MAX_DK>;
-    if (p.lrpe_core == 0u) {
+    if (p.lrpe_core == LRPE_CORE_ROTATION) {
         let n = p.n_angles;
         for (var k = 0u; k < n; k = k + 1u) {
             let c = aux[p.off_tab + (pos * n + k) * 2u];
@@ -118,7 +112,7 @@ fn lrpe(pos: u32, xin: array<f32, MAX_DH>) -> array<f32, MAX_DK> {
         for (var j = 2u * n; j < d; j = j + 1u) {
             o[j] = y[j];
         }
-    } else if (p.lrpe_core == 1u) {
+    } else if (p.lrpe_core == LRPE_CORE_PERMUTATION) {
         for (var j = 0u; j < d; j = j + 1u) {
             o[j] = y[u32(aux[p.off_tab + pos * d + j])];
         }
@@ -146,7 +140,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let qb = r * 3u * p.a + hh * d;
     let kb = qb + p.a;
     let ob = (r * p.h + hh) * p.dk;
-    if (KIND == 0u) {
+    if (FEAT_KIND == FEAT_ELU) {
         for (var j = 0u; j < d; j = j + 1u) {
             if (p.plus_one != 0u) {
                 fq[ob + j] = elu1(qkv[qb + j]);
@@ -157,7 +151,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             }
             lg[ob + j] = 0.0;
         }
-    } else if (KIND == 1u) {
+    } else if (FEAT_KIND == FEAT_LRPE) {
         var xq: array<f32, MAX_DH>;
         var xk: array<f32, MAX_DH>;
         for (var j = 0u; j < d; j = j + 1u) {
@@ -171,7 +165,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             fk[ob + j] = ok[j];
             lg[ob + j] = 0.0;
         }
-    } else if (KIND == 2u) {
+    } else if (FEAT_KIND == FEAT_GLA) {
         let gb = r * p.gpre_stride + hh * d;
         for (var j = 0u; j < d; j = j + 1u) {
             fq[ob + j] = qkv[qb + j] * p.scale;
@@ -179,7 +173,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             let z = gpre[gb + j] + aux[p.off_vec + hh * d + j];
             lg[ob + j] = log_sigmoid(z) / p.normalizer;
         }
-    } else if (KIND == 3u) {
+    } else if (FEAT_KIND == FEAT_REGLA) {
         var qmax = -3.0e38;
         for (var j = 0u; j < d; j = j + 1u) {
             qmax = max(qmax, qkv[qb + j]);

@@ -19,8 +19,9 @@
 //    Σ_i φq_t[i] exp(cum_t[i]) S_prev[i][j] (same for the denominator), then the division.
 // `ch` layout (offsets in the params): cum [rows, H, dk] at 0, den_loc [rows, H] at off_den,
 // S_delta / S_prev [chunks, H, dk, dh] at off_s, z_delta / z_prev [chunks, H, dh, dk] at off_z.
+// MAX_DK and SCAN_C come from the prelude (shared with the host), Step from step.wgsl.
 
-struct Params {
+struct ScanParams {
     h: u32,
     dh: u32,
     dk: u32,
@@ -31,15 +32,7 @@ struct Params {
     off_z: u32,
 }
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(0) var<uniform> p: ScanParams;
 @group(0) @binding(2) var<storage, read> fq: array<f32>;
 @group(0) @binding(3) var<storage, read> fk: array<f32>;
 @group(0) @binding(4) var<storage, read> lg: array<f32>;
@@ -49,9 +42,6 @@ struct Step {
 @group(0) @binding(8) var<storage, read_write> outp: array<f32>;
 @group(0) @binding(9) var<storage, read_write> ch: array<f32>;
 
-const MAX_DK: u32 = 256u;
-// Rows per chunk of the chunked prefill (model.rs SCAN_C).
-const SCAN_C: u32 = 64u;
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {

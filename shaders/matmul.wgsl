@@ -1,8 +1,8 @@
 // matmul / gemv family: y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i]
-// (w is a row-major [out, inp] torch-style Linear). 16×16 output tiles with shared-memory K tiles.
+// (w is a row-major [out, inp] torch-style Linear); Step comes from step.wgsl (prepended). 16×16 output tiles with shared-memory K tiles.
 // `last_only`: run only the last row of the step (logits of a prefill), written to output row 0.
 
-struct Params {
+struct MatmulParams {
     outd: u32,
     inp: u32,
     x_stride: u32,
@@ -13,15 +13,7 @@ struct Params {
     last_only: u32,
 }
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(0) var<uniform> p: MatmulParams;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> w: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;

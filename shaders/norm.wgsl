@@ -1,10 +1,11 @@
 // Row norms over groups of `gsz` values (one workgroup per (group, row)):
-// kind 0: RMSNorm with gain, eps inside the root (residual norm, per-head norm of gla/regla/retnet);
-// kind 1: LayerNorm with gain and bias (two-pass variance);
-// kind 2: SimpleRMSNorm x / (rms + eps), no gain (TransNormer, T1 Diag, LRPE rmsnorm).
-// The gain is indexed by the position inside the group.
+// NORM_RMS: RMSNorm with gain, eps inside the root (residual norm, per-head norm of gla/regla/retnet);
+// NORM_LAYER: LayerNorm with gain and bias (two-pass variance);
+// NORM_SIMPLE_RMS: SimpleRMSNorm x / (rms + eps), no gain (TransNormer, T1 Diag, LRPE rmsnorm).
+// The gain is indexed by the position inside the group. The prelude, step.wgsl and reduce.wgsl are
+// prepended.
 
-struct Params {
+struct NormParams {
     gsz: u32,
     kind: u32,
     eps: f32,
@@ -15,36 +16,13 @@ struct Params {
     pad2: u32,
 }
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(0) var<uniform> p: NormParams;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> gain: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 
 const WG: u32 = 64u;
-var<workgroup> red: array<f32, 64>;
-
-fn reduce_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
@@ -77,9 +55,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
     for (var c = lid; c < p.gsz; c = c + WG) {
         let v = x[xb + c];
         var o = 0.0;
-        if (p.kind == 0u) {
+        if (p.kind == NORM_RMS) {
             o = v * inverseSqrt(sumsq / n + p.eps) * gain[c];
-        } else if (p.kind == 1u) {
+        } else if (p.kind == NORM_LAYER) {
             o = (v - mean) * inverseSqrt(var_ + p.eps) * gain[c] + bias[c];
         } else {
             o = v / (sqrt(sumsq / n) + p.eps);

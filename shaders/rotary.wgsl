@@ -2,22 +2,14 @@
 // (adjacent pairs, cos/sin table [pos, dh/2, 2] built on the CPU in f64), q rotated in place in the
 // fused qkv buffer [rows, 3a], rotated k and v written to the caches at absolute position pos0 + r.
 
-struct Params {
+struct RotaryParams {
     h: u32,
     dh: u32,
     a: u32,
     rope: u32,
 }
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(0) var<uniform> p: RotaryParams;
 @group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
 @group(0) @binding(3) var<storage, read> cs: array<f32>;
 @group(0) @binding(4) var<storage, read_write> kc: array<f32>;

@@ -6,7 +6,7 @@
 //   sort in `scratch`, truncated to top-k, then to the shortest prefix whose mass reaches top-p,
 //   and picked by inverse CDF with the caller's uniform draw u (the CPU RNG's one draw per token).
 
-struct Params {
+struct SampleParams {
     vocab: u32,
     top_k: u32,
     temperature: f32,
@@ -17,7 +17,7 @@ struct Params {
     pad1: u32,
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(0) var<uniform> p: SampleParams;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> tok: array<u32>;
 @group(0) @binding(3) var<storage, read_write> outp: array<u32>;

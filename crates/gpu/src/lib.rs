@@ -15,6 +15,7 @@
 mod context;
 mod error;
 mod model;
+mod params;
 pub mod shaders;
 
 pub use context::{GpuCaps, GpuContext, Traffic};

@@ -1,60 +1,114 @@
-//! The WGSL sources, one file per op family, from `shaders/` at the repository root.
+//! The WGSL sources, one file per op family, from `shaders/` at the repository root. WGSL has no
+//! includes, so a [`Shader`] is composed: the generated prelude (kind constants and shared sizes
+//! from [`crate::params`]) if it uses them, then the shared snippets it needs, then its own file.
+
+/// A WGSL file as (file name, text).
+pub type File = (&'static str, &'static str);
+
+macro_rules! wgsl {
+    ($f:literal) => {
+        ($f, include_str!(concat!("../../../shaders/", $f)))
+    };
+}
+
+/// The step uniform `st` at binding 1 (rows, first position).
+const STEP: File = wgsl!("step.wgsl");
+/// 64-wide workgroup reductions.
+const REDUCE: File = wgsl!("reduce.wgsl");
+/// A softmax layer's `AttnParams` at binding 0 and its position bias B_h(i, j).
+const ATTENTION_COMMON: File = wgsl!("attention_common.wgsl");
+
+/// Snippets: not modules on their own, prepended to the shaders that use them.
+pub const SNIPPETS: &[File] = &[STEP, REDUCE, ATTENTION_COMMON];
+
+/// A shader module: the prelude (if `prelude`), `snippets` in order, then `file`.
+#[derive(Debug)]
+pub struct Shader {
+    /// File name of its own source (also the module's label).
+    pub name: &'static str,
+    file: &'static str,
+    prelude: bool,
+    snippets: &'static [File],
+}
+
+impl Shader {
+    const fn new(file: File, prelude: bool, snippets: &'static [File]) -> Shader {
+        Shader { name: file.0, file: file.1, prelude, snippets }
+    }
+
+    /// The composed WGSL source.
+    pub fn source(&self) -> String {
+        let mut s = if self.prelude { crate::params::wgsl_prelude() } else { String::new() };
+        for (_, text) in self.snippets {
+            s.push_str(text);
+        }
+        s.push_str(self.file);
+        s
+    }
+
+    /// Names of the snippets prepended to this shader.
+    pub fn snippets(&self) -> impl Iterator<Item = &'static str> {
+        self.snippets.iter().map(|f| f.0)
+    }
+}
 
 /// matmul / gemv (tiled).
-pub const MATMUL: &str = include_str!("../../../shaders/matmul.wgsl");
+pub static MATMUL: Shader = Shader::new(wgsl!("matmul.wgsl"), false, &[STEP]);
 /// gelu, silu gates.
-pub const ELEMENTWISE: &str = include_str!("../../../shaders/elementwise.wgsl");
+pub static ELEMENTWISE: Shader = Shader::new(wgsl!("elementwise.wgsl"), true, &[STEP]);
 /// RMSNorm, LayerNorm, SimpleRMSNorm over row groups.
-pub const NORM: &str = include_str!("../../../shaders/norm.wgsl");
+pub static NORM: Shader = Shader::new(wgsl!("norm.wgsl"), true, &[STEP, REDUCE]);
 /// Token + sinusoidal embeddings.
-pub const EMBED: &str = include_str!("../../../shaders/embed.wgsl");
+pub static EMBED: Shader = Shader::new(wgsl!("embed.wgsl"), false, &[STEP]);
 /// RoPE and the KV-cache store.
-pub const ROTARY: &str = include_str!("../../../shaders/rotary.wgsl");
-/// Softmax attention with bias kinds, streaming softmax, Diag blocks (attention_common.wgsl prepended).
-pub const ATTENTION: &str = concat!(
-    include_str!("../../../shaders/attention_common.wgsl"),
-    include_str!("../../../shaders/attention.wgsl")
-);
+pub static ROTARY: Shader = Shader::new(wgsl!("rotary.wgsl"), false, &[STEP]);
+/// Softmax attention with bias kinds, streaming softmax, Diag blocks.
+pub static ATTENTION: Shader = Shader::new(wgsl!("attention.wgsl"), true, &[STEP, REDUCE, ATTENTION_COMMON]);
 /// Linear-family feature maps and log-gates (+ ReGLA running key max).
-pub const LINEAR_FEATURES: &str = include_str!("../../../shaders/linear_features.wgsl");
-/// Gated linear-attention scan / fused decode state update.
-pub const LINEAR_SCAN: &str = include_str!("../../../shaders/linear_scan.wgsl");
-/// Greedy sampling (argmax).
-pub const SAMPLE: &str = include_str!("../../../shaders/sample.wgsl");
-/// Softmax-layer parameters and position bias B_h(i, j): a snippet prepended to the kernels that need
-/// them (WGSL has no includes).
-pub const ATTENTION_COMMON: &str = include_str!("../../../shaders/attention_common.wgsl");
+pub static LINEAR_FEATURES: Shader = Shader::new(wgsl!("linear_features.wgsl"), true, &[STEP]);
+/// Gated linear-attention scan / fused decode state update / chunked prefill.
+pub static LINEAR_SCAN: Shader = Shader::new(wgsl!("linear_scan.wgsl"), true, &[STEP]);
+/// Greedy and temperature / top-k / top-p sampling.
+pub static SAMPLE: Shader = Shader::new(wgsl!("sample.wgsl"), false, &[]);
 /// Introspection capture: a step's activation rows copied into a trace buffer.
-pub const CAPTURE: &str = include_str!("../../../shaders/capture.wgsl");
+pub static CAPTURE: Shader = Shader::new(wgsl!("capture.wgsl"), false, &[STEP]);
 /// Introspection: bounded, downsampled attention matrices (softmax family and implied linear).
-pub const ATTENTION_MAP: &str = concat!(
-    include_str!("../../../shaders/attention_common.wgsl"),
-    include_str!("../../../shaders/attention_map.wgsl")
-);
+pub static ATTENTION_MAP: Shader =
+    Shader::new(wgsl!("attention_map.wgsl"), true, &[REDUCE, ATTENTION_COMMON]);
 
-/// Every shader as (file name, source).
-pub const SHADERS: &[(&str, &str)] = &[
-    ("matmul.wgsl", MATMUL),
-    ("elementwise.wgsl", ELEMENTWISE),
-    ("norm.wgsl", NORM),
-    ("embed.wgsl", EMBED),
-    ("rotary.wgsl", ROTARY),
-    ("attention.wgsl", ATTENTION),
-    ("linear_features.wgsl", LINEAR_FEATURES),
-    ("linear_scan.wgsl", LINEAR_SCAN),
-    ("sample.wgsl", SAMPLE),
-    ("capture.wgsl", CAPTURE),
-    ("attention_map.wgsl", ATTENTION_MAP),
+/// Every shader module.
+pub static SHADERS: &[&Shader] = &[
+    &MATMUL,
+    &ELEMENTWISE,
+    &NORM,
+    &EMBED,
+    &ROTARY,
+    &ATTENTION,
+    &LINEAR_FEATURES,
+    &LINEAR_SCAN,
+    &SAMPLE,
+    &CAPTURE,
+    &ATTENTION_MAP,
 ];
 
-/// Snippets (file name, source): not modules on their own, prepended to the shaders that use them.
-pub const SNIPPETS: &[(&str, &str)] = &[("attention_common.wgsl", ATTENTION_COMMON)];
+/// Every shader's own file, as written (without prelude and snippets).
+pub fn files() -> impl Iterator<Item = File> {
+    SHADERS.iter().map(|s| (s.name, s.file))
+}
 
 #[cfg(test)]
 mod tests {
-    use super::{SHADERS, SNIPPETS};
+    use super::{files, SHADERS, SNIPPETS};
 
-    /// Every file in `shaders/` is listed here, parses and validates with naga (the compiler wgpu uses).
+    fn validate(src: &str) -> Result<naga::valid::ModuleInfo, String> {
+        let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::default())
+            .validate(&module)
+            .map_err(|e| format!("{e:?}"))
+    }
+
+    /// Every file in `shaders/` is listed here, and every composed shader parses and validates with
+    /// naga (the compiler wgpu uses).
     #[test]
     fn every_shader_parses_and_validates() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shaders");
@@ -65,42 +119,31 @@ mod tests {
             .filter(|n| n.ends_with(".wgsl"))
             .collect();
         on_disk.sort();
-        let mut listed: Vec<String> = SHADERS.iter().chain(SNIPPETS).map(|(n, _)| n.to_string()).collect();
+        let mut listed: Vec<String> =
+            files().chain(SNIPPETS.iter().copied()).map(|(n, _)| n.to_string()).collect();
         listed.sort();
-        assert_eq!(on_disk, listed, "every WGSL file must be listed in SHADERS");
-        for (name, src) in SHADERS {
-            let module = naga::front::wgsl::parse_str(src)
-                .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-            naga::valid::Validator::new(
-                naga::valid::ValidationFlags::all(),
-                naga::valid::Capabilities::default(),
-            )
-            .validate(&module)
-            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(on_disk, listed, "every WGSL file must be listed in SHADERS or SNIPPETS");
+        for shader in SHADERS {
+            if let Err(e) = validate(&shader.source()) {
+                panic!("{}: {e}", shader.name);
+            }
         }
     }
 
     /// Every snippet is prepended to at least one shader, so naga validates it there.
     #[test]
     fn every_snippet_is_used() {
-        for (name, src) in SNIPPETS {
-            assert!(SHADERS.iter().any(|(_, s)| s.starts_with(src)), "{name} is prepended to no shader");
+        for (name, _) in SNIPPETS {
+            assert!(
+                SHADERS.iter().any(|s| s.snippets().any(|n| n == *name)),
+                "{name} is prepended to no shader"
+            );
         }
     }
 
     /// The validator is not a rubber stamp: a broken shader is rejected.
     #[test]
     fn a_broken_shader_is_rejected() {
-        let bad = "@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }";
-        let parsed = naga::front::wgsl::parse_str(bad);
-        let ok = parsed.is_ok_and(|m| {
-            naga::valid::Validator::new(
-                naga::valid::ValidationFlags::all(),
-                naga::valid::Capabilities::default(),
-            )
-            .validate(&m)
-            .is_ok()
-        });
-        assert!(!ok);
+        assert!(validate("@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }").is_err());
     }
 }

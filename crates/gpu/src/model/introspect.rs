@@ -9,8 +9,12 @@
 //! [`attnlab_core::analysis::downsample_attention`] does to the CPU reference's full matrices.
 //! Trace buffers hold n rows per layer (n ≤ max_context), never n × n.
 
-use super::{bind_group, fb, uniform, zeros, Builder, Disp, GpuModel, GpuSession, Kind, CHUNK};
+use super::layers::Kind;
+use super::pipes::{LINEAR_MAP, SOFTMAX_MAP};
+use super::record::{Builder, Disp};
+use super::{bind, uniform, zeros, GpuModel, GpuSession, CHUNK};
 use crate::error::{GpuError, Result};
+use crate::params::{BiasKind, CaptureParams, FeatKind, MapParams, MapStage};
 use attnlab_core::analysis::map_stride;
 use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, LayerGates, TraceRequest};
 use attnlab_core::model::Trace;
@@ -47,9 +51,9 @@ impl Capture {
             .iter()
             .enumerate()
             .map(|(i, l)| match &l.kind {
-                Kind::Softmax { .. } => (format!("layers.{i} trace q"), rows * 3 * a as u64),
-                Kind::Linear { dk, .. } => {
-                    (format!("layers.{i} trace features"), rows * (h * dk).max(2 * a) as u64)
+                Kind::Softmax(_) => (format!("layers.{i} trace q"), rows * 3 * a as u64),
+                Kind::Linear(ln) => {
+                    (format!("layers.{i} trace features"), rows * (h * ln.dk).max(2 * a) as u64)
                 }
             })
             .collect()
@@ -58,7 +62,14 @@ impl Capture {
     fn copy(&self, b: &mut Builder<'_>, src: &wgpu::Buffer, width: usize) -> wgpu::Buffer {
         let dev = &b.m.ctx.device;
         let dst = zeros(dev, "trace capture", self.capacity * width, wgpu::BufferUsages::empty());
-        let params = uniform(dev, &[width as u32, self.capacity as u32, 0, 0]);
+        let params = uniform(
+            dev,
+            &CaptureParams {
+                width: width as u32,
+                capacity: self.capacity as u32,
+                ..CaptureParams::default()
+            },
+        );
         b.op(self.pipe, &[&params, src, &dst], Disp::Threads(width as u32));
         dst
     }
@@ -115,6 +126,15 @@ async fn read_f32(m: &GpuModel, buf: &wgpu::Buffer, len: usize) -> Result<Vec<f3
     Ok(ctx.read_words(&staging, len).await?.into_iter().map(f32::from_bits).collect())
 }
 
+/// What a trace's maps show and how they are sampled.
+#[derive(Clone, Copy)]
+struct MapShape {
+    n: usize,
+    out_n: usize,
+    stride: usize,
+    stage: MapStage,
+}
+
 impl GpuModel {
     /// Prefill `tokens` from position 0 and record, on the GPU, what `req` asks for: every layer's
     /// attention maps at `req.stage` (implied matrices for linear layers, as the CPU reference's
@@ -132,178 +152,172 @@ impl GpuModel {
             self.ctx.check_size(&what, bytes)?;
         }
         let stride = map_stride(n, max_side.clamp(1, MAX_MAP_SIDE));
-        let out_n = n.div_ceil(stride);
-        // Map pipelines first (they need the model mutably; the session borrows it).
-        let map_slots = |linear: bool| {
-            use super::Bind::{Read as R, Uniform as U, Write as W};
-            if linear {
-                vec![(1, U), (5, W), (6, R), (7, R), (8, R)]
-            } else {
-                vec![(0, U), (1, U), (2, R), (3, R), (4, R), (5, W)]
-            }
+        let stage = match req.stage {
+            AttnStage::Logits => MapStage::Logits,
+            AttnStage::Biased => MapStage::Biased,
+            AttnStage::Probabilities => MapStage::Probabilities,
         };
-        let mut softmax_pipes = [usize::MAX; 3];
-        let mut linear_pipe = usize::MAX;
-        let kinds: Vec<Option<u32>> = self
-            .layers
-            .iter()
-            .map(|l| match &l.kind {
-                Kind::Softmax { bias_kind, .. } => Some(*bias_kind),
-                Kind::Linear { .. } => None,
-            })
-            .collect();
-        for k in &kinds {
-            match k {
-                Some(bk) => {
-                    softmax_pipes[*bk as usize] = self.pipe(
-                        "attention_map",
-                        crate::shaders::ATTENTION_MAP,
-                        "softmax_map",
-                        &[("BIAS_KIND", f64::from(*bk))],
-                        &map_slots(false),
-                    )
-                }
-                None => {
-                    linear_pipe = self.pipe(
-                        "attention_map",
-                        crate::shaders::ATTENTION_MAP,
-                        "linear_map",
-                        &[],
-                        &map_slots(true),
-                    )
-                }
-            }
-        }
+        let shape = MapShape { n, out_n: n.div_ceil(stride), stride, stage };
+        // Map pipelines first (they need the model mutably; the session borrows it).
+        let map_pipes = self.map_pipes();
         let mut session = GpuSession::new(self, CHUNK, Some(n)).await?;
         let logits = session.prefill(tokens).await?;
         let captured = session.capture.take().map(|c| c.layers).unwrap_or_default();
         let m: &GpuModel = session.model;
-        let (h, dh) = (m.cfg.n_heads, m.cfg.head_dim);
-        let dev = &m.ctx.device;
         let mut trace = Trace { logits, ..Default::default() };
         if req.attention {
-            let stage = match req.stage {
-                AttnStage::Logits => 0u32,
-                AttnStage::Biased => 1,
-                AttnStage::Probabilities => 2,
-            };
-            let side = h * out_n * out_n;
-            let mut maps = Vec::new();
-            let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            {
-                let mut pass = enc
-                    .begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                for c in &captured {
-                    let out = zeros(dev, "attention map", side, wgpu::BufferUsages::empty());
-                    let (layer, pipe, kind, bind) = match c {
-                        Captured::Softmax { layer, q, kc } => {
-                            let Kind::Softmax { bias_kind, params, aux, .. } = &m.layers[*layer].kind else {
-                                return Err(GpuError::Unsupported(format!(
-                                    "layer {layer}: capture mismatch"
-                                )));
-                            };
-                            let relu = params.get(5).copied().unwrap_or(0) != 0;
-                            let kind = match (stage, relu) {
-                                (2, false) => AttnMatrixKind::Probabilities,
-                                (2, true) => AttnMatrixKind::ReluNormalized,
-                                _ => AttnMatrixKind::Scores,
-                            };
-                            let mp = uniform(
-                                dev,
-                                &[n as u32, out_n as u32, stride as u32, stage, h as u32, 0, 0, 0],
-                            );
-                            let lp = uniform(dev, params);
-                            let pipe = softmax_pipes[*bias_kind as usize];
-                            let bind = bind_group(
-                                m,
-                                pipe,
-                                &[(0, &lp), (1, &mp), (2, q), (3, kc), (4, aux), (5, &out)],
-                            );
-                            (*layer, pipe, kind, bind)
-                        }
-                        Captured::Linear { layer, fq, fk, lg, .. } => {
-                            let Kind::Linear { feat_kind, dk, den_eps, .. } = &m.layers[*layer].kind else {
-                                return Err(GpuError::Unsupported(format!(
-                                    "layer {layer}: capture mismatch"
-                                )));
-                            };
-                            // Only 1+elu keeps every score positive: its rows are exact weights.
-                            let den = *feat_kind == 0 && *den_eps > 0.0;
-                            let kind = if den {
-                                AttnMatrixKind::Probabilities
-                            } else {
-                                AttnMatrixKind::SignedNormalized
-                            };
-                            let mp = uniform(
-                                dev,
-                                &[
-                                    n as u32,
-                                    out_n as u32,
-                                    stride as u32,
-                                    stage,
-                                    h as u32,
-                                    *dk as u32,
-                                    u32::from(den),
-                                    fb(*den_eps),
-                                ],
-                            );
-                            let bind =
-                                bind_group(m, linear_pipe, &[(1, &mp), (5, &out), (6, fq), (7, fk), (8, lg)]);
-                            (*layer, linear_pipe, kind, bind)
-                        }
-                    };
-                    pass.set_pipeline(&m.pipes[pipe].pipeline);
-                    pass.set_bind_group(0, &bind, &[]);
-                    pass.dispatch_workgroups(out_n as u32, h as u32, 1);
-                    maps.push((layer, kind, out));
-                }
-            }
-            m.ctx.submit(enc.finish()).await?;
-            for (layer, kind, out) in maps {
-                let all = read_f32(m, &out, side).await?;
-                let heads = all.chunks_exact(out_n * out_n).map(<[f32]>::to_vec).collect();
-                trace.attention.push(LayerAttention { layer, kind, n: out_n, heads });
-            }
+            trace.attention = m.attention_maps(&captured, &map_pipes, shape).await?;
         }
         if req.gates {
-            for c in &captured {
-                let Captured::Linear { layer, lg, gpre, .. } = c else { continue };
-                let Kind::Linear { feat_kind, dk, aux, .. } = &m.layers[*layer].kind else { continue };
-                let variant = m.cfg.layers[*layer].variant_id().to_string();
-                let count = n * h * dk;
-                let (f, g, r) = match (feat_kind, gpre) {
-                    // GLA α, RetNet γ: F = exp(log-gate).
-                    (2 | 4, _) => {
-                        (read_f32(m, lg, count).await?.into_iter().map(f32::exp).collect(), None, None)
-                    }
-                    // ReGLA: g = σ(a_g + b_g), r = σ(a_r + b_r) from the captured pre-activations and
-                    // the layer's biases as uploaded; F = (1 − r)·g² + r·(1 − (1 − g)²) (ReGLA eq. 6),
-                    // without the running-max rescale that is folded into the kernel's log-gate.
-                    (3, Some(gp)) => {
-                        let a = h * dh;
-                        let pre = read_f32(m, gp, n * 2 * a).await?;
-                        let bias = read_f32(m, aux, 2 * a).await?;
-                        let mut g = Vec::with_capacity(count);
-                        let mut r = Vec::with_capacity(count);
-                        for t in 0..n {
-                            for c in 0..a {
-                                g.push(sigmoid(pre[t * 2 * a + c] + bias[c]));
-                                r.push(sigmoid(pre[t * 2 * a + a + c] + bias[a + c]));
-                            }
-                        }
-                        let f = g
-                            .iter()
-                            .zip(&r)
-                            .map(|(g, r)| (1.0 - r) * g * g + r * (1.0 - (1.0 - g) * (1.0 - g)))
-                            .collect();
-                        (f, Some(g), Some(r))
-                    }
-                    _ => continue,
-                };
-                trace.gates.push(LayerGates { layer: *layer, variant, n, n_heads: h, dim: *dk, f, g, r });
-            }
+            trace.gates = m.gates(&captured, n).await?;
         }
         Ok(GpuTrace { trace, tokens: n, stride })
+    }
+
+    /// The map pipeline of every layer.
+    fn map_pipes(&mut self) -> Vec<usize> {
+        let biases: Vec<Option<BiasKind>> = self
+            .layers
+            .iter()
+            .map(|l| if let Kind::Softmax(s) = &l.kind { Some(s.bias) } else { None })
+            .collect();
+        biases
+            .into_iter()
+            .map(|bias| match bias {
+                Some(b) => self.pipe(&SOFTMAX_MAP, &[f64::from(b.code())]),
+                None => self.pipe(&LINEAR_MAP, &[]),
+            })
+            .collect()
+    }
+
+    /// Every captured layer's maps, built in one submission, then read back.
+    async fn attention_maps(
+        &self,
+        captured: &[Captured],
+        pipes: &[usize],
+        s: MapShape,
+    ) -> Result<Vec<LayerAttention>> {
+        let h = self.cfg.n_heads;
+        let side = h * s.out_n * s.out_n;
+        let dev = &self.ctx.device;
+        let mut maps = Vec::new();
+        let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        {
+            let mut pass =
+                enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+            for c in captured {
+                let out = zeros(dev, "attention map", side, wgpu::BufferUsages::empty());
+                let (layer, kind, bind) = self.map_op(c, pipes, s, &out)?;
+                let pipe =
+                    pipes.get(layer).and_then(|&p| self.pipes.get(p)).ok_or_else(|| mismatch(layer))?;
+                pass.set_pipeline(&pipe.pipeline);
+                pass.set_bind_group(0, &bind, &[]);
+                pass.dispatch_workgroups(s.out_n as u32, h as u32, 1);
+                maps.push((layer, kind, out));
+            }
+        }
+        self.ctx.submit(enc.finish()).await?;
+        let mut out = Vec::with_capacity(maps.len());
+        for (layer, kind, buf) in maps {
+            let all = read_f32(self, &buf, side).await?;
+            let heads = all.chunks_exact(s.out_n * s.out_n).map(<[f32]>::to_vec).collect();
+            out.push(LayerAttention { layer, kind, n: s.out_n, heads });
+        }
+        Ok(out)
+    }
+
+    /// The layer, matrix kind and bind group of one captured layer's map op.
+    fn map_op(
+        &self,
+        c: &Captured,
+        pipes: &[usize],
+        s: MapShape,
+        out: &wgpu::Buffer,
+    ) -> Result<(usize, AttnMatrixKind, wgpu::BindGroup)> {
+        let dev = &self.ctx.device;
+        let base = MapParams {
+            n: s.n as u32,
+            out_n: s.out_n as u32,
+            stride: s.stride as u32,
+            stage: s.stage.code(),
+            h: self.cfg.n_heads as u32,
+            ..MapParams::default()
+        };
+        let kind_of = |layer: usize| self.layers.get(layer).map(|l| &l.kind);
+        match c {
+            Captured::Softmax { layer, q, kc } => {
+                let (Some(Kind::Softmax(sl)), Some(&pipe)) = (kind_of(*layer), pipes.get(*layer)) else {
+                    return Err(mismatch(*layer));
+                };
+                let kind = match (s.stage, sl.params.relu != 0) {
+                    (MapStage::Probabilities, false) => AttnMatrixKind::Probabilities,
+                    (MapStage::Probabilities, true) => AttnMatrixKind::ReluNormalized,
+                    _ => AttnMatrixKind::Scores,
+                };
+                let (lp, mp) = (uniform(dev, &sl.params), uniform(dev, &base));
+                Ok((*layer, kind, bind(self, pipe, &[&lp, &mp, q, kc, &sl.aux, out])))
+            }
+            Captured::Linear { layer, fq, fk, lg, .. } => {
+                let (Some(Kind::Linear(ln)), Some(&pipe)) = (kind_of(*layer), pipes.get(*layer)) else {
+                    return Err(mismatch(*layer));
+                };
+                // Only 1+elu keeps every score positive: its rows are exact weights.
+                let den = ln.feat == FeatKind::Elu && ln.den_eps > 0.0;
+                let kind = if den { AttnMatrixKind::Probabilities } else { AttnMatrixKind::SignedNormalized };
+                let mp = MapParams { dk: ln.dk as u32, den: u32::from(den), den_eps: ln.den_eps, ..base };
+                let mp = uniform(dev, &mp);
+                Ok((*layer, kind, bind(self, pipe, &[&mp, out, fq, fk, lg])))
+            }
+        }
+    }
+
+    /// Gates of the gated linear layers: GLA α and RetNet γ as F = exp(log-gate); ReGLA's F, g, r.
+    async fn gates(&self, captured: &[Captured], n: usize) -> Result<Vec<LayerGates>> {
+        let h = self.cfg.n_heads;
+        let mut out = Vec::new();
+        for c in captured {
+            let Captured::Linear { layer, lg, gpre, .. } = c else { continue };
+            let Some(Kind::Linear(ln)) = self.layers.get(*layer).map(|l| &l.kind) else { continue };
+            let (f, g, r) = match (ln.feat, gpre) {
+                (FeatKind::Gla | FeatKind::Retnet, _) => {
+                    let lg = read_f32(self, lg, n * h * ln.dk).await?;
+                    (lg.into_iter().map(f32::exp).collect(), None, None)
+                }
+                (FeatKind::Regla, Some(gp)) => {
+                    let (f, g, r) = self.regla_gates(gp, &ln.aux, n).await?;
+                    (f, Some(g), Some(r))
+                }
+                _ => continue,
+            };
+            let variant = self.cfg.layers.get(*layer).map(|l| l.variant_id().to_string()).unwrap_or_default();
+            out.push(LayerGates { layer: *layer, variant, n, n_heads: h, dim: ln.dk, f, g, r });
+        }
+        Ok(out)
+    }
+
+    /// ReGLA: g = σ(a_g + b_g), r = σ(a_r + b_r) from the captured pre-activations and the layer's
+    /// biases as uploaded; F = (1 − r)·g² + r·(1 − (1 − g)²) (ReGLA eq. 6), without the running-max
+    /// rescale that is folded into the kernel's log-gate. Returns (F, g, r).
+    async fn regla_gates(
+        &self,
+        gpre: &wgpu::Buffer,
+        aux: &wgpu::Buffer,
+        n: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+        let a = self.cfg.n_heads * self.cfg.head_dim;
+        let pre = read_f32(self, gpre, n * 2 * a).await?;
+        let bias = read_f32(self, aux, 2 * a).await?;
+        let mut g = Vec::with_capacity(n * a);
+        let mut r = Vec::with_capacity(n * a);
+        for t in 0..n {
+            for c in 0..a {
+                g.push(sigmoid(pre[t * 2 * a + c] + bias[c]));
+                r.push(sigmoid(pre[t * 2 * a + a + c] + bias[a + c]));
+            }
+        }
+        let f =
+            g.iter().zip(&r).map(|(g, r)| (1.0 - r) * g * g + r * (1.0 - (1.0 - g) * (1.0 - g))).collect();
+        Ok((f, g, r))
     }
 
     /// The position-bias table B_h[d] (`[H, len]`, d = i − j) a softmax layer's kernel reads, read
@@ -314,12 +328,16 @@ impl GpuModel {
             .get(layer)
             .ok_or_else(|| CoreError::arg("layer", format!("layer {layer} is out of range")))?;
         match &l.kind {
-            Kind::Softmax { bias_kind: 1, params, aux, .. } => {
-                let len = params.get(6).copied().unwrap_or(0) as usize;
-                let values = read_f32(self, aux, self.cfg.n_heads * len).await?;
+            Kind::Softmax(s) if s.bias == BiasKind::Table => {
+                let len = s.params.table_len as usize;
+                let values = read_f32(self, &s.aux, self.cfg.n_heads * len).await?;
                 Ok(Some((len, values)))
             }
             _ => Ok(None),
         }
     }
+}
+
+fn mismatch(layer: usize) -> GpuError {
+    GpuError::Unsupported(format!("layer {layer}: capture mismatch"))
 }

@@ -3,8 +3,10 @@
 //! random draw stays on the CPU: the caller passes the uniform u its sampler would use
 //! ([`GpuSampling::next_from`]), so a seed gives the same stream on both backends.
 
-use super::{bind_group, words, Disp, GpuSession, Op};
+use super::record::{Disp, Op};
+use super::{bind, GpuSession};
 use crate::error::{GpuError, Result};
+use crate::params::SampleParams;
 use attnlab_core::sampling::{Sampler, SamplingConfig};
 
 /// Sampling settings of one GPU decode step.
@@ -45,12 +47,12 @@ impl TopSampler {
         let dev = &m.ctx.device;
         let params = dev.create_buffer(&wgpu::BufferDescriptor {
             label: Some("sampling params"),
-            size: 32,
+            size: std::mem::size_of::<SampleParams>() as u64,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
         let scratch = super::zeros(dev, "sampling scratch", 2 * npow2 as usize, wgpu::BufferUsages::empty());
-        let bind = bind_group(m, pipe, &[(0, &params), (1, logits), (2, tok), (3, tok_out), (4, &scratch)]);
+        let bind = bind(m, pipe, &[&params, logits, tok, tok_out, &scratch]);
         Ok(TopSampler { params, op: Op { pipe, bind, disp: Disp::Fixed(1) }, npow2 })
     }
 }
@@ -82,17 +84,16 @@ fn check(s: &GpuSampling) -> Result<()> {
 impl GpuSession<'_> {
     fn write_sampling(&self, s: &GpuSampling) {
         let ts = &self.top;
-        let w = [
-            self.model.cfg.vocab_size as u32,
-            s.top_k,
-            s.temperature.to_bits(),
-            s.top_p.to_bits(),
-            (s.u as f32).min(1.0 - f32::EPSILON).to_bits(),
-            ts.npow2,
-            0,
-            0,
-        ];
-        self.model.ctx.queue.write_buffer(&ts.params, 0, &words(&w));
+        let p = SampleParams {
+            vocab: self.model.cfg.vocab_size as u32,
+            top_k: s.top_k,
+            temperature: s.temperature,
+            top_p: s.top_p,
+            u: (s.u as f32).min(1.0 - f32::EPSILON),
+            npow2: ts.npow2,
+            ..SampleParams::default()
+        };
+        self.model.ctx.queue.write_buffer(&ts.params, 0, bytemuck::bytes_of(&p));
     }
 
     /// One decode step that samples the next token on the GPU with `s` in the same submission; only
@@ -101,16 +102,11 @@ impl GpuSession<'_> {
         check(s)?;
         self.check_tokens(&[token])?;
         self.write_sampling(s);
-        let ctx = self.model.ctx.clone();
-        ctx.queue.write_buffer(&self.step, 0, &words(&[1, self.pos as u32, 0, 0]));
-        ctx.queue.write_buffer(&self.tok, 0, &words(&[token]));
-        let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        self.write_step(&[token]);
+        let dev = &self.model.ctx.device;
+        let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.top.op)], 1);
-        enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
-        ctx.submit(enc.finish()).await?;
-        self.pos += 1;
-        let w = ctx.read_words(&self.staging_tok, 1).await?;
-        w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))
+        self.submit_token(enc, 1).await
     }
 
     /// Sample from caller-supplied logits (`[vocab]`) with the GPU sampler; the session's position
@@ -126,14 +122,10 @@ impl GpuSession<'_> {
             .into());
         }
         self.write_sampling(s);
-        let ctx = self.model.ctx.clone();
-        let bytes: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
-        ctx.queue.write_buffer(&self.logits, 0, &bytes);
+        let ctx = &self.model.ctx;
+        ctx.queue.write_buffer(&self.logits, 0, bytemuck::cast_slice(logits));
         let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         self.encode(&mut enc, &[std::slice::from_ref(&self.top.op)], 1);
-        enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.staging_tok, 0, 4);
-        ctx.submit(enc.finish()).await?;
-        let w = ctx.read_words(&self.staging_tok, 1).await?;
-        w.first().copied().ok_or_else(|| GpuError::Readback("empty token readback".into()))
+        self.submit_token(enc, 0).await
     }
 }

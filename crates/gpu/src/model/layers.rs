@@ -1,0 +1,152 @@
+//! A layer's weights and prepared kernel data, generic over where the arrays live: `Vec<f32>` on
+//! the host (gathered from the core model, checked against the adapter's limits), `wgpu::Buffer`
+//! once uploaded ([`Layer::map`] turns one into the other).
+
+use crate::params::{AttnParams, BiasKind, FeatKind, FeatParams, NormOp};
+
+/// A residual or final norm: gain, and bias for LayerNorm.
+pub(super) struct Norm<B> {
+    pub op: NormOp,
+    pub eps: f32,
+    pub w: B,
+    pub b: Option<B>,
+}
+
+/// One transformer block.
+pub(super) struct Layer<B> {
+    pub attn_norm: Norm<B>,
+    pub ffn_norm: Norm<B>,
+    /// `wq | wk | wv` fused into one `[3a, d]` matrix.
+    pub wqkv: B,
+    pub wo: B,
+    pub ffn_gate: Option<B>,
+    pub ffn_up: B,
+    pub ffn_down: B,
+    pub kind: Kind<B>,
+}
+
+/// The attention of a block.
+pub(super) enum Kind<B> {
+    Softmax(SoftmaxLayer<B>),
+    Linear(LinearLayer<B>),
+}
+
+/// A softmax-family attention layer.
+pub(super) struct SoftmaxLayer<B> {
+    pub bias: BiasKind,
+    pub params: AttnParams,
+    /// Bias table `[H, table_len]` or FIRE parameters.
+    pub aux: B,
+    /// RoPE cos/sin table `[max_context, dh/2, 2]`.
+    pub rope: Option<B>,
+    /// T1 Diag: SimpleRMSNorm after the ReLU attention.
+    pub relu_norm: bool,
+}
+
+/// A linear-family attention layer.
+pub(super) struct LinearLayer<B> {
+    pub feat: FeatKind,
+    pub params: FeatParams,
+    /// Feature tables and per-layer vectors (see `FeatParams::off_tab`, `off_vec`).
+    pub aux: B,
+    pub dk: usize,
+    /// Denominator floor (0: no denominator).
+    pub den_eps: f32,
+    pub gate: Gate<B>,
+    pub post: Post<B>,
+}
+
+/// Gate projections computed before the feature map.
+pub(super) enum Gate<B> {
+    None,
+    /// Low-rank `d → rank → a`.
+    Gla {
+        down: B,
+        up: B,
+        rank: usize,
+    },
+    /// `w_g | w_r` fused, `[2a, d]`.
+    Regla {
+        wgr: B,
+    },
+}
+
+/// Output post-op of a linear layer.
+pub(super) enum Post<B> {
+    None,
+    /// SimpleRMSNorm over the whole attention row.
+    Simple,
+    /// Per-head RMSNorm with gain.
+    HeadNorm {
+        gain: B,
+    },
+    /// Per-head RMSNorm with gain, then `· silu(x W_gᵀ)`.
+    HeadNormGate {
+        gain: B,
+        out_gate: B,
+    },
+}
+
+impl<B> Norm<B> {
+    pub fn map<C>(&self, label: &'static str, f: &mut impl FnMut(&'static str, &B) -> C) -> Norm<C> {
+        Norm { op: self.op, eps: self.eps, w: f(label, &self.w), b: self.b.as_ref().map(|b| f(label, b)) }
+    }
+}
+
+impl<B> Layer<B> {
+    /// The same layer with every array passed through `f(label, array)`.
+    pub fn map<C>(&self, f: &mut impl FnMut(&'static str, &B) -> C) -> Layer<C> {
+        Layer {
+            attn_norm: self.attn_norm.map("attn_norm", f),
+            ffn_norm: self.ffn_norm.map("ffn_norm", f),
+            wqkv: f("wqkv", &self.wqkv),
+            wo: f("wo", &self.wo),
+            ffn_gate: self.ffn_gate.as_ref().map(|g| f("w_gate", g)),
+            ffn_up: f("w_up", &self.ffn_up),
+            ffn_down: f("w_down", &self.ffn_down),
+            kind: match &self.kind {
+                Kind::Softmax(s) => Kind::Softmax(SoftmaxLayer {
+                    bias: s.bias,
+                    params: s.params,
+                    aux: f("attn aux", &s.aux),
+                    rope: s.rope.as_ref().map(|r| f("rope", r)),
+                    relu_norm: s.relu_norm,
+                }),
+                Kind::Linear(l) => Kind::Linear(LinearLayer {
+                    feat: l.feat,
+                    params: l.params,
+                    aux: f("linear aux", &l.aux),
+                    dk: l.dk,
+                    den_eps: l.den_eps,
+                    gate: l.gate.map(f),
+                    post: l.post.map(f),
+                }),
+            },
+        }
+    }
+}
+
+impl<B> Gate<B> {
+    fn map<C>(&self, f: &mut impl FnMut(&'static str, &B) -> C) -> Gate<C> {
+        match self {
+            Gate::None => Gate::None,
+            Gate::Gla { down, up, rank } => {
+                Gate::Gla { down: f("gla down", down), up: f("gla up", up), rank: *rank }
+            }
+            Gate::Regla { wgr } => Gate::Regla { wgr: f("regla wgr", wgr) },
+        }
+    }
+}
+
+impl<B> Post<B> {
+    fn map<C>(&self, f: &mut impl FnMut(&'static str, &B) -> C) -> Post<C> {
+        match self {
+            Post::None => Post::None,
+            Post::Simple => Post::Simple,
+            Post::HeadNorm { gain } => Post::HeadNorm { gain: f("head norm", gain) },
+            Post::HeadNormGate { gain, out_gate } => {
+                Post::HeadNormGate { gain: f("head norm", gain), out_gate: f("out gate", out_gate) }
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! The one place that reads the core's lowered form of a layer (`AttnLayer::lowering()`,
+//! `projections()`) and turns it into GPU parameter blocks and host arrays: the GPU dispatches on
+//! the lowering (feature map, position transform, gate, post step), never on the variant.
+
+use super::layers::{Gate, Kind, LinearLayer, Post, SoftmaxLayer};
+use super::usize_u32;
+use crate::error::{GpuError, Result};
+use crate::params::{AttnParams, BiasKind, FeatKind, FeatParams, LrpeCoreKind, LrpePKind};
+use attnlab_core::lowering::{
+    self as lw, Bias, FeatureMap, LinearLowering, Lowering, Rotation, SoftmaxLowering, Window,
+};
+use attnlab_core::lrpe::Lrpe;
+use attnlab_core::rotary::inv_freq;
+use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
+use attnlab_core::{Error as CoreError, Model};
+
+/// Shape of the model the tables are built for.
+#[derive(Clone, Copy)]
+struct Shape {
+    h: usize,
+    dh: usize,
+    /// max_context (rows of the position tables).
+    ctx: usize,
+}
+
+/// A layer's attention as the GPU runs it.
+pub(super) struct Attention {
+    /// `wq | wk | wv` fused, `[3a, d]`.
+    pub wqkv: Vec<f32>,
+    pub wo: Vec<f32>,
+    pub kind: Kind<Vec<f32>>,
+}
+
+/// Attention of layer `i`.
+pub(super) fn attention(model: &Model, i: usize) -> Result<Attention> {
+    let cfg = model.config();
+    let shape = Shape { h: cfg.n_heads, dh: cfg.head_dim, ctx: cfg.max_context };
+    let attn = model
+        .attention(i)
+        .ok_or_else(|| CoreError::arg("layer", format!("layer {i} is missing from the model")))?;
+    let [wq, wk, wv, wo] = attn.projections();
+    let mut wqkv = Vec::with_capacity(3 * shape.h * shape.dh * cfg.d_model);
+    wqkv.extend_from_slice(&wq.w);
+    wqkv.extend_from_slice(&wk.w);
+    wqkv.extend_from_slice(&wv.w);
+    let kind = match attn.lowering() {
+        Lowering::Softmax(sl) => Kind::Softmax(softmax(shape, sl)?),
+        Lowering::Linear(l) => Kind::Linear(linear(shape, l)?),
+    };
+    Ok(Attention { wqkv, wo: wo.w.clone(), kind })
+}
+
+fn softmax(s: Shape, sl: &SoftmaxLowering) -> Result<SoftmaxLayer<Vec<f32>>> {
+    let (scale, rope_base, relu_with_norm) = (sl.scale, sl.rope_base, sl.relu_with_norm);
+    let block = match sl.window {
+        Window::Causal => None,
+        Window::Block(w) => Some(w),
+    };
+    let (kind, aux, table_len, hidden, c, thr) = match &sl.bias {
+        Bias::None => (BiasKind::None, Vec::new(), 0usize, 0usize, 0.0f32, 0.0f32),
+        Bias::Table { len, values } => (BiasKind::Table, values.clone(), *len, 0, 0.0, 0.0),
+        Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+            let aux = [w1.as_slice(), b1, w2, b2].concat();
+            (BiasKind::Fire, aux, 0, w1.len(), *c as f32, (l_mult * init_l).abs() as f32)
+        }
+    };
+    let params = AttnParams {
+        h: usize_u32("heads", s.h)?,
+        dh: usize_u32("head_dim", s.dh)?,
+        a: usize_u32("attn_dim", s.h * s.dh)?,
+        block: usize_u32("block", block.unwrap_or(0))?,
+        scale,
+        relu: u32::from(relu_with_norm),
+        table_len: usize_u32("table", table_len)?,
+        fire_hidden: usize_u32("fire hidden", hidden)?,
+        fire_c: c,
+        fire_thr: thr,
+        ..AttnParams::default()
+    };
+    let rope = rope_base.map(|base| rope_table(s.ctx, s.dh, base));
+    Ok(SoftmaxLayer { bias: kind, params, aux, rope, relu_norm: relu_with_norm })
+}
+
+/// The feature kernels of linear_features.wgsl cover the catalog's combinations of feature map,
+/// position transform and gate; another combination is refused by name.
+fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
+    let (dh, a) = (s.dh, s.h * s.dh);
+    let mut p = FeatParams {
+        h: usize_u32("heads", s.h)?,
+        dh: usize_u32("head_dim", dh)?,
+        dk: usize_u32("dk", l.dk)?,
+        a: usize_u32("attn_dim", a)?,
+        ..FeatParams::default()
+    };
+    let mut aux = Vec::new();
+    let unsupported = || {
+        GpuError::Unsupported(format!(
+            "no GPU kernel for feature map {:?} with rotation {} and this gate/post step",
+            l.q.map,
+            l.rotation.as_ref().map_or("none", |r| if matches!(r, Rotation::Lrpe(_)) {
+                "lrpe"
+            } else {
+                "rope"
+            })
+        ))
+    };
+    let simple_or_none = |post: &lw::Post| match post {
+        lw::Post::SimpleRmsNorm => Ok(Post::Simple),
+        lw::Post::None => Ok(Post::None),
+        _ => Err(unsupported()),
+    };
+    let (feat, gate, post) = match (&l.rotation, &l.gate, l.q.map, &l.post) {
+        (None, lw::Gate::None, FeatureMap::EluPlusOne | FeatureMap::Elu, post) => {
+            p.plus_one = u32::from(l.q.map == FeatureMap::EluPlusOne);
+            (FeatKind::Elu, Gate::None, simple_or_none(post)?)
+        }
+        (Some(Rotation::Lrpe(lr)), lw::Gate::None, FeatureMap::EluPlusOne, post) => {
+            lrpe_tables(s, lr, &mut p, &mut aux)?;
+            (FeatKind::Lrpe, Gate::None, simple_or_none(post)?)
+        }
+        (
+            None,
+            lw::Gate::LowRank { down, up, bias, normalizer },
+            FeatureMap::Identity,
+            lw::Post::HeadNormGate { gain, out_gate },
+        ) => {
+            p.scale = l.q.scale;
+            p.normalizer = *normalizer as f32;
+            p.gpre_stride = usize_u32("attn_dim", a)?;
+            aux.extend_from_slice(bias);
+            let gate = Gate::Gla { down: down.w.clone(), up: up.w.clone(), rank: down.out };
+            (FeatKind::Gla, gate, Post::HeadNormGate { gain: gain.clone(), out_gate: out_gate.w.clone() })
+        }
+        (None, lw::Gate::Refined { wg, bg, wr, br }, FeatureMap::ExpMax, lw::Post::HeadNorm { gain }) => {
+            p.scale = l.q.scale;
+            p.gpre_stride = usize_u32("attn_dim", 2 * a)?;
+            aux.extend_from_slice(bg);
+            aux.extend_from_slice(br);
+            let wgr = [wg.w.as_slice(), wr.w.as_slice()].concat();
+            (FeatKind::Regla, Gate::Regla { wgr }, Post::HeadNorm { gain: gain.clone() })
+        }
+        (
+            Some(Rotation::Rope { base }),
+            lw::Gate::PerHead { log_gamma },
+            FeatureMap::Identity,
+            lw::Post::HeadNormGate { gain, out_gate },
+        ) => {
+            p.scale = l.q.scale;
+            aux.extend_from_slice(log_gamma);
+            p.off_tab = usize_u32("aux", aux.len())?;
+            aux.extend(rope_table(s.ctx, dh, *base));
+            (
+                FeatKind::Retnet,
+                Gate::None,
+                Post::HeadNormGate { gain: gain.clone(), out_gate: out_gate.w.clone() },
+            )
+        }
+        _ => return Err(unsupported()),
+    };
+    let den_eps = l.denominator.unwrap_or(0.0);
+    Ok(LinearLayer { feat, params: p, aux, dk: l.dk, den_eps, gate, post })
+}
+
+/// LRPE: P and core codes in `p`; Householder v (or zeros) at offset 0, then the core's table.
+fn lrpe_tables(s: Shape, l: &Lrpe, p: &mut FeatParams, aux: &mut Vec<f32>) -> Result<()> {
+    let dh = s.dh;
+    let kind = match l.p() {
+        LrpeP::Identity => LrpePKind::Identity,
+        LrpeP::Householder => LrpePKind::Householder,
+        LrpeP::OddEven => LrpePKind::OddEven,
+    };
+    p.lrpe_p = kind.code();
+    if let Some(v) = l.householder_v() {
+        aux.extend(v.iter().map(|&x| x as f32));
+    } else {
+        aux.resize(dh, 0.0);
+    }
+    p.off_vec = 0;
+    p.off_tab = usize_u32("aux", aux.len())?;
+    match l.core() {
+        LrpeCore::Rotation | LrpeCore::Mixed => {
+            p.lrpe_core = LrpeCoreKind::Rotation.code();
+            p.n_angles = usize_u32("angles", l.angles().len())?;
+            aux.extend(cos_sin_table(s.ctx, l.angles()));
+        }
+        LrpeCore::Permutation => {
+            p.lrpe_core = LrpeCoreKind::Permutation.code();
+            for pos in 0..s.ctx {
+                for j in 0..dh {
+                    aux.push(l.perm_power(pos, j) as f32);
+                }
+            }
+        }
+        LrpeCore::Complex => {
+            p.lrpe_core = LrpeCoreKind::Complex.code();
+            aux.extend(cos_sin_table(s.ctx, l.angles()));
+        }
+    }
+    Ok(())
+}
+
+/// `[ctx, n, 2]` table of (cos, sin) of `pos · angle[k]`, in f64.
+fn cos_sin_table(ctx: usize, angles: &[f64]) -> Vec<f32> {
+    let mut t = Vec::with_capacity(ctx * angles.len() * 2);
+    for s in 0..ctx {
+        for &a in angles {
+            let (sin, cos) = (s as f64 * a).sin_cos();
+            t.push(cos as f32);
+            t.push(sin as f32);
+        }
+    }
+    t
+}
+
+fn rope_table(ctx: usize, dh: usize, base: f64) -> Vec<f32> {
+    let angles: Vec<f64> = (0..dh / 2).map(|k| inv_freq(base, k, dh)).collect();
+    cos_sin_table(ctx, &angles)
+}

@@ -1,0 +1,399 @@
+//! Recording a session's forward pass once: one function per kind of block (embedding, softmax
+//! attention, linear attention, FFN, head), each appending [`Op`]s (pipeline, bind group, dispatch
+//! shape) that `GpuSession::encode` replays at every step.
+
+use super::introspect::Capture;
+use super::layers::{Gate, Kind, Layer, LinearLayer, Norm, Post, SoftmaxLayer};
+use super::pipes::{BlockPipes, LinearPipes, PipeIds, SoftmaxPipes};
+use super::session::{Acts, BlockMem, LinearState, SessionMem};
+use super::{bind, uniform, GpuModel};
+use crate::error::{GpuError, Result};
+use crate::params::{
+    BiasKind, EmbedParams, EwOp, EwParams, MatmulParams, NormOp, NormParams, RotaryParams, SampleParams,
+    ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
+};
+use attnlab_core::attention::HEAD_NORM_EPS;
+use attnlab_core::config::AbsolutePosition;
+use attnlab_core::ops::SIMPLE_RMS_EPS;
+
+/// Loop iterations one tiled-attention invocation may spend (Mesa llvmpipe stops a loop nest after
+/// ~65k); longer key ranges use the per-row kernel.
+const ATTN_BUDGET: usize = 49152;
+
+/// Dispatch shape of an op as a function of the step's row count.
+#[derive(Clone, Copy)]
+pub(super) enum Disp {
+    /// `rows · per_row` invocations of a 64-wide kernel.
+    Threads(u32),
+    /// A fixed number of invocations of a 64-wide kernel.
+    Fixed(u32),
+    /// Matmul 16×16 tiles over (out, rows); `last`: only the last row.
+    Mat { outd: u32, last: bool },
+    /// One workgroup per (group, row).
+    Norm(u32),
+    /// Attention: `tiled` ops run when the step has more than one row and ends at most at `max_end`
+    /// (one workgroup per (head, ATTN_TQ rows)); the others (one workgroup per (head, row)) otherwise.
+    Attn { heads: u32, max_end: u32, tiled: bool },
+    /// Linear scan pass (`per` invocations of a 64-wide kernel per unit): pass 0 (sequential, per
+    /// step) runs below SCAN_CHUNKED_MIN rows, the chunked passes 1 (per chunk), 2 (per step) and
+    /// 3 (per row) at or above.
+    Scan { pass: u8, per: u32 },
+}
+
+/// A recorded dispatch.
+pub(super) struct Op {
+    pub pipe: usize,
+    pub bind: wgpu::BindGroup,
+    pub disp: Disp,
+}
+
+/// The op lists of a session.
+pub(super) struct Recorded {
+    /// Embedding, every block, final norm.
+    pub forward: Vec<Op>,
+    /// Logits of every row.
+    pub head_all: Vec<Op>,
+    /// Logits of the last row only.
+    pub head_last: Vec<Op>,
+    /// Greedy sampling of the last row's logits.
+    pub sample: Op,
+}
+
+/// How a matmul writes its output.
+#[derive(Clone, Copy, PartialEq)]
+enum Out {
+    Write,
+    /// Add to the output (residual).
+    Accumulate,
+    /// Only the step's last row, written to output row 0.
+    LastRow,
+}
+
+/// Record the forward pass of `m` over the buffers of `mem` (and a trace session's captures).
+pub(super) fn record(
+    m: &GpuModel,
+    ids: &PipeIds,
+    mem: &SessionMem,
+    mut capture: Option<&mut Capture>,
+) -> Result<Recorded> {
+    let mut b = Builder { m, ids, step: &mem.step, ops: Vec::new() };
+    let (acts, p) = (&mem.acts, &mem.plan);
+    b.embedding(&mem.tok, &acts.x);
+    for (i, ((l, pipes), state)) in m.layers.iter().zip(&ids.blocks).zip(&mem.blocks).enumerate() {
+        b.block(l, pipes, state, mem, capture.as_deref_mut())
+            .ok_or_else(|| GpuError::Unsupported(format!("layer {i}: no pipeline or state for its kind")))?;
+    }
+    b.norm(&m.final_norm, &acts.x, &acts.h, p.d);
+    let forward = std::mem::take(&mut b.ops);
+    b.matmul(&acts.h, &m.head, &acts.logits, p.vocab, p.d, Out::Write);
+    let head_all = std::mem::take(&mut b.ops);
+    b.matmul(&acts.h, &m.head, &acts.logits, p.vocab, p.d, Out::LastRow);
+    let head_last = std::mem::take(&mut b.ops);
+    let params = uniform(&m.ctx.device, &SampleParams { vocab: p.vocab as u32, ..SampleParams::default() });
+    let sample = Op {
+        pipe: ids.sample,
+        bind: bind(m, ids.sample, &[&params, &acts.logits, &mem.tok, &mem.tok_out]),
+        disp: Disp::Fixed(1),
+    };
+    Ok(Recorded { forward, head_all, head_last, sample })
+}
+
+/// Records ops; binding 1 of the forward kernels is the step uniform.
+pub(super) struct Builder<'a> {
+    pub m: &'a GpuModel,
+    ids: &'a PipeIds,
+    step: &'a wgpu::Buffer,
+    ops: Vec<Op>,
+}
+
+impl<'a> Builder<'a> {
+    /// An op of `pipe` with `bufs` bound to its layout's bindings in order (binding 1, the step
+    /// uniform, is bound here).
+    pub fn op(&mut self, pipe: usize, bufs: &[&wgpu::Buffer], disp: Disp) {
+        let mut rest = bufs.iter().copied();
+        let all: Vec<&wgpu::Buffer> = self.m.pipes[pipe]
+            .slots
+            .iter()
+            .filter_map(|&(binding, _)| if binding == 1 { Some(self.step) } else { rest.next() })
+            .collect();
+        debug_assert!(rest.next().is_none(), "more buffers than bindings");
+        self.ops.push(Op { pipe, bind: bind(self.m, pipe, &all), disp });
+    }
+
+    fn embedding(&mut self, tok: &wgpu::Buffer, x: &wgpu::Buffer) {
+        let cfg = &self.m.cfg;
+        let p = EmbedParams {
+            d: cfg.d_model as u32,
+            use_pe: u32::from(cfg.absolute_position == AbsolutePosition::Sinusoidal),
+            vocab: cfg.vocab_size as u32,
+            ..EmbedParams::default()
+        };
+        let p = uniform(&self.m.ctx.device, &p);
+        self.op(self.ids.embed, &[&p, tok, &self.m.emb, &self.m.pe, x], Disp::Threads(cfg.d_model as u32));
+    }
+
+    /// One transformer block; `None` if its pipelines or state are of another kind than the layer.
+    fn block(
+        &mut self,
+        l: &Layer<wgpu::Buffer>,
+        pipes: &BlockPipes,
+        state: &BlockMem,
+        mem: &'a SessionMem,
+        capture: Option<&mut Capture>,
+    ) -> Option<()> {
+        let (acts, p) = (&mem.acts, &mem.plan);
+        let (d, a) = (p.d, p.a);
+        self.norm(&l.attn_norm, &acts.x, &acts.h, d);
+        self.matmul(&acts.h, &l.wqkv, &acts.qkv, 3 * a, d, Out::Write);
+        let attn_out = match (&l.kind, pipes, state) {
+            (Kind::Softmax(s), BlockPipes::Softmax(sp), BlockMem::Kv { k, v }) => {
+                self.softmax_attention(s, sp, [k, v], acts, capture)
+            }
+            (Kind::Linear(ln), BlockPipes::Linear(lp), BlockMem::Linear(st)) => {
+                self.linear_attention(ln, lp, st, mem, capture)?
+            }
+            _ => return None,
+        };
+        self.matmul(attn_out, &l.wo, &acts.x, d, a, Out::Accumulate);
+        self.ffn(l, acts, d, p.hid);
+        Some(())
+    }
+
+    /// Rotary + KV-cache store, attention over the cache (tiled and per-row kernels, picked per
+    /// step), T1's norm. Returns the attention output.
+    fn softmax_attention(
+        &mut self,
+        s: &SoftmaxLayer<wgpu::Buffer>,
+        pipes: &SoftmaxPipes,
+        [kc, vc]: [&wgpu::Buffer; 2],
+        acts: &'a Acts,
+        capture: Option<&mut Capture>,
+    ) -> &'a wgpu::Buffer {
+        let dev = &self.m.ctx.device;
+        let (h, dh) = (s.params.h, s.params.dh);
+        let rp = uniform(dev, &RotaryParams { h, dh, a: s.params.a, rope: u32::from(s.rope.is_some()) });
+        let rope = s.rope.as_ref().unwrap_or(&self.m.dummy);
+        self.op(pipes.rotary, &[&rp, &acts.qkv, rope, kc, vc], Disp::Threads(h));
+        if let Some(c) = capture {
+            c.softmax(self, &acts.qkv, kc);
+        }
+        let ap = uniform(dev, &s.params);
+        let bufs = [&ap, &acts.qkv, kc, vc, &s.aux, &acts.ao];
+        let max_end = match pipes.tiled {
+            Some(_) => attn_tiled_max_end(
+                dh as usize,
+                s.bias,
+                s.params.fire_hidden as usize,
+                s.params.block as usize,
+            ),
+            None => 0,
+        };
+        if let Some(tiled) = pipes.tiled {
+            self.op(tiled, &bufs, Disp::Attn { heads: h, max_end, tiled: true });
+        }
+        self.op(pipes.attn, &bufs, Disp::Attn { heads: h, max_end, tiled: false });
+        if s.relu_norm {
+            let a = s.params.a as usize;
+            self.simple_norm(&acts.ao, &acts.an, a, a, SIMPLE_RMS_EPS);
+            return &acts.an;
+        }
+        &acts.ao
+    }
+
+    /// Gate projections, feature map, gated scan and output post-op. Returns the attention output
+    /// (`None`: a ReGLA layer without its running-max pipeline).
+    fn linear_attention(
+        &mut self,
+        ln: &LinearLayer<wgpu::Buffer>,
+        pipes: &LinearPipes,
+        st: &LinearState,
+        mem: &'a SessionMem,
+        capture: Option<&mut Capture>,
+    ) -> Option<&'a wgpu::Buffer> {
+        let acts = &mem.acts;
+        let fp = uniform(&self.m.ctx.device, &ln.params);
+        self.linear_gates(ln, pipes, &fp, &st.kmax, mem)?;
+        let bufs = [&fp, &acts.qkv, &acts.gpre, &ln.aux, &acts.mrow, &acts.fq, &acts.fk, &acts.lg];
+        self.op(pipes.feat, &bufs, Disp::Threads(ln.params.h));
+        if let Some(c) = capture {
+            let gpre = matches!(ln.gate, Gate::Regla { .. }).then_some(&acts.gpre);
+            c.linear(self, [&acts.fq, &acts.fk, &acts.lg], ln.dk, gpre);
+        }
+        self.linear_scan(ln, pipes, st, mem);
+        Some(self.linear_post(&ln.post, mem))
+    }
+
+    /// GLA's low-rank gate projection, ReGLA's gate projections and running key max.
+    fn linear_gates(
+        &mut self,
+        ln: &LinearLayer<wgpu::Buffer>,
+        pipes: &LinearPipes,
+        fp: &wgpu::Buffer,
+        kmax: &wgpu::Buffer,
+        mem: &SessionMem,
+    ) -> Option<()> {
+        let (acts, p) = (&mem.acts, &mem.plan);
+        match &ln.gate {
+            Gate::None => {}
+            Gate::Gla { down, up, rank } => {
+                self.matmul(&acts.h, down, &acts.glow, *rank, p.d, Out::Write);
+                self.matmul(&acts.glow, up, &acts.gpre, p.a, *rank, Out::Write);
+            }
+            Gate::Regla { wgr } => {
+                self.matmul(&acts.h, wgr, &acts.gpre, 2 * p.a, p.d, Out::Write);
+                let bufs = [fp, &acts.qkv, &acts.mrow, kmax];
+                self.op(pipes.regla_max?, &bufs, Disp::Fixed(ln.params.h));
+            }
+        }
+        Some(())
+    }
+
+    /// The sequential scan (short steps) and the three chunked passes (long steps); `encode` runs
+    /// one or the other.
+    fn linear_scan(
+        &mut self,
+        ln: &LinearLayer<wgpu::Buffer>,
+        pipes: &LinearPipes,
+        st: &LinearState,
+        mem: &SessionMem,
+    ) {
+        let (acts, p, scratch) = (&mem.acts, &mem.plan, &mem.scan_scratch);
+        let sp = ScanParams {
+            h: p.h as u32,
+            dh: p.dh as u32,
+            dk: ln.dk as u32,
+            a: p.a as u32,
+            den_eps: ln.den_eps,
+            off_den: p.off_den as u32,
+            off_s: p.off_s as u32,
+            off_z: p.off_z as u32,
+        };
+        let sp = uniform(&self.m.ctx.device, &sp);
+        let per = (p.h * p.dh) as u32;
+        let seq = [&sp, &acts.fq, &acts.fk, &acts.lg, &acts.qkv, &st.s, &st.z, &acts.ao];
+        self.op(pipes.scan, &seq, Disp::Scan { pass: 0, per });
+        let [local, carry, out] = pipes.chunk;
+        let local_bufs = [&sp, &acts.fq, &acts.fk, &acts.lg, &acts.qkv, &acts.ao, scratch];
+        self.op(local, &local_bufs, Disp::Scan { pass: 1, per });
+        self.op(carry, &[&sp, &st.s, &st.z, scratch], Disp::Scan { pass: 2, per });
+        self.op(out, &[&sp, &acts.fq, &acts.ao, scratch], Disp::Scan { pass: 3, per });
+    }
+
+    /// The output post-op; returns the buffer holding the attention output.
+    fn linear_post(&mut self, post: &Post<wgpu::Buffer>, mem: &'a SessionMem) -> &'a wgpu::Buffer {
+        let (acts, p) = (&mem.acts, &mem.plan);
+        match post {
+            Post::None => return &acts.ao,
+            Post::Simple => self.simple_norm(&acts.ao, &acts.an, p.a, p.a, SIMPLE_RMS_EPS),
+            Post::HeadNorm { gain } => self.gain_norm(&acts.ao, &acts.an, gain, p.dh, p.a),
+            Post::HeadNormGate { gain, out_gate } => {
+                self.gain_norm(&acts.ao, &acts.an, gain, p.dh, p.a);
+                self.matmul(&acts.h, out_gate, &acts.og, p.a, p.d, Out::Write);
+                self.ew(EwOp::SiluGate, p.a, &acts.og, &acts.an);
+            }
+        }
+        &acts.an
+    }
+
+    /// Pre-norm FFN (GELU, or SwiGLU with a gate) added to the residual.
+    fn ffn(&mut self, l: &Layer<wgpu::Buffer>, acts: &Acts, d: usize, hid: usize) {
+        self.norm(&l.ffn_norm, &acts.x, &acts.h, d);
+        self.matmul(&acts.h, &l.ffn_up, &acts.ffu, hid, d, Out::Write);
+        match &l.ffn_gate {
+            Some(g) => {
+                self.matmul(&acts.h, g, &acts.ffg, hid, d, Out::Write);
+                self.ew(EwOp::SiluGate, hid, &acts.ffg, &acts.ffu);
+            }
+            None => self.ew(EwOp::Gelu, hid, &acts.ffg, &acts.ffu),
+        }
+        self.matmul(&acts.ffu, &l.ffn_down, &acts.x, d, hid, Out::Accumulate);
+    }
+
+    /// `y (+)= x Wᵀ` with `W` `[outd, inp]`, rows of x `inp` wide and of y `outd` wide.
+    fn matmul(
+        &mut self,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        outd: usize,
+        inp: usize,
+        out: Out,
+    ) {
+        let p = MatmulParams {
+            outd: outd as u32,
+            inp: inp as u32,
+            x_stride: inp as u32,
+            x_off: 0,
+            y_stride: outd as u32,
+            y_off: 0,
+            accumulate: u32::from(out == Out::Accumulate),
+            last_only: u32::from(out == Out::LastRow),
+        };
+        let p = uniform(&self.m.ctx.device, &p);
+        let last = out == Out::LastRow;
+        self.op(self.ids.matmul, &[&p, x, w, y], Disp::Mat { outd: outd as u32, last });
+    }
+
+    /// A residual norm over rows of `d`.
+    fn norm(&mut self, n: &Norm<wgpu::Buffer>, x: &wgpu::Buffer, y: &wgpu::Buffer, d: usize) {
+        let p = self.norm_params(n.op, d, n.eps, d);
+        let b = n.b.as_ref().unwrap_or(&self.m.dummy);
+        self.op(self.ids.norm, &[&p, x, &n.w, b, y], Disp::Norm(1));
+    }
+
+    /// SimpleRMSNorm over groups of `gsz` in rows of `width`.
+    fn simple_norm(&mut self, x: &wgpu::Buffer, y: &wgpu::Buffer, gsz: usize, width: usize, eps: f32) {
+        let p = self.norm_params(NormOp::SimpleRms, gsz, eps, width);
+        let dummy = &self.m.dummy;
+        self.op(self.ids.norm, &[&p, x, dummy, dummy, y], Disp::Norm((width / gsz) as u32));
+    }
+
+    /// Per-head RMSNorm with gain (groups of `gsz` in rows of `width`).
+    fn gain_norm(
+        &mut self,
+        x: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        gain: &wgpu::Buffer,
+        gsz: usize,
+        width: usize,
+    ) {
+        let p = self.norm_params(NormOp::Rms, gsz, HEAD_NORM_EPS, width);
+        let dummy = &self.m.dummy;
+        self.op(self.ids.norm, &[&p, x, gain, dummy, y], Disp::Norm((width / gsz) as u32));
+    }
+
+    fn norm_params(&self, op: NormOp, gsz: usize, eps: f32, width: usize) -> wgpu::Buffer {
+        let p = NormParams {
+            gsz: gsz as u32,
+            kind: op.code(),
+            eps,
+            x_stride: width as u32,
+            y_stride: width as u32,
+            ..NormParams::default()
+        };
+        uniform(&self.m.ctx.device, &p)
+    }
+
+    fn ew(&mut self, op: EwOp, width: usize, a: &wgpu::Buffer, y: &wgpu::Buffer) {
+        let p = EwParams { width: width as u32, op: op.code(), ..EwParams::default() };
+        let p = uniform(&self.m.ctx.device, &p);
+        self.op(self.ids.ew, &[&p, a, y], Disp::Threads(width as u32));
+    }
+}
+
+/// Largest step end (first position + rows) for which the tiled attention kernel stays within
+/// ATTN_BUDGET loop iterations per invocation (mirrors the loops of `prefill` in attention.wgsl);
+/// longer steps use the per-row kernel.
+fn attn_tiled_max_end(dh: usize, bias: BiasKind, fire_hidden: usize, block: usize) -> u32 {
+    let dh4 = dh.div_ceil(4).max(1);
+    let tk = (ATTN_TILE_VEC4 / dh4).max(1);
+    let per_key = 2 * dh4 + 2 + if bias == BiasKind::Fire { fire_hidden + 1 } else { 0 };
+    let per_tile = (tk * dh4).div_ceil(ATTN_TQ * ATTN_KS) * 9 + tk.div_ceil(ATTN_KS) * per_key + 2;
+    let fixed = dh4 * 5 + (ATTN_KS - 1) * (2 * dh4 + 2) + dh + 16;
+    let tiles = ATTN_BUDGET.saturating_sub(fixed) / per_tile;
+    if block > 0 && (block + ATTN_TQ).div_ceil(tk) < tiles {
+        // A Diag block bounds the key range of every query tile.
+        return u32::MAX;
+    }
+    u32::try_from(tiles * tk).unwrap_or(u32::MAX)
+}

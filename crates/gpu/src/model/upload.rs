@@ -1,0 +1,138 @@
+//! Gathering a core [`Model`]'s weights and prepared data on the host, checking every buffer
+//! against the adapter's limits, then uploading.
+
+use super::layers::{Kind, Layer, Norm};
+use super::{plan, storage};
+use crate::context::GpuContext;
+use crate::error::{GpuError, Result};
+use crate::params::{NormOp, MAX_DK};
+use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
+use attnlab_core::{ops, Model};
+
+/// A model's arrays on the host, before upload.
+pub(super) struct HostModel {
+    emb: Vec<f32>,
+    /// `None`: tied to the embedding.
+    head: Option<Vec<f32>>,
+    final_norm: Norm<Vec<f32>>,
+    /// Sinusoidal table `[max_context, d]` (empty without absolute positions).
+    pe: Vec<f32>,
+    layers: Vec<Layer<Vec<f32>>>,
+}
+
+/// The uploaded arrays of a model.
+pub(super) struct Uploaded {
+    pub emb: wgpu::Buffer,
+    pub head: wgpu::Buffer,
+    pub pe: wgpu::Buffer,
+    pub final_norm: Norm<wgpu::Buffer>,
+    pub layers: Vec<Layer<wgpu::Buffer>>,
+    /// Bound where a kernel's optional input is absent.
+    pub dummy: wgpu::Buffer,
+}
+
+fn norm(model: &Model, name: &str) -> Result<Norm<Vec<f32>>> {
+    let cfg = model.config();
+    let w = model.weights();
+    let g = w.get(&format!("{name}.weight"))?.to_vec();
+    let b = match cfg.norm.kind {
+        NormKind::Layernorm => Some(w.get(&format!("{name}.bias"))?.to_vec()),
+        NormKind::Rmsnorm => None,
+    };
+    let op = if b.is_some() { NormOp::Layer } else { NormOp::Rms };
+    Ok(Norm { op, eps: cfg.norm.eps as f32, w: g, b })
+}
+
+fn layer(model: &Model, i: usize) -> Result<Layer<Vec<f32>>> {
+    let cfg = model.config();
+    let plan::Attention { wqkv, wo, kind } = plan::attention(model, i)?;
+    let ffn =
+        |n: &str| -> Result<Vec<f32>> { Ok(model.weights().get(&format!("layers.{i}.ffn.{n}"))?.to_vec()) };
+    Ok(Layer {
+        attn_norm: norm(model, &format!("layers.{i}.attn_norm"))?,
+        ffn_norm: norm(model, &format!("layers.{i}.ffn_norm"))?,
+        wqkv,
+        wo,
+        ffn_gate: if cfg.ffn.kind == FfnKind::Swiglu { Some(ffn("w_gate")?) } else { None },
+        ffn_up: ffn("w_up")?,
+        ffn_down: ffn("w_down")?,
+        kind,
+    })
+}
+
+fn sinusoidal(cfg: &ModelConfig) -> Vec<f32> {
+    if cfg.absolute_position != AbsolutePosition::Sinusoidal {
+        return Vec::new();
+    }
+    let d = cfg.d_model;
+    let mut t = vec![0.0f32; cfg.max_context * d];
+    for (s, row) in t.chunks_exact_mut(d).enumerate() {
+        ops::sinusoidal_embedding(s, d, row);
+    }
+    t
+}
+
+impl HostModel {
+    /// Every array the GPU model holds, from `model`.
+    pub fn gather(model: &Model) -> Result<HostModel> {
+        let cfg = model.config();
+        let w = model.weights();
+        let emb = w.get("tok_emb.weight")?.to_vec();
+        let head = if cfg.tie_embeddings { None } else { Some(w.get("lm_head.weight")?.to_vec()) };
+        let final_norm = norm(model, "final_norm")?;
+        let pe = sinusoidal(cfg);
+        let layers = (0..cfg.n_layers).map(|i| layer(model, i)).collect::<Result<_>>()?;
+        Ok(HostModel { emb, head, final_norm, pe, layers })
+    }
+
+    /// Fail with [`GpuError::ModelTooLarge`] (or `Unsupported` for a feature width over the
+    /// kernels' registers) before any buffer exists.
+    pub fn check(&self, ctx: &GpuContext) -> Result<()> {
+        let check = |what: String, n: usize| ctx.check_size(&what, 4 * n as u64);
+        check("tok_emb.weight".into(), self.emb.len())?;
+        if let Some(hd) = &self.head {
+            check("lm_head.weight".into(), hd.len())?;
+        }
+        check("sinusoidal table".into(), self.pe.len())?;
+        for (i, l) in self.layers.iter().enumerate() {
+            check(format!("layers.{i}.attn.wqkv"), l.wqkv.len())?;
+            check(format!("layers.{i}.ffn.w_up"), l.ffn_up.len())?;
+            check(format!("layers.{i}.ffn.w_down"), l.ffn_down.len())?;
+            match &l.kind {
+                Kind::Softmax(s) => {
+                    check(format!("layers.{i} bias table"), s.aux.len())?;
+                    check(format!("layers.{i} rope table"), s.rope.as_ref().map_or(0, Vec::len))?;
+                }
+                Kind::Linear(ln) => {
+                    if ln.dk > MAX_DK {
+                        return Err(GpuError::Unsupported(format!(
+                            "layer {i}: feature width {} exceeds the kernels' {MAX_DK}",
+                            ln.dk
+                        )));
+                    }
+                    check(format!("layers.{i} feature tables"), ln.aux.len())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Create every buffer (call inside the context's error scopes).
+    pub fn upload(&self, dev: &wgpu::Device) -> Uploaded {
+        let mut buf = |label: &'static str, data: &Vec<f32>| storage(dev, label, data);
+        let emb = buf("tok_emb", &self.emb);
+        let head = match &self.head {
+            Some(hd) => buf("lm_head", hd),
+            None => emb.clone(),
+        };
+        let layers = self.layers.iter().map(|l| l.map(&mut buf)).collect();
+        Uploaded {
+            emb,
+            head,
+            pe: buf("pe", &self.pe),
+            final_norm: self.final_norm.map("final_norm", &mut buf),
+            layers,
+            dummy: storage(dev, "dummy", &[]),
+        }
+    }
+}

@@ -1,0 +1,13 @@
+// Snippet (prepended by crates/gpu/src/shaders.rs, WGSL has no includes): the step uniform every
+// forward kernel binds at 1, the step's row count and the absolute position of its first row.
+// Rust twin: params::Step.
+
+struct Step {
+    rows: u32,
+    pos0: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(1) var<uniform> st: Step;
+
