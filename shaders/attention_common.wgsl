@@ -8,20 +8,7 @@
 override BIAS_KIND: u32 = BIAS_NONE;
 
 // block > 0 restricts keys to the query's block (TransNormer Diag); relu != 0 is T1's ReLU (no softmax).
-struct AttnParams {
-    h: u32,
-    dh: u32,
-    a: u32,
-    block: u32,
-    scale: f32,
-    relu: u32,
-    table_len: u32,
-    fire_hidden: u32,
-    fire_c: f32,
-    fire_thr: f32,
-    pad0: u32,
-    pad1: u32,
-}
+// `AttnParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: AttnParams;
 

@@ -13,16 +13,7 @@
 //   A_ij = Σ_d φq_i[d] φk_j[d] exp(Σ_{s=j+1..i} lg_s[d]), each row divided by Σ_j |A_ij| (signs
 //   kept), or by max(Σ_j A_ij, eps) for 1+elu with its denominator (exact weights).
 
-struct MapParams {
-    n: u32,
-    out_n: u32,
-    stride: u32,
-    stage: u32,
-    h: u32,
-    dk: u32,
-    den: u32,
-    den_eps: f32,
-}
+// `MapParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(1) var<uniform> mp: MapParams;
 @group(0) @binding(2) var<storage, read> qcap: array<f32>;

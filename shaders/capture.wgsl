@@ -3,12 +3,7 @@
 // [capacity, width] at the step's absolute position, so the attention-map kernels can read every
 // position after the prefill. Only recorded into trace sessions (GpuModel::trace).
 
-struct CaptureParams {
-    width: u32,
-    capacity: u32,
-    pad0: u32,
-    pad1: u32,
-}
+// `CaptureParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> cp: CaptureParams;
 @group(0) @binding(2) var<storage, read> src: array<f32>;

@@ -2,12 +2,7 @@
 // EW_SILU_GATE: y = y · silu(a) (SwiGLU and the GLA/RetNet output gate). The prelude and step.wgsl
 // are prepended.
 
-struct EwParams {
-    width: u32,
-    op: u32,
-    pad0: u32,
-    pad1: u32,
-}
+// `EwParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: EwParams;
 @group(0) @binding(2) var<storage, read> a: array<f32>;

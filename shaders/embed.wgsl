@@ -1,12 +1,7 @@
 // Embeddings: x[r, c] = emb[tok[r], c] (+ pe[pos0 + r, c] for absolute sinusoidal positions; the
 // table is built on the CPU in f64 by the core's `sinusoidal_embedding`).
 
-struct EmbedParams {
-    d: u32,
-    use_pe: u32,
-    vocab: u32,
-    pad0: u32,
-}
+// `EmbedParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: EmbedParams;
 @group(0) @binding(2) var<storage, read> tok: array<u32>;

@@ -16,24 +16,7 @@
 
 override FEAT_KIND: u32 = FEAT_ELU;
 
-struct FeatParams {
-    h: u32,
-    dh: u32,
-    dk: u32,
-    a: u32,
-    plus_one: u32,
-    lrpe_p: u32,
-    lrpe_core: u32,
-    n_angles: u32,
-    scale: f32,
-    normalizer: f32,
-    off_tab: u32,
-    off_vec: u32,
-    gpre_stride: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-}
+// `FeatParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: FeatParams;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;

@@ -21,16 +21,7 @@
 // S_delta / S_prev [chunks, H, dk, dh] at off_s, z_delta / z_prev [chunks, H, dh, dk] at off_z.
 // MAX_DK and SCAN_C come from the prelude (shared with the host), Step from step.wgsl.
 
-struct ScanParams {
-    h: u32,
-    dh: u32,
-    dk: u32,
-    a: u32,
-    den_eps: f32,
-    off_den: u32,
-    off_s: u32,
-    off_z: u32,
-}
+// `ScanParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: ScanParams;
 @group(0) @binding(2) var<storage, read> fq: array<f32>;

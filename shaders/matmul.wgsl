@@ -2,16 +2,7 @@
 // (w is a row-major [out, inp] torch-style Linear); Step comes from step.wgsl (prepended). 16×16 output tiles with shared-memory K tiles.
 // `last_only`: run only the last row of the step (logits of a prefill), written to output row 0.
 
-struct MatmulParams {
-    outd: u32,
-    inp: u32,
-    x_stride: u32,
-    x_off: u32,
-    y_stride: u32,
-    y_off: u32,
-    accumulate: u32,
-    last_only: u32,
-}
+// `MatmulParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: MatmulParams;
 @group(0) @binding(2) var<storage, read> x: array<f32>;

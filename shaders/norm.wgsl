@@ -5,16 +5,7 @@
 // The gain is indexed by the position inside the group. The prelude, step.wgsl and reduce.wgsl are
 // prepended.
 
-struct NormParams {
-    gsz: u32,
-    kind: u32,
-    eps: f32,
-    x_stride: u32,
-    y_stride: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-}
+// `NormParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: NormParams;
 @group(0) @binding(2) var<storage, read> x: array<f32>;

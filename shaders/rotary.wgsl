@@ -2,12 +2,7 @@
 // (adjacent pairs, cos/sin table [pos, dh/2, 2] built on the CPU in f64), q rotated in place in the
 // fused qkv buffer [rows, 3a], rotated k and v written to the caches at absolute position pos0 + r.
 
-struct RotaryParams {
-    h: u32,
-    dh: u32,
-    a: u32,
-    rope: u32,
-}
+// `RotaryParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: RotaryParams;
 @group(0) @binding(2) var<storage, read_write> qkv: array<f32>;

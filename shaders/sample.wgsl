@@ -6,16 +6,7 @@
 //   sort in `scratch`, truncated to top-k, then to the shortest prefix whose mass reaches top-p,
 //   and picked by inverse CDF with the caller's uniform draw u (the CPU RNG's one draw per token).
 
-struct SampleParams {
-    vocab: u32,
-    top_k: u32,
-    temperature: f32,
-    top_p: f32,
-    u: f32,
-    npow2: u32,
-    pad0: u32,
-    pad1: u32,
-}
+// `SampleParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: SampleParams;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;

@@ -2,12 +2,7 @@
 // forward kernel binds at 1, the step's row count and the absolute position of its first row.
 // Rust twin: params::Step.
 
-struct Step {
-    rows: u32,
-    pos0: u32,
-    pad0: u32,
-    pad1: u32,
-}
+// `Step` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(1) var<uniform> st: Step;
 

@@ -69,10 +69,7 @@ pub fn exp_max_inplace(x: &mut [f32]) {
 mod tests {
     use super::*;
     use crate::rng::seeded_normal;
-
-    fn close(a: f64, b: f64, tol: f64) -> bool {
-        (a - b).abs() <= tol
-    }
+    use crate::test_util::close;
 
     /// TransNormer digest §1.3: φ = elu (T1) and 1 + elu (T2).
     #[test]

@@ -118,11 +118,8 @@ pub fn gated_linear_parallel(
 mod tests {
     use super::*;
     use crate::rng::seeded_normal;
+    use crate::test_util::close;
     use proptest::prelude::*;
-
-    fn close(a: f64, b: f64, tol: f64) -> bool {
-        (a - b).abs() <= tol
-    }
 
     /// Reference-implementations §7 tiny golden case (fla naive_recurrent_gla): K = 2, V = 1, T = 3,
     /// scale = 1/sqrt(2), gates a given in linear space (log gate = ln a).

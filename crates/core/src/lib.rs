@@ -21,6 +21,8 @@ pub mod rng;
 pub mod rotary;
 pub mod sampling;
 pub mod steer;
+#[cfg(test)]
+mod test_util;
 pub mod tokenizer;
 pub mod variants;
 pub mod weights;

@@ -190,10 +190,7 @@ pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
 mod tests {
     use super::*;
     use crate::rng::seeded_normal;
-
-    fn close(a: f64, b: f64, tol: f64) -> bool {
-        (a - b).abs() <= tol
-    }
+    use crate::test_util::close;
 
     /// TransNormer digest §1.3 and reference-implementations §8 property 5: SimpleRMSNorm output has
     /// unit RMS up to eps; zero input stays zero. RMSNorm with gain matches the formula.

@@ -1,12 +1,9 @@
-//! The host ↔ kernel contract: every parameter block a shader reads is a `#[repr(C)]` struct here
-//! with a WGSL twin of the same name and field names (their layouts are compared with naga's in the
-//! tests below), and every kind code is a `#[repr(u32)]` enum whose WGSL constants are generated
-//! from it ([`wgsl_prelude`]), together with the sizes the kernels share with the host.
-//!
-//! Why a checked twin rather than WGSL generated from Rust: a shader file stays readable on its
-//! own (its parameter block sits next to the kernel that reads it), and the check uses naga's own
-//! layouter, the compiler's view of offsets, instead of a second implementation of WGSL's layout
-//! rules in a generator. Values (kind codes, shared sizes) have no layout, so they are generated.
+//! The host ↔ kernel contract: every parameter block a shader reads is a `#[repr(C)]` struct here,
+//! and its WGSL declaration is generated from it ([`WGSL_STRUCTS`], prepended to every shader), so
+//! the two cannot drift apart by hand. The tests below still compare the Rust layout with naga's
+//! layout of the generated declaration (WGSL's alignment rules are not C's), and every kind code
+//! is a `#[repr(u32)]` enum whose WGSL constants are generated from it ([`wgsl_prelude`]), together
+//! with the sizes the kernels share with the host.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -29,9 +26,18 @@ pub(crate) trait GpuParams: Pod {
     fn fields() -> Vec<Field>;
 }
 
-/// Declares `#[repr(C)]` Pod parameter blocks (u32 / f32 fields only) and their field lists.
+/// Declares `#[repr(C)]` Pod parameter blocks (u32 / f32 fields only), their field lists and their
+/// WGSL declarations.
 macro_rules! gpu_params {
-    ($($(#[$m:meta])* struct $name:ident { $($(#[$fm:meta])* $f:ident: $t:ident,)* })*) => {$(
+    ($($(#[$m:meta])* struct $name:ident { $($(#[$fm:meta])* $f:ident: $t:ident,)* })*) => {
+        /// WGSL declarations of every parameter block, generated from the Rust structs (the scalar
+        /// types `u32` and `f32` are spelled the same in both languages).
+        pub(crate) const WGSL_STRUCTS: &str = concat!($(
+            "struct ", stringify!($name), " {\n",
+            $("    ", stringify!($f), ": ", stringify!($t), ",\n",)*
+            "}\n\n",
+        )*);
+        $(
         $(#[$m])*
         #[repr(C)]
         #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -51,7 +57,8 @@ macro_rules! gpu_params {
                 },)*]
             }
         }
-    )*};
+        )*
+    };
 }
 
 gpu_params! {

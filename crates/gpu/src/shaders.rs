@@ -38,7 +38,10 @@ impl Shader {
 
     /// The composed WGSL source.
     pub fn source(&self) -> String {
-        let mut s = if self.prelude { crate::params::wgsl_prelude() } else { String::new() };
+        let mut s = String::from(crate::params::WGSL_STRUCTS);
+        if self.prelude {
+            s.push_str(&crate::params::wgsl_prelude());
+        }
         for (_, text) in self.snippets {
             s.push_str(text);
         }

@@ -95,10 +95,7 @@ impl Variant for Gla {
 mod tests {
     use super::*;
     use crate::activations::sigmoid;
-
-    fn close(a: f64, b: f64, tol: f64) -> bool {
-        (a - b).abs() <= tol
-    }
+    use crate::test_util::close;
 
     /// Reference-implementations §7: GLA gate = logsigmoid(z) / normalizer (α = σ(z)^(1/16)).
     #[test]

@@ -97,11 +97,8 @@ impl Variant for Regla {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::close;
     use proptest::prelude::*;
-
-    fn close(a: f64, b: f64, tol: f64) -> bool {
-        (a - b).abs() <= tol
-    }
 
     /// ReGLA digest §1.5 table: c(d) = 1/(e·sqrt(d(e²−1))) = 0.1455416/sqrt(d).
     #[test]
