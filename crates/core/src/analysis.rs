@@ -9,7 +9,8 @@ use serde::Serialize;
 
 /// Number of points of an LAA curve (r = 0, 0.01, …, 1).
 pub const LAA_POINTS: usize = 101;
-/// Saturation thresholds of the gate view (ReGLA digest §5: share of F < 0.05 or > 0.95).
+/// Saturation thresholds of the gate view (share of F < 0.05 or > 0.95; our
+/// thresholds for ReGLA §5.1, Fig. 4, which gives none).
 pub const SATURATION_LOW: f32 = 0.05;
 pub const SATURATION_HIGH: f32 = 0.95;
 
@@ -39,7 +40,7 @@ pub fn kernel_curves(model: &Model, layer: usize, n: usize) -> Result<Vec<Kernel
         .collect()
 }
 
-/// LAA curve and its area (TransNormer digest §1.5, exact prefix-sum definition).
+/// LAA curve and its area (TransNormer §3.2, Fig. 2a; exact prefix-sum definition).
 #[derive(Debug, Clone, Serialize)]
 pub struct Laa {
     /// LAA(r) at r = k/100.
