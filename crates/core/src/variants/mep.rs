@@ -1,5 +1,5 @@
 //! `mep`: parameter-free MEP, the log of a weighted kernel mix (Gao, "MEP: Multiple Kernel Learning
-//! Enhancing Relative Positional Encoding Length Extrapolation", §3.3, Eq. 25/26):
+//! Enhancing Relative Positional Encoding Length Extrapolation", Methods, Eqs. 25–26):
 //! `B_h(d) = ln Σ_k w_k K_k(d; scale_k·m_h)`, default `exp(m) + exp(m/2) + gaussian(m)` with weights
 //! 0.33, evaluated by log-sum-exp over the log-terms so it stays finite where every kernel
 //! underflows ([`crate::bias::mep_log_kernel`]). The mix is a config list the page's sliders edit.

@@ -1,7 +1,7 @@
 //! `regla`: ReGLA (Lu et al., "ReGLA: Refining Gated Linear Attention", §3): the normalised
-//! exponential feature map with the variance-reduction factor `c(d)` (§3.2, Eq. 11, Thm 3.1), the
+//! exponential feature map with the variance-reduction factor `c(d)` (§3.1, Eq. 11, Thm 3.1), the
 //! refined forget gate `F = (1 − r) g² + r (1 − (1 − g)²)` (§3.3, Eqs. 16–18) and per-head RMSNorm of
-//! the output (§3.4). Gated on the key/feature axis (GLA layout); the key map uses a running max with
+//! the output (§3.2). Gated on the key/feature axis (GLA layout); the key map uses a running max with
 //! an exact state rescale as the causal stand-in for the paper's global max.
 
 use super::{Family, LowerCtx, Variant};
