@@ -3,6 +3,12 @@
 //! refined forget gate `F = (1 − r) g² + r (1 − (1 − g)²)` (§3.3, Eqs. 16–18) and per-head RMSNorm of
 //! the output (§3.2). Gated on the key/feature axis (GLA layout); the key map uses a running max with
 //! an exact state rescale as the causal stand-in for the paper's global max.
+//!
+//! Decisions where the paper is silent or ambiguous: gates on the key/feature axis (Eq. 15 read in
+//! GLA's layout, as fla); key features `exp(k − M_t)` with the running max `M_t` folded into the
+//! log-gate (identical to Eq. 12's global max up to the norm's eps); per-head RMSNorm with eps 1e−5
+//! and a learned gain (the trainer uses the same eps); no output gate; `c(d)` with d = head_dim,
+//! applied to φq; full-rank `w_g`, `w_r` with biases starting at 0 (so r = 0.5 and F = g at init).
 
 use super::{Family, LowerCtx, Variant};
 use crate::activations::{log_add_exp, log_sigmoid, sigmoid};
