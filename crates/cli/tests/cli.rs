@@ -256,6 +256,35 @@ fn hybrid_layers_spec() {
 }
 
 #[test]
+fn dump_says_when_it_cuts_the_text() {
+    let dir = temp_dir("dump-cut");
+    let m = shared_model();
+    let long = dir.join("long.txt");
+    std::fs::write(&long, TEXT.repeat(6)).expect("write long text");
+    let short = dir.join("short.txt");
+    std::fs::write(&short, "The river ran past the old mill.\n").expect("write short text");
+    let out = dir.join("dump.safetensors");
+    let dump = |text: &Path| {
+        let o = run(&["dump", "--model", p(m), "--text", p(text), "--out", p(&out), "--json"]);
+        assert!(o.status.success(), "dump failed:\n{}", show(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("dump JSON");
+        (String::from_utf8_lossy(&o.stderr).to_string(), j)
+    };
+
+    let (err, j) = dump(&long);
+    assert!(err.contains("note: ") && err.contains("--max-tokens") && err.contains("256"), "{err}");
+    assert_eq!(j["tokens"], 256);
+    assert_eq!(j["truncated"], true);
+    assert!(j["text_tokens"].as_u64().expect("text_tokens") > 256);
+
+    let (err, j) = dump(&short);
+    assert!(!err.contains("note:"), "{err}");
+    assert_eq!(j["truncated"], false);
+    assert_eq!(j["tokens"], j["text_tokens"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn init_refuses_non_empty_dir_without_force() {
     let m = shared_model();
     let e = fails(&["init", "--variant", "alibi", "--out", p(m), "--vocab", "300"], 2);

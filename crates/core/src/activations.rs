@@ -1,8 +1,9 @@
 //! Scalar activations of the reference math: ELU feature maps, softplus, (log-)sigmoid,
 //! log-add-exp and the normalised exponential feature map. Scalar, f64 where a gate is formed.
 
-/// ELU with α = 1: `x` for x > 0, `exp(x) − 1` otherwise (TransNormer digest §1.3: the T1 feature
-/// map φ = elu, range (−1, ∞)). Uses `exp_m1` for accuracy near 0.
+/// ELU with α = 1: `x` for x > 0, `exp(x) − 1` otherwise (TransNormer T1's feature map φ = elu,
+/// range (−1, ∞): fairseq-evo `norm_linear_attention.py`, `linear_act_fun = "elu"`). Uses `exp_m1`
+/// for accuracy near 0.
 pub fn elu(x: f32) -> f32 {
     if x > 0.0 {
         x
@@ -11,8 +12,8 @@ pub fn elu(x: f32) -> f32 {
     }
 }
 
-/// `1 + elu(x)`: `x + 1` for x > 0, `exp(x)` otherwise (TransNormer digest §1.3 T2 / LRPE digest §1
-/// baseline kernel, Katharopoulos et al.). Always > 0; the x ≤ 0 branch is `exp(x)` directly rather
+/// `1 + elu(x)`: `x + 1` for x > 0, `exp(x)` otherwise (TransNormer T2 and LRPE's
+/// kernel; Katharopoulos et al., 2020). Always > 0; the x ≤ 0 branch is `exp(x)` directly rather
 /// than `1 + (exp(x) − 1)` so tiny values keep full relative precision.
 pub fn elu_plus_one(x: f32) -> f32 {
     if x > 0.0 {
@@ -27,8 +28,8 @@ pub fn softplus(x: f64) -> f64 {
     x.max(0.0) + (-x.abs()).exp().ln_1p()
 }
 
-/// `ln σ(x) = −softplus(−x)`, stable at both ends (ReGLA digest §1.7 log-space form; reference-
-/// implementations §7 GLA gate): ≈ x for x ≪ 0, ≈ −e^(−x) for x ≫ 0, never −∞ for finite x.
+/// `ln σ(x) = −softplus(−x)`, stable at both ends (log-space form of ReGLA Eqs. 16–17; fla
+/// `layers/gla.py` gate): ≈ x for x ≪ 0, ≈ −e^(−x) for x ≫ 0, never −∞ for finite x.
 pub fn log_sigmoid(x: f64) -> f64 {
     -softplus(-x)
 }
@@ -52,7 +53,7 @@ pub fn log_add_exp(a: f64, b: f64) -> f64 {
     m + (-(a - b).abs()).exp().ln_1p()
 }
 
-/// Normalised exponential feature map `φ_q(x) = exp(x − max x)` in place (ReGLA digest §1.4,
+/// Normalised exponential feature map `φ_q(x) = exp(x − max x)` in place (ReGLA §3.1,
 /// Eq. 11): every value lands in (0, 1], the maximum becomes exactly 1, and the result is invariant
 /// to adding a constant to x. An empty slice is left alone.
 pub fn exp_max_inplace(x: &mut [f32]) {
@@ -71,7 +72,7 @@ mod tests {
     use crate::rng::seeded_normal;
     use crate::test_util::close;
 
-    /// TransNormer digest §1.3: φ = elu (T1) and 1 + elu (T2).
+    /// TransNormer T1/T2 feature maps (fairseq-evo `linear_act_fun`): φ = elu (T1) and 1 + elu (T2).
     #[test]
     fn elu_values() {
         assert_eq!(elu(2.5), 2.5);
@@ -87,8 +88,8 @@ mod tests {
         }
     }
 
-    /// ReGLA digest §1.7 / A11: log-sigmoid is finite and accurate at ±100 (no log(0), no
-    /// cancellation), sigmoid saturates cleanly.
+    /// ReGLA Eqs. 16–17 in log space (F can approach 0): log-sigmoid is finite and accurate at ±100
+    /// (no log(0), no cancellation), sigmoid saturates cleanly.
     #[test]
     fn log_sigmoid_is_stable() {
         assert!(close(log_sigmoid(0.0), -std::f64::consts::LN_2, 1e-15));
@@ -107,7 +108,7 @@ mod tests {
         assert_eq!(log_add_exp(f64::NEG_INFINITY, -3.0), -3.0);
     }
 
-    /// ReGLA digest §1.4 Eq. 11: exp(x − max x) ∈ (0, 1], max → 1, shift invariant, no overflow.
+    /// ReGLA §3.1, Eq. 11: exp(x − max x) ∈ (0, 1], max → 1, shift invariant, no overflow.
     #[test]
     fn exp_max_feature_map() {
         let mut x = vec![1000.0f32, 999.0, -5.0];

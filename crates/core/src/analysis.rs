@@ -1,5 +1,29 @@
 //! Analyses computed from the same forward pass the runtime uses: kernel curves, attention summaries,
 //! locally accumulated attention (LAA), gate statistics and perplexity versus context length.
+//!
+//! **Attention matrices of linear layers.** `Model::trace` records the implied matrix with gates and
+//! decay applied, `P[i,s] = Σ_j φq_i[j] φk_s[j] exp(Σ_{s<u≤i} lg_u[j])` (ReGLA's F, GLA's α,
+//! RetNet's γ^{i−s}, LRPE's rotation; values, output norms and output gates excluded). `linear-elu`
+//! rows are divided by `max(Σ_s P, ε)`: its features are positive, so these are the exact weights
+//! (`probabilities`). Every other linear layer (LRPE with `denominator` included, whose rotated
+//! scores can be negative) divides each row by `Σ_s |P[i,s]|` keeping signs (`signed-normalized`,
+//! drawn with a diverging colormap). Softmax layers offer `logits` (scaled q·k), `biased` (+B) and
+//! `probabilities`; T1 Diag ReLU rows are divided by their sum (`relu-normalized`, zero rows stay
+//! zero). Matrices are recorded only from position 0 (else `InvalidArgument`).
+//!
+//! **LAA** is the exact prefix-sum definition (TransNormer §3.2, Fig. 2a), on |A|: for query `i` the
+//! window at ratio `r` is the `⌈r·n⌉` nearest visible keys `i, i−1, …` (causal, capped at `i+1`),
+//! `l(i, r) = Σ_{i−j<⌈rn⌉} |A_ij| / Σ_j |A_ij|`; the curve is the mean over rows with non-zero mass
+//! at `r = 0, 0.01, …, 1` (101 points), AUC by the trapezoid rule (identity attention: 0.995).
+//! `laa_uniform(n)` is the uniform causal baseline ("fully diluted"). Per layer: head-averaged curve
+//! and AUC, per-head entropy, mean distance, self weight and first-token weight. The paper's
+//! pseudocode replica is not implemented.
+//!
+//! **Perplexity vs length** (`perplexity`): for each length `n` the token stream is cut into
+//! non-overlapping windows of `n` tokens from the start (tail dropped, at most `max_windows`, 0 =
+//! all); each window runs from a fresh session through prefill; every position but the first is
+//! scored (`n − 1` predictions, `log_softmax` in f64); the result is the mean NLL and `e^{NLL}`.
+//! `n < 2` or longer than the text → `InvalidArgument`; `n > max_context` → `ContextTooLong`.
 
 use crate::attention::{AttnMatrixKind, LayerAttention, LayerGates, TraceRequest};
 use crate::error::{Error, Result};
@@ -9,7 +33,8 @@ use serde::Serialize;
 
 /// Number of points of an LAA curve (r = 0, 0.01, …, 1).
 pub const LAA_POINTS: usize = 101;
-/// Saturation thresholds of the gate view (ReGLA digest §5: share of F < 0.05 or > 0.95).
+/// Saturation thresholds of the gate view (share of F < 0.05 or > 0.95; our
+/// thresholds for ReGLA §5.1, Fig. 4, which gives none).
 pub const SATURATION_LOW: f32 = 0.05;
 pub const SATURATION_HIGH: f32 = 0.95;
 
@@ -39,7 +64,7 @@ pub fn kernel_curves(model: &Model, layer: usize, n: usize) -> Result<Vec<Kernel
         .collect()
 }
 
-/// LAA curve and its area (TransNormer digest §1.5, exact prefix-sum definition).
+/// LAA curve and its area (TransNormer §3.2, Fig. 2a; exact prefix-sum definition).
 #[derive(Debug, Clone, Serialize)]
 pub struct Laa {
     /// LAA(r) at r = k/100.

@@ -1,28 +1,34 @@
 //! Reference math for every softmax-family position bias, in f64.
 //!
 //! This module is the specification the model code, the trainer and the GPU tables are checked
-//! against, so it favours readability over speed. Every function cites the section of
-//! `papers/mep-digest.md` ("MEP §x") or `papers/reference-implementations.md` ("RI §x") it implements.
+//! against, so it favours readability over speed. Every function cites the equation of the MEP paper
+//! (Gao, "MEP: Multiple Kernel Learning Enhancing Relative Positional Encoding Length Extrapolation";
+//! "MEP Eq. n") or, where the paper gives no formula, the public reference code it follows: ALiBi
+//! `fairseq/models/transformer.py` `get_slopes`, KERPLE (GPT-NeoX fork) `megatron/mpu/layers.py`,
+//! HF `modeling_t5.py`, NeMo `sandwich_relative_position_embedding.py`, mcleish7/arithmetic
+//! `cramming/architectures/embeddings.py` `FIRE`. The MEP paper's sections are unnumbered: Eqs. 14–22
+//! are in its Background, Eqs. 23–28 in its Methods.
 //!
 //! Conventions shared by every function:
-//! - A bias `B` is added to the pre-softmax logits after the `1/sqrt(d_head)` scale (MEP §1). The
-//!   kernel view is `K = exp(B)`.
+//! - A bias `B` is added to the pre-softmax logits after the `1/sqrt(d_head)` scale (MEP Eqs. 14–15
+//!   omit the scale; KERPLE's GPT-NeoX adds the bias after it). The kernel view is `K = exp(B)`.
 //! - `d` is a distance `|i - j|` (`i` query, `j` key; causal: `d = i - j >= 0`). A negative `d` is
-//!   read as `|d|`, the symmetric bidirectional form (RI §1), so no formula can leave its domain.
+//!   read as `|d|`, the symmetric bidirectional form (ALiBi's relative form), so no formula can leave its
+//!   domain.
 //! - Results are always finite for finite inputs: a value whose magnitude would exceed
 //!   [`BIAS_LIMIT`] (only reachable with slopes and distances far outside any model, e.g. an
 //!   overflowing `m·d²`) saturates to `±BIAS_LIMIT`. That keeps every bias finite in f32 and far above
-//!   the causal-mask value [`MASKED`], because ±inf and NaN must never reach WGSL (MEP §3.12).
+//!   the causal-mask value [`MASKED`], because ±inf and NaN must never reach WGSL.
 
 use crate::variants::mep::{KernelKind, KernelTerm};
 
-/// Clamp floor for the Kerple parameters `a` and `p` (MEP §3.3/§3.4, RI §2: `clamp(min=1e-2)`).
+/// Clamp floor for the Kerple parameters `a` and `p` (KERPLE `mpu/layers.py`: `clamp(min=1e-2)`).
 pub const KERPLE_MIN: f64 = 0.01;
 
-/// Upper clamp for the Kerple-power exponent `p` (MEP §3.4, RI §2).
+/// Upper clamp for the Kerple-power exponent `p` (KERPLE `mpu/layers.py` `ParallelKerplePower`).
 pub const KERPLE_POWER_MAX_P: f64 = 2.0;
 
-/// Finite causal-mask logit, never `-inf` (MEP §3.12).
+/// Finite causal-mask logit, never `-inf` (WGSL may assume no ±inf).
 pub const MASKED: f32 = -1.0e30;
 
 /// Every bias returned by this module lies in `[-BIAS_LIMIT, BIAS_LIMIT]`.
@@ -32,10 +38,10 @@ pub const MASKED: f32 = -1.0e30;
 /// saturated bias is still distinguishable from a mask. `exp(-1e20)` is 0 in any precision.
 pub const BIAS_LIMIT: f64 = 1.0e20;
 
-/// Hidden width of the FIRE MLP `1 -> 32 -> H` (MEP §3.8, RI §4c).
+/// Hidden width of the FIRE MLP `1 -> 32 -> H` (FIRE; mcleish7/arithmetic `FIRE`).
 pub const FIRE_HIDDEN: usize = 32;
 
-/// FIRE's `eps` in the denominator of the normalized distance (MEP §3.8, RI §4c).
+/// FIRE's `eps` in the denominator of the normalized distance (FIRE; mcleish7/arithmetic `FIRE`).
 const FIRE_EPS: f64 = 1e-6;
 
 /// Saturate a computed bias into `[-BIAS_LIMIT, BIAS_LIMIT]`.
@@ -56,12 +62,12 @@ fn saturate(x: f64) -> f64 {
 // ALiBi slopes and the fixed-slope kernels
 // ---------------------------------------------------------------------------------------------
 
-/// Official ALiBi `get_slopes` (MEP §2, RI §1).
+/// Official ALiBi `get_slopes` (ALiBi `fairseq/models/transformer.py`).
 ///
 /// - Power of two `H`: `m_h = 2^(-8(h+1)/H)` for `h = 0..H-1`.
 /// - Otherwise, with `c = 2^floor(log2 H)`: the `c` slopes of `get_slopes(c)`, then every other
 ///   slope of `get_slopes(2c)` (starting with the first), truncated to `H - c` entries. The list is
-///   interleaved, not monotone (MEP §10 item 6: used instead of the caption's `2^(-8n/H)`).
+///   interleaved, not monotone (ALiBi code, not MEP Fig. 1's caption `2^(-8n/H)`).
 ///
 /// The official code raises `start = 2^(-8/H)` to successive powers; here each slope is computed
 /// directly as `exp2` of its exact dyadic exponent, which is the same number up to the last bit of
@@ -82,12 +88,12 @@ pub fn alibi_slopes(n_heads: usize) -> Vec<f64> {
     slopes
 }
 
-/// ALiBi, the exponential kernel: `B = -m·d`, `K = exp(-m d)` (MEP §3.1, RI §1 relative form).
+/// ALiBi, the exponential kernel: `B = -m·d`, `K = exp(-m d)` (MEP Eqs. 16–17, 23).
 pub fn alibi(slope: f64, d: f64) -> f64 {
     saturate(-slope * d.abs())
 }
 
-/// Gaussian kernel: `B = -m·d²`, `K = exp(-m d²)` (MEP §3.2). Evaluated as `-(m·d)·d` so that a
+/// Gaussian kernel: `B = -m·d²`, `K = exp(-m d²)` (MEP Eq. 24). Evaluated as `-(m·d)·d` so that a
 /// zero slope with an overflowing `d²` gives 0, not `0 · inf`.
 pub fn gaussian(slope: f64, d: f64) -> f64 {
     let d = d.abs();
@@ -98,14 +104,14 @@ pub fn gaussian(slope: f64, d: f64) -> f64 {
 // KERPLE (learnable per head; clamped at every use)
 // ---------------------------------------------------------------------------------------------
 
-/// Kerple-log parameter clamp: `a >= 0.01`, `p >= 0.01`, no upper bound (MEP §3.3, §10 item 9;
-/// RI §2). A NaN parameter clamps to the floor.
+/// Kerple-log parameter clamp: `a >= 0.01`, `p >= 0.01`, no upper bound (MEP Eqs. 18–19; clamps from
+/// KERPLE `mpu/layers.py`). A NaN parameter clamps to the floor.
 pub fn clamp_kerple_log(a: f64, p: f64) -> (f64, f64) {
     (a.max(KERPLE_MIN), p.max(KERPLE_MIN))
 }
 
-/// Kerple-power parameter clamp: `a >= 0.01`, `0.01 <= p <= 2` (MEP §3.4, RI §2). A NaN parameter
-/// clamps to the floor.
+/// Kerple-power parameter clamp: `a >= 0.01`, `0.01 <= p <= 2` (KERPLE `ParallelKerplePower`). A NaN
+/// parameter clamps to the floor.
 pub fn clamp_kerple_power(a: f64, p: f64) -> (f64, f64) {
     (a.max(KERPLE_MIN), kerple_power_exponent(p))
 }
@@ -120,17 +126,17 @@ fn kerple_power_exponent(p: f64) -> f64 {
     }
 }
 
-/// Kerple-log: `B = -p·ln(1 + a·d)`, `K = (1 + a d)^(-p)` (MEP §3.3 Eq. 18/19, RI §2 `kerple_log`).
+/// Kerple-log: `B = -p·ln(1 + a·d)`, `K = (1 + a d)^(-p)` (MEP Eqs. 18–19; KERPLE `ParallelKerpleLog`).
 ///
 /// `p` is the outer multiplier ("r1"), `a` the inner scale ("r2"); both are clamped with
-/// [`clamp_kerple_log`] first. Computed as `ln_1p`, never as `pow` followed by `ln` (MEP §3.12).
+/// [`clamp_kerple_log`] first. Computed as `ln_1p`, never as `pow` followed by `ln`.
 pub fn kerple_log(a: f64, p: f64, d: f64) -> f64 {
     let (a, p) = clamp_kerple_log(a, p);
     saturate(-p * (a * d.abs()).ln_1p())
 }
 
 /// Kerple-power (`kerple_power_ap_`): `B = -a·d^p`, `K = exp(-a d^p)`, 0 at `d = 0`
-/// (MEP §3.4, RI §2). Parameters are clamped with [`clamp_kerple_power`] first.
+/// (KERPLE `ParallelKerplePower`). Parameters are clamped with [`clamp_kerple_power`] first.
 pub fn kerple_power(a: f64, p: f64, d: f64) -> f64 {
     let (a, p) = clamp_kerple_power(a, p);
     let d = d.abs();
@@ -144,14 +150,14 @@ pub fn kerple_power(a: f64, p: f64, d: f64) -> f64 {
 // T5 buckets, Sandwich, FIRE
 // ---------------------------------------------------------------------------------------------
 
-/// Causal T5 bucket of the distance `n = i - j >= 0` (MEP §3.7, RI §4b; GPT-NeoX
+/// Causal T5 bucket of the distance `n = i - j >= 0` (MEP Eq. 22; HF `_relative_position_bucket`; GPT-NeoX
 /// `ParallelRelativePositionBias` and HF `_relative_position_bucket` with `bidirectional = False`).
 ///
 /// With `me = num_buckets / 2`:
 /// - `n < me`: bucket `n` (exact buckets);
 /// - otherwise `min(num_buckets - 1, me + floor(ln(n/me) / ln(max_distance/me) · (num_buckets - me)))`.
 ///
-/// The branch is taken before the logarithm, so `ln(0)` is never evaluated (RI §4b trap). The
+/// The branch is taken before the logarithm, so `ln(0)` is never evaluated (a trap in HF's code). The
 /// bias itself is `W[bucket, h] · sqrt(d_head)` (NeoX), applied by the model code.
 ///
 /// The logarithmic branch lands exactly on an integer for some shapes (e.g. `n = 32`, 32 buckets,
@@ -180,11 +186,11 @@ pub fn t5_bucket(n: usize, num_buckets: usize, max_distance: usize) -> usize {
     (max_exact + offset).min(last)
 }
 
-/// Sandwich bias (MEP §3.5, RI §4a; NeMo `SandwichRelativePositionEmbedding`):
+/// Sandwich bias (NeMo `SandwichRelativePositionEmbedding`):
 ///
 /// `B_h(d) = ( Σ_{k=1..dbar/2} cos(d / 10000^(2k/dbar)) - dbar/2 ) / (8·(h0+1)/H)`
 ///
-/// with `h0` the 0-based head index (the digest's `h = h0 + 1`) and `dbar` the sinusoid dimension
+/// with `h0` the 0-based head index (the formula's 1-based `h = h0 + 1`) and `dbar` the sinusoid dimension
 /// (NeMo passes the per-head size). Note the frequency index starts at `k = 1` as in NeMo.
 /// `B(0) = 0` exactly and `B <= 0`. `n_heads = 0` (rejected by validation) gives 0.
 pub fn sandwich(d: f64, h0: usize, n_heads: usize, dbar: usize) -> f64 {
@@ -203,7 +209,7 @@ pub fn sandwich(d: f64, h0: usize, n_heads: usize, dbar: usize) -> f64 {
     saturate((raw - half as f64) / divisor)
 }
 
-/// FIRE normalized distance (MEP §3.8, RI §4c; mcleish7/arithmetic `FIRE`):
+/// FIRE normalized distance (FIRE; mcleish7/arithmetic `FIRE`):
 ///
 /// `u(i, j) = psi(i - j) / (psi(max(i, thr)) + 1e-6)`, `psi(x) = ln(|c·x| + 1)`,
 /// `thr = |l_mult · init_l|`
@@ -229,7 +235,8 @@ pub fn fire_u(i: usize, j: usize, c: f64, l_mult: f64, init_l: f64) -> f64 {
     psi(rel) / (psi(query) + FIRE_EPS)
 }
 
-/// FIRE MLP `1 -> hidden (ReLU) -> H` (MEP §3.8, RI §4c): `out[h] = b2[h] + Σ_k w2[h, k]·relu(w1[k]·u + b1[k])`.
+/// FIRE MLP `1 -> hidden (ReLU) -> H` (mcleish7/arithmetic `FIRE`):
+/// `out[h] = b2[h] + Σ_k w2[h, k]·relu(w1[k]·u + b1[k])`.
 ///
 /// Layout follows torch `Linear`: `w1` is `[hidden, 1]` (so `hidden` values), `b1` is `[hidden]`,
 /// `w2` is `[H, hidden]` row-major, `b2` is `[H]`; `H = out.len()`, `hidden = w1.len()` (normally
@@ -257,7 +264,8 @@ pub fn fire_mlp(u: f64, w1: &[f32], b1: &[f32], w2: &[f32], b2: &[f32], out: &mu
 // MEP: kernel mixes evaluated in the log domain
 // ---------------------------------------------------------------------------------------------
 
-/// Numerically stable `ln Σ exp(x)` (MEP §3.12): `M + ln Σ exp(x - M)` with `M = max x`.
+/// Numerically stable `ln Σ exp(x)` (MEP Eqs. 25–28 write a plain `ln Σ`):
+/// `M + ln Σ exp(x - M)` with `M = max x`.
 ///
 /// Empty input gives `None`. Any NaN gives NaN; if the maximum is infinite the result is that
 /// infinity (all `-inf` gives `-inf`). A single element is returned exactly.
@@ -283,7 +291,7 @@ where
     Some(max + sum.ln())
 }
 
-/// `ln K(d)` of one unweighted kernel at rate `r = scale · slope` (MEP §3.1–3.4 and the
+/// `ln K(d)` of one unweighted kernel at rate `r = scale · slope` (MEP Eqs. 18–19, 23–24, KERPLE power, the
 /// `KernelKind` docs in variants/mep.rs).
 ///
 /// - `Exp`: `-r·d`; `Gaussian`: `-r·d²`;
@@ -315,7 +323,7 @@ fn log_kernel(kind: KernelKind, rate: f64, p: Option<f64>, d: f64) -> f64 {
     }
 }
 
-/// Log of one weighted kernel term: `ln(w) + ln K(d; scale·slope)` (MEP §3.6, §3.12 log-terms).
+/// Log of one weighted kernel term: `ln(w) + ln K(d; scale·slope)` (MEP Eqs. 25–28, as log-terms).
 ///
 /// Returns `None` when the term is absent: `w == 0` (config.rs: "0 removes the term"), and also for
 /// a negative or NaN weight, which validation rejects and whose log is undefined.
@@ -327,11 +335,11 @@ pub fn kernel_term_log(term: &KernelTerm, slope: f64, d: f64) -> Option<f64> {
     })
 }
 
-/// MEP bias `B(d) = ln Σ_k w_k K_k(d; scale_k · slope)` (MEP §3.6 mixture rule, §3.9 Eq. 25/26 for the
-/// default terms), evaluated as a log-sum-exp over the log-terms of [`kernel_term_log`] (MEP §3.12),
+/// MEP bias `B(d) = ln Σ_k w_k K_k(d; scale_k · slope)` (MEP Eqs. 25–28 mixture rule, Eqs. 25–26 for the
+/// default terms), evaluated as a log-sum-exp over the log-terms of [`kernel_term_log`],
 /// so it stays finite where every kernel underflows (e.g. slope 0.707 at d > 247).
 ///
-/// `B(0) = ln Σ w_k`; only weight ratios matter to the model (MEP §1 shift invariance, §10 item 4).
+/// `B(0) = ln Σ w_k`; only weight ratios matter to the model (softmax shift invariance of MEP Eq. 15).
 /// If every term is absent (validation requires one positive weight) the result is 0.0 — a flat
 /// bias rather than `ln 0`.
 pub fn mep_log_kernel(terms: &[KernelTerm], slope: f64, d: f64) -> f64 {
@@ -342,13 +350,13 @@ pub fn mep_log_kernel(terms: &[KernelTerm], slope: f64, d: f64) -> f64 {
     }
 }
 
-/// Parameterized MEP (MEP §3.10, Eq. 27/28; Kerple-log + Gaussian, MEP §10 item 3):
+/// Parameterized MEP (MEP Eqs. 27–28; Kerple-log + Gaussian as in MEP Table 2):
 ///
 /// `B(d) = ln( wk·(1 + a d)^(-p) + wg·exp(-gs·d²) )`
 ///
 /// with `(a, p)` the learnable Kerple-log parameters, clamped by [`clamp_kerple_log`], and
-/// `gs = gaussian_scale · m_h` the Gaussian slope (MEP §10 item 2: default `m_h`). Evaluated by
-/// log-sum-exp over `ln wk - p ln(1 + a d)` and `ln wg - gs d²` (MEP §3.12). A weight `<= 0` drops its
+/// `gs = gaussian_scale · m_h` the Gaussian slope (MEP Eq. 27 leaves r3 open; default `m_h`). Evaluated by
+/// log-sum-exp over `ln wk - p ln(1 + a d)` and `ln wg - gs d²`. A weight `<= 0` drops its
 /// term; with both dropped the result is 0.0. A negative Gaussian slope is treated as 0 (flat), as in
 /// [`kernel_term_log`].
 pub fn mep_param(a: f64, p: f64, gaussian_slope: f64, wk: f64, wg: f64, d: f64) -> f64 {
@@ -369,9 +377,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Assert `actual` equals a value printed in a digest, to the printed precision: the tolerance is
-    /// half a unit in the last printed decimal (plus 1e-12 for the binary representation of the
-    /// printed decimal itself).
+    /// Assert `actual` equals a printed (hand-computed) reference value, to the printed precision:
+    /// the tolerance is half a unit in the last printed decimal (plus 1e-12 for the binary
+    /// representation of the printed decimal itself).
     fn assert_printed(actual: f64, printed: &str, what: &str) {
         let expected: f64 = printed.parse().expect("test literal parses");
         let decimals = printed.split_once('.').map_or(0, |(_, frac)| frac.len());
@@ -386,24 +394,24 @@ mod tests {
         KernelTerm { kernel, scale, weight, p }
     }
 
-    // ---- ALiBi slopes: MEP §2 table, RI §1 golden values ----
+    // ---- ALiBi slopes: ALiBi `get_slopes` golden values ----
 
     #[test]
     fn alibi_slopes_golden() {
-        // RI §1: n = 1.
+        // ALiBi `get_slopes`: n = 1.
         assert_eq!(alibi_slopes(1), vec![0.00390625]);
-        // RI §1: n = 6 (interleaved: get_slopes(4) then get_slopes(8)[0::2][:2]).
+        // ALiBi `get_slopes`: n = 6 (interleaved: get_slopes(4) then get_slopes(8)[0::2][:2]).
         assert_eq!(alibi_slopes(6), vec![0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]);
-        // MEP §2 / RI §1: n = 8, 2^-1 .. 2^-8 (exact powers of two).
+        // ALiBi `get_slopes`: n = 8, 2^-1 .. 2^-8 (exact powers of two).
         assert_eq!(alibi_slopes(8), vec![0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625]);
-        // MEP §2 / RI §1: n = 12, the 8-head set then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+        // ALiBi `get_slopes`: n = 12, the 8-head set then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
         let s12 = alibi_slopes(12);
         assert_eq!(s12.len(), 12);
         assert_eq!(&s12[..8], alibi_slopes(8).as_slice());
         for (got, printed) in s12[8..].iter().zip(["0.7071068", "0.3535534", "0.1767767", "0.0883883"]) {
             assert_printed(*got, printed, "H=12 interleaved slope");
         }
-        // MEP §2: n = 16, 2^(-k/2) for k = 1..16.
+        // ALiBi `get_slopes`: n = 16, 2^(-k/2) for k = 1..16.
         let s16 = alibi_slopes(16);
         assert_eq!(s16.len(), 16);
         for (k, got) in (1..=16).zip(&s16) {
@@ -415,22 +423,22 @@ mod tests {
 
     #[test]
     fn alibi_and_gaussian_formulas() {
-        // MEP §3.1: B = -m d; MEP §3.2: B = -m d^2.
+        // MEP Eq. 17: B = -m d; Eq. 24: B = -m d^2.
         assert_eq!(alibi(0.25, 8.0), -2.0);
         assert_eq!(gaussian(0.25, 8.0), -16.0);
-        // Symmetric form for a negative distance (RI §1).
+        // Symmetric form for a negative distance (ALiBi's relative form).
         assert_eq!(alibi(0.25, -8.0), -2.0);
         assert_eq!(gaussian(0.25, -8.0), -16.0);
-        // MEP §8 Figure 3 check, head = 6: exp(-511/64) = 0.000341, Gaussian kernel 0.
+        // MEP Fig. 3 check, head = 6: exp(-511/64) = 0.000341, Gaussian kernel 0.
         assert_printed(alibi(2f64.powi(-6), 511.0).exp(), "0.000341", "ALiBi K(511)");
         assert_eq!(gaussian(2f64.powi(-6), 511.0).exp(), 0.0);
     }
 
-    // ---- KERPLE: RI §2 golden values, MEP §3.3/§3.4 clamps ----
+    // ---- KERPLE: golden values and clamps from KERPLE `mpu/layers.py` ----
 
     #[test]
     fn kerple_log_golden() {
-        // RI §2: p = 1.5, a = 0.7, d = 0..4.
+        // KERPLE `mpu/layers.py`: p = 1.5, a = 0.7, d = 0..4.
         assert_eq!(kerple_log(0.7, 1.5, 0.0), 0.0);
         for (d, printed) in [(1.0, "-0.795942"), (2.0, "-1.313203"), (3.0, "-1.697103"), (4.0, "-2.002502")] {
             assert_printed(kerple_log(0.7, 1.5, d), printed, "kerple-log");
@@ -439,7 +447,7 @@ mod tests {
 
     #[test]
     fn kerple_power_golden() {
-        // RI §2: a = 0.5, p = 1.2, d = 0..4.
+        // KERPLE `mpu/layers.py`: a = 0.5, p = 1.2, d = 0..4.
         assert_eq!(kerple_power(0.5, 1.2, 0.0), 0.0);
         for (d, printed) in [(1.0, "-0.5"), (2.0, "-1.148698"), (3.0, "-1.868596"), (4.0, "-2.639016")] {
             assert_printed(kerple_power(0.5, 1.2, d), printed, "kerple-power");
@@ -450,12 +458,12 @@ mod tests {
 
     #[test]
     fn kerple_clamps() {
-        // MEP §3.3 / RI §2: log variant, a, p >= 0.01, no upper bound.
+        // KERPLE `mpu/layers.py`: log variant, a, p >= 0.01, no upper bound.
         assert_eq!(clamp_kerple_log(0.0, -1.0), (0.01, 0.01));
         assert_eq!(clamp_kerple_log(0.005, 0.5), (0.01, 0.5));
         assert_eq!(clamp_kerple_log(5.0, 7.0), (5.0, 7.0));
         assert_eq!(clamp_kerple_log(f64::NAN, f64::NAN), (0.01, 0.01));
-        // MEP §3.4 / RI §2: power variant, a >= 0.01, p in [0.01, 2].
+        // KERPLE `mpu/layers.py`: power variant, a >= 0.01, p in [0.01, 2].
         assert_eq!(clamp_kerple_power(0.001, 3.0), (0.01, 2.0));
         assert_eq!(clamp_kerple_power(0.5, 0.005), (0.5, 0.01));
         assert_eq!(clamp_kerple_power(3.0, 1.5), (3.0, 1.5));
@@ -467,11 +475,11 @@ mod tests {
         assert_eq!(kerple_power(0.0, 5.0, 9.0), -0.81);
     }
 
-    // ---- T5: MEP §3.7 and RI §4b golden buckets ----
+    // ---- T5: MEP Eq. 22 and HF `modeling_t5.py` `_relative_position_bucket` golden buckets ----
 
     #[test]
     fn t5_causal_buckets_golden() {
-        // RI §4b causal table (rel = j - i = -n) and MEP §3.7 checks; 32 buckets, max_distance 128.
+        // HF `_relative_position_bucket` causal table (rel = j - i = -n); 32 buckets, max_distance 128.
         let table = [
             (0, 0),
             (1, 1),
@@ -492,7 +500,7 @@ mod tests {
         for (n, bucket) in table {
             assert_eq!(t5_bucket(n, 32, 128), bucket, "n = {n}");
         }
-        // MEP §3.7: every n >= 127 is in the last bucket.
+        // HF buckets: every n >= 127 is in the last bucket.
         assert!((127..5000).all(|n| t5_bucket(n, 32, 128) == 31));
         assert_eq!(t5_bucket(usize::MAX, 32, 128), 31);
     }
@@ -514,11 +522,11 @@ mod tests {
         assert_eq!(t5_bucket(2, 8, 4), 2);
     }
 
-    // ---- Sandwich: RI §4a and MEP §3.5 golden values ----
+    // ---- Sandwich: NeMo `sandwich_relative_position_embedding.py` golden values ----
 
     #[test]
     fn sandwich_golden_h8() {
-        // RI §4a: dbar = 64, H = 8, r = 0..4; "head 1" is h0 = 0, "head 8" is h0 = 7.
+        // NeMo Sandwich: dbar = 64, H = 8, r = 0..4; "head 1" is h0 = 0, "head 8" is h0 = 7.
         let head1 = ["0", "-0.623471", "-2.279991", "-4.422979", "-6.411995"];
         let head8 = ["0", "-0.077934", "-0.284999", "-0.552872", "-0.801499"];
         assert_eq!(sandwich(0.0, 0, 8, 64), 0.0);
@@ -532,7 +540,7 @@ mod tests {
 
     #[test]
     fn sandwich_golden_h12() {
-        // MEP §3.5: dbar = 64, H = 12.
+        // NeMo Sandwich formula: dbar = 64, H = 12.
         assert_printed(sandwich(1.0, 0, 12, 64), "-0.935", "h=1 B(1)");
         assert_printed(sandwich(16.0, 0, 12, 64), "-16.00", "h=1 B(16)");
         assert_printed(sandwich(512.0, 0, 12, 64), "-36.11", "h=1 B(512)");
@@ -542,11 +550,11 @@ mod tests {
         assert_eq!(sandwich(5.0, 0, 0, 64), 0.0);
     }
 
-    // ---- FIRE: MEP §3.8 and RI §4c ----
+    // ---- FIRE: mcleish7/arithmetic `FIRE` ----
 
     #[test]
     fn fire_u_golden() {
-        // RI §4c: c = 0.1, L_init = 512, L_mult = 1, thr = max(query position, 512).
+        // mcleish7/arithmetic `FIRE`: c = 0.1, L_init = 512, L_mult = 1, thr = max(query position, 512).
         assert_printed(fire_u(10, 0, 0.1, 1.0, 512.0), "0.175255", "u(10, 0)");
         assert_printed(fire_u(1000, 0, 0.1, 1.0, 512.0), "0.99999978", "u(1000, 0)");
         assert_printed(fire_u(1000, 990, 0.1, 1.0, 512.0), "0.150190", "u(1000, 990)");
@@ -557,7 +565,7 @@ mod tests {
 
     #[test]
     fn fire_mlp_layout() {
-        // MEP §3.8: out = W2 relu(W1 u + b1) + b2, torch Linear layouts; hidden = 2, H = 3.
+        // mcleish7/arithmetic `FIRE`: out = W2 relu(W1 u + b1) + b2, torch Linear layouts; hidden = 2, H = 3.
         let w1 = [1.0f32, -1.0];
         let b1 = [0.5f32, 0.25];
         let w2 = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
@@ -581,11 +589,11 @@ mod tests {
         fire_mlp(0.5, &[1.0; 4], &[0.0; 4], &[1.0; 7], &[0.0; 2], &mut out);
     }
 
-    // ---- MEP: §3.12 stability, §3.13 reference values, §8 Figure 3 ----
+    // ---- MEP: stability, reference values derived from Eq. 25, Fig. 3 ----
 
     #[test]
     fn mep_parameter_free_table() {
-        // MEP §3.13: 0.33-weighted exp(m) + exp(m/2) + gaussian(m) (MEP §3.9 assignment).
+        // Derived from MEP Eq. 25: 0.33-weighted exp(m) + exp(m/2) + gaussian(m) (its slope assignment).
         let terms = KernelTerm::mep_default();
         let ds = [0.0, 1.0, 4.0, 16.0, 64.0, 511.0, 2048.0, 8192.0];
         let rows: [(i32, [&str; 8]); 3] = [
@@ -612,7 +620,7 @@ mod tests {
         assert_printed(k(8, 4.0), "0.962", "K(4), 2^-8");
         assert_printed(k(8, 16.0), "0.751", "K(16), 2^-8");
         assert_printed(k(8, 64.0), "0.548", "K(64), 2^-8");
-        // The digest prints K(511) = 0.167 here, but its own B(511) = -1.7929 gives
+        // The hand-computed reference table prints K(511) = 0.167 here, but its own B(511) = -1.7929 gives
         // exp(-1.7929) = 0.16649, and the exact value is 0.166473 (0.167 is 0.16647 rounded twice,
         // via 0.1665). Asserted at the correct value; the B column above is unaffected.
         assert_printed(k(8, 511.0), "0.16647", "K(511), 2^-8");
@@ -620,15 +628,15 @@ mod tests {
 
     #[test]
     fn mep_figure3_value() {
-        // MEP §8: head = 6 (slope 2^-6) at [511, 0]: MEP K = 0.0062 (derived 0.006204).
+        // MEP Fig. 3: head = 6 (slope 2^-6) at [511, 0]: MEP K = 0.0062 (derived 0.006204).
         let b = mep_log_kernel(&KernelTerm::mep_default(), 2f64.powi(-6), 511.0);
         assert_printed(b.exp(), "0.0062", "Figure 3 MEP value");
-        assert_printed(b.exp(), "0.006204", "MEP §8 derived value");
+        assert_printed(b.exp(), "0.006204", "MEP Fig. 3 value");
     }
 
     #[test]
     fn mep_param_example() {
-        // MEP §3.13: p = 1, a = 1, r3 = 0.25, weights 0.5/0.5.
+        // Derived from MEP Eqs. 27–28: p = 1, a = 1, r3 = 0.25, weights 0.5/0.5.
         assert!(mep_param(1.0, 1.0, 0.25, 0.5, 0.5, 0.0).abs() < 1e-15);
         let expected = [
             (1.0, "-0.4472"),
@@ -646,7 +654,7 @@ mod tests {
 
     #[test]
     fn mep_param_matches_the_general_mix_and_drops_zero_weights() {
-        // MEP §3.10 is the §3.6 mix of a Kerple-log term (a = scale·slope, slope 1) and a Gaussian.
+        // MEP Eqs. 27–28 are the general mix of a Kerple-log term (a = scale·slope, slope 1) and a Gaussian.
         for d in [0.0, 1.0, 3.5, 100.0, 4096.0] {
             let mix = [
                 term(KernelKind::KerpleLog, 0.8, 0.5, Some(1.3)),
@@ -666,8 +674,9 @@ mod tests {
 
     #[test]
     fn single_term_mixes_reduce_exactly() {
-        // RI §3 sanity test: the exponential kernel alone (weight 1) is ALiBi, bit for bit; likewise
-        // the Gaussian and scaled-slope cases (MEP §3.6 with one term).
+        // Sanity check (MEP has no public code): the exponential kernel alone (weight 1) is ALiBi, bit for
+        // bit; likewise
+        // the Gaussian and scaled-slope cases (MEP Eq. 25 with one term).
         for m in alibi_slopes(12) {
             for d in [0.0, 1.0, 7.0, 511.0, 8191.0, 1e6] {
                 let exp = [term(KernelKind::Exp, 1.0, 1.0, None)];
@@ -715,7 +724,7 @@ mod tests {
 
     #[test]
     fn log_sum_exp_edge_cases() {
-        // MEP §3.12.
+        // Log-sum-exp stability.
         assert_eq!(log_sum_exp(&[]), None);
         assert_eq!(log_sum_exp(&[-3.5]), Some(-3.5));
         let two = log_sum_exp(&[0.0, 0.0]).expect("non-empty");
@@ -731,7 +740,7 @@ mod tests {
 
     #[test]
     fn extreme_inputs_stay_finite() {
-        // MEP §3.12: no ±inf/NaN for finite inputs. Huge slopes (1e6) at d = 1e6 are exact ...
+        // Stability: no ±inf/NaN for finite inputs. Huge slopes (1e6) at d = 1e6 are exact ...
         assert_eq!(alibi(1e6, 1e6), -1e12);
         assert_eq!(gaussian(1e6, 1e6), -1e18);
         assert_eq!(kerple_power(1e6, 2.0, 1e6), -1e18);
@@ -764,7 +773,7 @@ mod tests {
         ]
     }
 
-    // ---- Properties (MEP §1 shift invariance, §3.6 mixture, §3.12 stability) ----
+    // ---- Properties (MEP Eq. 15 shift invariance, Eqs. 25–28 mixture, stability) ----
 
     fn kind_strategy() -> impl Strategy<Value = KernelKind> {
         prop_oneof![
@@ -795,13 +804,13 @@ mod tests {
     }
 
     proptest! {
-        /// MEP §3.12: B is finite for slopes in [0, 1e4] and d in [0, 1e6].
+        /// Stability: B is finite for slopes in [0, 1e4] and d in [0, 1e6].
         #[test]
         fn mep_is_finite(terms in terms_strategy(), slope in 0.0..1e4f64, d in 0.0..1e6f64) {
             prop_assert!(mep_log_kernel(&terms, slope, d).is_finite());
         }
 
-        /// MEP §3.6: a mix of decaying kernels is non-increasing in d. The tolerance is a few ulps
+        /// MEP Eqs. 25–28: a mix of decaying kernels is non-increasing in d. The tolerance is a few ulps
         /// of B, the rounding of the log-sum-exp itself.
         #[test]
         fn mep_is_non_increasing(
@@ -816,7 +825,7 @@ mod tests {
             prop_assert!(b_far <= b_near + 1e-12 * (1.0 + b_near.abs()), "B({near}) = {b_near} < B({far}) = {b_far}");
         }
 
-        /// MEP §1/§3.13: at d = 0 every kernel is 1, so B(0) = ln Σ w.
+        /// MEP Eqs. 15, 26: at d = 0 every kernel is 1, so B(0) = ln Σ w.
         #[test]
         fn mep_at_zero_is_log_weight_sum(terms in terms_strategy(), slope in 0.0..1e4f64) {
             let b0 = mep_log_kernel(&terms, slope, 0.0);
@@ -824,7 +833,7 @@ mod tests {
             prop_assert!((b0 - wsum.ln()).abs() <= 1e-12 * (1.0 + wsum.ln().abs()));
         }
 
-        /// MEP §1 softmax shift invariance: w -> w·e^c adds exactly c to B (up to rounding).
+        /// MEP Eq. 15 softmax shift invariance: w -> w·e^c adds exactly c to B (up to rounding).
         #[test]
         fn mep_weight_scale_shifts_bias(
             terms in terms_strategy(),
@@ -844,8 +853,8 @@ mod tests {
             );
         }
 
-        /// Every fixed-form bias is 0 at d = 0 (MEP §3.1–3.5, §3.10 with ln(wk + wg)), and FIRE's
-        /// normalized distance is 0 on the diagonal (MEP §3.8).
+        /// Every fixed-form bias is 0 at d = 0 (MEP Eqs. 16–28, Eq. 27 with ln(wk + wg)), and FIRE's
+        /// normalized distance is 0 on the diagonal (mcleish7/arithmetic `FIRE`).
         #[test]
         fn biases_vanish_at_zero_distance(
             m in 0.0..1e4f64,
@@ -866,7 +875,8 @@ mod tests {
             prop_assert_eq!(fire_u(i, i, 0.1, 1.0, 512.0), 0.0);
         }
 
-        /// MEP §3.3/§3.4/§3.5: the fixed biases are finite and non-positive for finite inputs.
+        /// Kerple (MEP Eqs. 18–19, KERPLE code) and Sandwich (NeMo): the fixed biases are finite and
+        /// non-positive for finite inputs.
         #[test]
         fn fixed_biases_are_finite_and_non_positive(
             m in 0.0..1e6f64,
@@ -891,7 +901,7 @@ mod tests {
             prop_assert!(sandwich(d, h0, 16, 64) <= 0.0);
         }
 
-        /// FIRE (MEP §3.8): for causal pairs u is in [0, 1).
+        /// FIRE (mcleish7/arithmetic `FIRE`): for causal pairs u is in [0, 1).
         #[test]
         fn fire_u_is_in_unit_interval(
             i in 0usize..100_000,

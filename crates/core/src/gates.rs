@@ -11,8 +11,8 @@ fn check_gla_shapes(q: &[f32], k: &[f32], v: &[f32], log_gate: &[f32], t: usize,
     assert_eq!(log_gate.len(), t * dk, "gated linear attention: log_gate must be [T, dk]");
 }
 
-/// Naive recurrent gated linear attention for one head, key-dim gated (GLA layout; ReGLA digest
-/// §1.9 and §6, reference-implementations §7 `naive_recurrent_gla`):
+/// Naive recurrent gated linear attention for one head, key-dim gated (GLA layout of ReGLA
+/// Eq. 15 with a key-axis gate, as fla `ops/gla/naive.py` `naive_recurrent_gla`):
 ///
 /// ```text
 /// S_0 = 0 (dk × dv)
@@ -59,8 +59,8 @@ pub fn gated_linear_recurrent(
     out
 }
 
-/// Naive parallel (quadratic) gated linear attention for one head — the oracle form of ReGLA
-/// digest §1.9 ("Fully parallel"):
+/// Naive parallel (quadratic) gated linear attention for one head — the recurrence of ReGLA
+/// Eq. 15 unrolled (the paper gives no parallel form):
 ///
 /// ```text
 /// A_t = Σ_{u≤t} lg_u                                   (per key channel j, in f64)
@@ -166,7 +166,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
-        /// ReGLA digest §1.9 (parallel form as oracle) and reference-implementations §8 property 3:
+        /// Parallel form as oracle (ReGLA Eq. 15 unrolled; fla tests `tests/ops/test_gla.py` do the same):
         /// recurrent ≡ parallel, including strongly negative log gates down to −20.
         #[test]
         fn recurrent_equals_parallel(

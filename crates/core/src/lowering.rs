@@ -27,7 +27,7 @@ pub enum Lowering {
 pub enum Window {
     /// All keys `j <= i`.
     Causal,
-    /// Keys of the query's own block: `i − i mod w <= j <= i` (TransNormer DiagAttention, §3.2).
+    /// Keys of the query's own block: `i − i mod w <= j <= i` (TransNormer DiagAttention, §4.3).
     Block(usize),
 }
 
@@ -123,7 +123,7 @@ pub enum Gate {
 #[derive(Debug, Clone)]
 pub enum Post {
     None,
-    /// SimpleRMSNorm over the concatenated heads, no gain (TransNormer NormAttention, §3.3, Eq. 10).
+    /// SimpleRMSNorm over the concatenated heads, no gain (TransNormer NormAttention, §4.2, Eq. 14).
     SimpleRmsNorm,
     /// Per-head RMSNorm with gain `gain` (`[head_dim]`).
     HeadNorm {

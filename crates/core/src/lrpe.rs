@@ -1,15 +1,16 @@
 //! LRPE — Linearized Relative Positional Encoding (Qin et al., TMLR 2023), reference math.
 //!
 //! Every token's (feature-mapped) query and key are multiplied by a position-dependent unitary
-//! transform `T_s(x) = Λ(s) (P x)` (LRPE digest §3, §8 step 2; reference-implementations §6a: the
-//! reference `Urpe.forward` applies **no trailing Pᵀ**). Because `Λ(s)ᵀ Λ(t) = Λ(t − s)` and P is
-//! orthogonal, `⟨T_s q, T_t k⟩ = qᵀ Pᵀ Λ(t − s) P k` depends only on `t − s`, so the encoding is
+//! transform `T_s(x) = Λ(s) (P x)` (LRPE §3.2, Def. 3.1, Eq. 13, with App. D.1's trick, Eq. 75;
+//! fairseq-evo `urpe.py`: `Urpe.forward` applies **no trailing Pᵀ**). Because `Λ(s)ᵀ Λ(t) = Λ(t − s)`
+//! and P is orthogonal, `⟨T_s q, T_t k⟩ = qᵀ Pᵀ Λ(t − s) P k` depends only on `t − s`, so the encoding is
 //! relative while still factorising per token, which is what linear attention needs.
 //!
-//! * P ∈ {identity, Householder `I − 2 v̂ v̂ᵀ`, odd-even interleave} (digest §3.2).
+//! * P ∈ {identity, Householder `I − 2 v̂ v̂ᵀ`, odd-even interleave} (LRPE §3.3, App. D.1,
+//!   Eqs. 73–74).
 //! * Λ(s) ∈ {adjacent-pair rotations, rotation of the first half only ("mixed"), a fixed random
 //!   permutation applied s times, complex diagonal `exp(i s α)` realised as `[x⊙cos, x⊙sin]`}
-//!   (digest §3.1, §3.3, §9 A1).
+//!   (LRPE §3.2.1, Props. 3.3–3.5, Eqs. 22–24; the mixed core is fairseq-evo `urpe.py` `mix_rope`).
 //!
 //! All angles `s·θ` are formed and passed to cos/sin in f64 (design.md: WGSL/f32 sin and cos are
 //! only trustworthy on [−π, π], and `s·θ_0` reaches hundreds of radians). The module also holds the
@@ -25,11 +26,12 @@ use crate::rng::seeded_permutation;
 use crate::rotary::inv_freq;
 use crate::variants::lrpe::{LrpeCore, LrpeP};
 
-/// Base of the fixed ("theta type a") LRPE angles `θ_k = 10000^(−2k/width)` (LRPE digest §3.3).
+/// Base of the fixed ("theta type a") LRPE angles `θ_k = 10000^(−2k/width)` (LRPE App. D.1).
 pub const LRPE_THETA_BASE: f64 = 10000.0;
 
 /// Width of the rotated block of the `mixed` core: `d / 2` (integer division) rounded up to even,
-/// exactly as the reference `Urpe.mix_rope` (`e = d // 2; if e % 2: e += 1`; LRPE digest §9 A1).
+/// exactly as the reference `Urpe.mix_rope` (`e = d // 2; if e % 2: e += 1`;
+/// fairseq-evo `urpe.py`).
 /// Channels `e..d` pass through. For d ≥ 2 this is ≥ 2 and ≤ d.
 pub fn mixed_rotated_width(d: usize) -> usize {
     let e = d / 2;
@@ -58,13 +60,13 @@ impl Lrpe {
     /// Build the transform.
     ///
     /// * `theta`: `Some(learned angles)` of length [`Lrpe::n_angles`], or `None` for the fixed
-    ///   angles (LRPE digest §3.3, reference-implementations §6a):
+    ///   angles (LRPE App. D.1; fairseq-evo `urpe.py`):
     ///   - rotation: `θ_k = 10000^(−2k/d)`, k = 0..d/2;
     ///   - mixed: rotated width `e = `[`mixed_rotated_width`]`(d)`, `θ_k = 10000^(−2k/e)`, k = 0..e/2;
-    ///   - complex: `α_k = 10000^(−2k/d)`, k = 0..d (digest §9 A6);
+    ///   - complex: `α_k = 10000^(−2k/d)`, k = 0..d (fairseq-evo `urpe.py`);
     ///   - permutation: no angles (`Some(&[])` is accepted too).
     /// * `householder_v`: required iff `p == Householder` (an error otherwise, so a stray tensor is
-    ///   noticed); length d, finite, normalised here in f64 to `v̂ = v / ‖v‖` (digest §3.2); a zero
+    ///   noticed); length d, finite, normalised here in f64 to `v̂ = v / ‖v‖` (LRPE Eq. 73); a zero
     ///   vector is an error. A vector stored pre-normalised is unchanged up to rounding.
     /// * `seed`: seed of the core permutation π = [`seeded_permutation`]`(d, seed)`; used only by
     ///   the permutation core.
@@ -83,7 +85,7 @@ impl Lrpe {
             return Err(Error::arg("d", "lrpe rotation cores need head dim >= 2"));
         }
 
-        // Angles (digest §3.3): learned values are widened to f64, fixed ones computed in f64.
+        // Angles (LRPE App. D.1): learned values are widened to f64, fixed ones computed in f64.
         let n = Self::n_angles(core, d);
         let angles: Vec<f64> = match theta {
             Some(t) => {
@@ -109,7 +111,7 @@ impl Lrpe {
             },
         };
 
-        // Householder vector (digest §3.2, Eq. 73): v̂ = v / ‖v‖ in f64.
+        // Householder vector (LRPE App. D.1, Eq. 73): v̂ = v / ‖v‖ in f64.
         let householder_v = match (p, householder_v) {
             (LrpeP::Householder, Some(v)) => {
                 if v.len() != d {
@@ -136,8 +138,8 @@ impl Lrpe {
             (_, None) => Vec::new(),
         };
 
-        // Permutation core (digest §3.1 Solution 3, §9 A8): π and its cycle decomposition, so that
-        // π^s is available for any s in O(d) without a max-length table.
+        // Permutation core (LRPE Prop. 3.5, Eq. 24; App. D.1: random, deterministic): π and its cycle
+        // decomposition, so that π^s is available for any s in O(d) without a max-length table.
         let (perm, cycles, cycle_pos) = if core == LrpeCore::Permutation {
             let perm = seeded_permutation(d, seed);
             let (cycles, cycle_pos) = cycle_decomposition(&perm);
@@ -150,7 +152,7 @@ impl Lrpe {
     }
 
     /// Number of angles the core uses for head dim `d` (the length of a learned θ tensor):
-    /// rotation d/2, mixed `mixed_rotated_width(d)/2`, complex d, permutation 0 (digest §9 A6).
+    /// rotation d/2, mixed `mixed_rotated_width(d)/2`, complex d, permutation 0 (fairseq-evo `urpe.py`).
     pub fn n_angles(core: LrpeCore, d: usize) -> usize {
         match core {
             LrpeCore::Rotation => d / 2,
@@ -160,7 +162,7 @@ impl Lrpe {
         }
     }
 
-    /// Output width: d, or 2d for the complex core (digest §8 step 2, Type 1 real embedding).
+    /// Output width: d, or 2d for the complex core (LRPE Eq. 22 as a real embedding).
     pub fn out_dim(&self) -> usize {
         match self.core {
             LrpeCore::Complex => 2 * self.d,
@@ -199,7 +201,7 @@ impl Lrpe {
     }
 
     /// `π^s(j)` through the cycle decomposition: if j sits at position i of a cycle c of length L,
-    /// then `π^s(j) = c[(i + s) mod L]` (digest §8 step 2, Type 3). Panics if the core is not the
+    /// then `π^s(j) = c[(i + s) mod L]` (LRPE Eq. 24). Panics if the core is not the
     /// permutation or `j >= d`.
     pub fn perm_power(&self, s: usize, j: usize) -> usize {
         let (c, i) = self.cycle_pos[j];
@@ -208,7 +210,7 @@ impl Lrpe {
     }
 
     /// Period in s of the permutation core: the order of π, i.e. the lcm of its cycle lengths
-    /// (digest §3.1 Solution 3). `None` for the other cores or if it overflows u128.
+    /// (LRPE Prop. 3.5, Eq. 24). `None` for the other cores or if it overflows u128.
     pub fn permutation_period(&self) -> Option<u128> {
         if self.core != LrpeCore::Permutation {
             return None;
@@ -219,7 +221,7 @@ impl Lrpe {
         })
     }
 
-    /// The fixed unitary P applied to x, in f64 (LRPE digest §3.2).
+    /// The fixed unitary P applied to x, in f64 (LRPE §3.3, App. D.1).
     fn apply_p(&self, x: &[f32]) -> Vec<f64> {
         let d = self.d;
         match self.p {
@@ -235,15 +237,16 @@ impl Lrpe {
     }
 
     /// Apply `T_s = Λ(s) P` to `x` (len d), writing `out` (len [`Lrpe::out_dim`]); s is the token's
-    /// absolute position, starting at 0 (digest §8 step 2, §9 A10).
+    /// absolute position, starting at 0 (as fairseq-evo `urpe.py`).
     ///
     /// * rotation / mixed: `out[2k] = y[2k] cos(sθ_k) − y[2k+1] sin(sθ_k)`,
     ///   `out[2k+1] = y[2k+1] cos(sθ_k) + y[2k] sin(sθ_k)` for every rotated pair k; the remaining
-    ///   channels (odd d's last channel; mixed: channels e..d) pass through (digest §3.1 Solution 2;
-    ///   reference-implementations §6a).
-    /// * permutation: `out[j] = y[π^s(j)]` (digest §3.1 Solution 3).
+    ///   channels (odd d's last channel; mixed: channels e..d) pass through (LRPE Prop. 3.4,
+    ///   Eq. 23; fairseq-evo `urpe.py`).
+    /// * permutation: `out[j] = y[π^s(j)]` (LRPE Prop. 3.5, Eq. 24).
     /// * complex: `out = [y ⊙ cos(sα), y ⊙ sin(sα)]`, so that the real dot product of two outputs is
-    ///   `Re((T_s q)ᴴ T_t k) = Σ_j y_q[j] y_k[j] cos((t − s) α_j)` (digest §3.1 Solution 1, §9 A11).
+    ///   `Re((T_s q)ᴴ T_t k) = Σ_j y_q[j] y_k[j] cos((t − s) α_j)` (LRPE Prop. 3.3, Eq. 22;
+    ///   real part of the complex score).
     ///
     /// Here `y = P x`. Angles `s·θ` and their cos/sin are computed in f64; the result is rounded to
     /// f32 once at the end.
@@ -286,7 +289,7 @@ impl Lrpe {
     }
 }
 
-/// Odd-even P as a gather index (LRPE digest §3.2, reference `Urpe.odd_even_permutation`):
+/// Odd-even P as a gather index (LRPE Eq. 74, as fairseq-evo `Urpe.odd_even_permutation`):
 /// `y[2k] = x[k]`, `y[2k+1] = x[h + k]` with `h = ceil(d/2)`. For d = 8: `[0,4,1,5,2,6,3,7]`.
 /// It is a permutation for every d: even outputs take `x[0..h]`, odd outputs take `x[h..d]`
 /// (there are `floor(d/2) = d − h` odd positions).
@@ -381,7 +384,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
-        /// LRPE digest §3 (Def. 3.1, Prop. 3.2) and §8 step 5: ⟨T_s q, T_t k⟩ depends only on t − s,
+        /// LRPE §3.2 (Def. 3.1, Prop. 3.2, Eqs. 13–14): ⟨T_s q, T_t k⟩ depends only on t − s,
         /// for every core × P × θ combination, including large positions (f64 angles).
         #[test]
         fn score_is_shift_invariant(
@@ -406,7 +409,7 @@ mod tests {
             }
         }
 
-        /// LRPE digest §3 (every W_s unitary), §8 step 5: ‖T_s x‖ = ‖x‖ for rotation, mixed and
+        /// LRPE Prop. 3.2 (every W_s unitary): ‖T_s x‖ = ‖x‖ for rotation, mixed and
         /// permutation; complex: ‖T_s x‖² = Σ (Px)_j² (cos² + sin²) = ‖Px‖² = ‖x‖².
         #[test]
         fn transform_preserves_norm(
@@ -424,7 +427,7 @@ mod tests {
             }
         }
 
-        /// LRPE digest §3 (W_0 = I) and §8 step 5: at s = t the score is (Pq)·(Pk) = q·k.
+        /// LRPE Eq. 16 (W_0 = I): at s = t the score is (Pq)·(Pk) = q·k.
         #[test]
         fn same_position_score_is_content_only(
             d in 2usize..=20,
@@ -445,7 +448,7 @@ mod tests {
         }
     }
 
-    /// LRPE digest §3.1 Solution 1: the complex core's score is Σ (Pq)_j (Pk)_j cos((t − s) α_j)
+    /// LRPE Prop. 3.3, Eq. 22: the complex core's score is Σ (Pq)_j (Pk)_j cos((t − s) α_j)
     /// (the closed form also checked in reference-implementations §6b).
     #[test]
     fn complex_core_matches_closed_form() {
@@ -461,7 +464,7 @@ mod tests {
         assert_eq!(l.out_dim(), 2 * d);
     }
 
-    /// LRPE digest §0 ("RoPE is Type 2 with P = I and fixed α") and §8 step 5: rotation core,
+    /// LRPE App. D.1 (Type 2 with P = I and fixed α is RoPE): rotation core,
     /// P = identity, fixed θ equals `rope_rotate` with base 10000 (odd d: last channel passes).
     #[test]
     fn rotation_identity_fixed_equals_rope() {
@@ -476,7 +479,7 @@ mod tests {
         }
     }
 
-    /// LRPE digest §3.2: odd-even P combined with the adjacent-pair rotation is NeoX "rotate-half"
+    /// LRPE Eq. 74: odd-even P combined with the adjacent-pair rotation is NeoX "rotate-half"
     /// (pairs (k, h + k)) followed by the interleave.
     #[test]
     fn odd_even_rotation_is_rotate_half() {
@@ -494,7 +497,7 @@ mod tests {
         }
     }
 
-    /// LRPE digest §3.2 (reference gather): d = 8 → [0,4,1,5,2,6,3,7]; a permutation for every d,
+    /// LRPE Eq. 74 (fairseq-evo gather): d = 8 → [0,4,1,5,2,6,3,7]; a permutation for every d,
     /// odd d included.
     #[test]
     fn odd_even_is_a_permutation() {
@@ -512,7 +515,7 @@ mod tests {
         }
     }
 
-    /// LRPE digest §3.1 Solution 2 / §9 A1 (reference `mix_rope`): mixed rotates the first
+    /// LRPE Prop. 3.4 (fairseq-evo `urpe.py` `mix_rope`): mixed rotates the first
     /// e = round_up_even(d / 2) channels of P x and passes the rest through.
     #[test]
     fn mixed_core_rotates_first_block_only() {
@@ -541,7 +544,7 @@ mod tests {
         cur
     }
 
-    /// LRPE digest §3.1 Solution 3, §8 step 2: y[j] = x[π^s(j)] via cycles equals repeated
+    /// LRPE Prop. 3.5, Eq. 24: y[j] = x[π^s(j)] via cycles equals repeated
     /// application of π, and the period is the lcm of the cycle lengths (the order of π).
     #[test]
     fn permutation_core_power_and_period() {
@@ -578,7 +581,7 @@ mod tests {
         assert_eq!(l.permutation_period(), None);
     }
 
-    /// LRPE digest §3.2: the Householder vector is normalised (‖v̂‖ = 1) and P is a reflection
+    /// LRPE Eq. 73: the Householder vector is normalised (‖v̂‖ = 1) and P is a reflection
     /// (P v̂ = −v̂, so the identity core gives T_0 v̂ = −v̂).
     #[test]
     fn householder_is_normalised_reflection() {

@@ -152,10 +152,12 @@ pub fn sinusoidal_embedding(pos: usize, d: usize, out: &mut [f32]) {
     }
 }
 
-/// Epsilon of [`simple_rms_norm`], added **outside** the square root (TransNormer digest §1.3).
+/// Epsilon of [`simple_rms_norm`], added **outside** the square root (fairseq-evo
+/// `fairseq/modules/norm/rms_norm.py` `SimpleRMSNorm`).
 pub const SIMPLE_RMS_EPS: f32 = 1e-8;
 
-/// SimpleRMSNorm (TransNormer digest §1.3, NormAttention): `x / (‖x‖₂ / sqrt(n) + 1e-8)`, no gain.
+/// SimpleRMSNorm (TransNormer §4.2, Eq. 14's XNorm, as fairseq-evo `SimpleRMSNorm`):
+/// `x / (‖x‖₂ / sqrt(n) + 1e-8)`, no gain.
 /// The sum of squares is accumulated in f64. An all-zero input stays zero.
 pub fn simple_rms_norm(x: &mut [f32]) {
     if x.is_empty() {
@@ -170,7 +172,8 @@ pub fn simple_rms_norm(x: &mut [f32]) {
 }
 
 /// RMSNorm with gain: `x / sqrt(mean(x²) + eps) ⊙ w` (eps inside the root; the residual-stream norm
-/// of config.rs and the per-head output norm of GLA/ReGLA/RetNet, ReGLA digest §1.6, §7 A5).
+/// of config.rs and the per-head output norm of GLA/ReGLA/RetNet, ReGLA §3.2;
+/// per head as fla `layers/gla.py`).
 ///
 /// # Panics
 /// If `w.len() != x.len()` (caller bug, not data).
@@ -192,7 +195,7 @@ mod tests {
     use crate::rng::seeded_normal;
     use crate::test_util::close;
 
-    /// TransNormer digest §1.3 and reference-implementations §8 property 5: SimpleRMSNorm output has
+    /// SimpleRMSNorm (fairseq-evo `rms_norm.py`) output has
     /// unit RMS up to eps; zero input stays zero. RMSNorm with gain matches the formula.
     #[test]
     fn norms() {

@@ -39,8 +39,9 @@ impl SplitMix64 {
     }
 }
 
-/// Deterministic random permutation of `0..d` from a seed (LRPE digest §9 A8: the reference uses an
-/// unseeded `randperm`; we fix the algorithm so trainer, CPU and GPU agree).
+/// Deterministic random permutation of `0..d` from a seed (LRPE App. D.1 asks for a random,
+/// deterministic permutation; fairseq-evo `urpe.py` uses an unseeded `randperm`; we fix the
+/// algorithm so trainer, CPU and GPU agree).
 ///
 /// Algorithm, exactly: `rng = SplitMix64::new(seed)`; `p = [0, 1, …, d−1]`; for `i = d−1` down to
 /// `1`: `j = rng.next_u64() % (i + 1)` (u64 remainder; the modulo bias is < 2⁻⁵⁰ for d ≤ 4096 and is
@@ -56,7 +57,8 @@ pub fn seeded_permutation(d: usize, seed: u64) -> Vec<usize> {
     p
 }
 
-/// Deterministic N(0, 1) vector (for the Householder v of `attnlab init`; LRPE digest §3.2, §9 A7).
+/// Deterministic N(0, 1) vector (for the Householder v of `attnlab init`; LRPE App. D.1, Eq. 73:
+/// sampled from N(0, I), deterministic).
 ///
 /// Algorithm, exactly (Box–Muller, all in f64, rounded to f32 at the end): `rng =
 /// SplitMix64::new(seed)`; for each pair index i = 0, 1, …: `u1 = ((rng.next_u64() >> 11) + 1) · 2⁻⁵³`
@@ -84,8 +86,9 @@ pub fn seeded_normal(n: usize, seed: u64) -> Vec<f32> {
 mod tests {
     use super::*;
 
-    /// LRPE digest §9 A8: the seeded permutation is a permutation, deterministic, seed-dependent,
-    /// and pinned (the values come from an independent Python SplitMix64 + Fisher–Yates).
+    /// LRPE App. D.1 (deterministic permutation): the seeded permutation is a permutation,
+    /// deterministic, seed-dependent, and pinned (the values come from an independent Python
+    /// SplitMix64 + Fisher–Yates).
     #[test]
     fn seeded_permutation_is_deterministic_permutation() {
         let mut rng = SplitMix64::new(0);
@@ -111,7 +114,7 @@ mod tests {
         }
     }
 
-    /// seeded_normal (Householder init, LRPE digest §3.2): deterministic, finite, ~N(0, 1).
+    /// seeded_normal (Householder init, LRPE App. D.1, Eq. 73): deterministic, finite, ~N(0, 1).
     #[test]
     fn seeded_normal_is_deterministic_standard_normal() {
         let a = seeded_normal(20_001, 9);

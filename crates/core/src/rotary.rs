@@ -4,7 +4,8 @@
 //! fixed LRPE angles and the GPU's uploaded tables.
 
 /// Inverse frequency `base^(−2k/width)` in f64, shared by RoPE and the fixed LRPE angles so that the
-/// rotation core with P = I and fixed θ is bit-identical to [`rope_rotate`] (LRPE digest §8 step 5).
+/// rotation core with P = I and fixed θ is bit-identical to [`rope_rotate`] (LRPE App. D.1:
+/// Type 2 with P = I and fixed θ is RoPE).
 pub fn inv_freq(base: f64, k: usize, width: usize) -> f64 {
     base.powf(-2.0 * k as f64 / width as f64)
 }
@@ -24,8 +25,8 @@ pub fn rope_cos_sin(s: usize, d: usize, base: f64) -> (Vec<f32>, Vec<f32>) {
 /// Rotate `x` (one head, width d = `x.len()`) in place by RoPE at position `s`: adjacent pairs
 /// (2k, 2k+1) rotated by `s·base^(−2k/d)`, `x[2k] ← x[2k] cos − x[2k+1] sin`,
 /// `x[2k+1] ← x[2k+1] cos + x[2k] sin`; with odd d the last channel passes through. Angles, cos,
-/// sin and the rotation are evaluated in f64 (LRPE digest §8 step 4). This is the LRPE rotation
-/// core with P = I and fixed θ for base 10000 (digest §0: "RoPE is Type 2 with P = I").
+/// sin and the rotation are evaluated in f64 (WGSL/f32 sin and cos are only accurate on [−π, π]).
+/// This is the LRPE rotation core with P = I and fixed θ for base 10000 (LRPE App. D.1).
 pub fn rope_rotate(x: &mut [f32], s: usize, base: f64) {
     let d = x.len();
     let pos = s as f64;

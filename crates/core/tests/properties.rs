@@ -133,7 +133,7 @@ fn gates_are_recorded_for_gated_variants() {
     let tr = model(&retnet, 1)
         .trace(&tokens(5, 61, 1), TraceRequest { gates: true, ..Default::default() })
         .unwrap();
-    // RetNet decay γ_h = 1 − 2^(−5−h) (regla digest §2.2).
+    // RetNet decay γ_h = 1 − 2^(−5−h) (RetNet, Sun et al., 2023).
     assert!((tr.gates[0].f[0] - (1.0 - 2f32.powi(-5))).abs() < 1e-6);
     assert!((tr.gates[0].f[16] - (1.0 - 2f32.powi(-6))).abs() < 1e-6);
 }

@@ -134,11 +134,12 @@ pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
         AttentionSpec::Regla(_) => {
             let ag = heads(&linear(u, m.w(&p("regla.w_g"))?)?.broadcast_add(m.w(&p("regla.b_g"))?)?, h, dh)?;
             let ar = heads(&linear(u, m.w(&p("regla.w_r"))?)?.broadcast_add(m.w(&p("regla.b_r"))?)?, h, dh)?;
-            // ln F = lnσ(a_g) + logaddexp(lnσ(a_g), ln 2 + lnσ(a_r) + lnσ(−a_g)), ≤ 0 (ReGLA digest §1.7).
+            // ln F = lnσ(a_g) + logaddexp(lnσ(a_g), ln 2 + lnσ(a_r) + lnσ(−a_g)), ≤ 0
+            // (ReGLA §3.3, Eqs. 16–18, in log space).
             let lsg = log_sigmoid(&ag)?;
             let other = ((log_sigmoid(&ar)? + log_sigmoid(&ag.neg()?)?)? + std::f64::consts::LN_2)?;
             let log_f = (&lsg + log_add_exp(&lsg, &other)?)?.minimum(0.0)?;
-            // φq = c(dh)·exp(q − max q) (ReGLA digest §1.4–1.5).
+            // φq = c(dh)·exp(q − max q) (ReGLA §3.1, Eq. 11, Thm 3.1).
             let c = attnlab_core::variants::regla::regla_scale(dh) as f32 as f64;
             let fq = (q.broadcast_sub(&q.max_keepdim(D::Minus1)?)?.exp()? * c)?;
             // Running key max M_t = max_{s≤t} max_j k_s[j] as a masked max over [T, T].
@@ -198,7 +199,7 @@ fn log_add_exp(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     Ok((m + ((a - b)?.abs()?.neg()?.exp()? + 1.0)?.log()?)?)
 }
 
-/// SimpleRMSNorm over the last dim: `x / (√mean(x²) + 1e−8)` (TransNormer digest §1.3).
+/// SimpleRMSNorm over the last dim: `x / (√mean(x²) + 1e−8)` (fairseq-evo `SimpleRMSNorm`).
 fn simple_rms_norm(x: &Tensor) -> Result<Tensor> {
     let rms = x.sqr()?.mean_keepdim(D::Minus1)?.sqrt()?;
     Ok(x.broadcast_div(&(rms + attnlab_core::ops::SIMPLE_RMS_EPS as f64)?)?)
@@ -309,13 +310,14 @@ fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Re
             let sl = slopes(s);
             table(&|hh, dd| bias::mep_log_kernel(kernels, sl[hh], dd))
         }
-        // −p·ln(1 + a·δ) with a, p ≥ 0.01 (MEP §3.3, RI §2).
+        // −p·ln(1 + a·δ) with a, p ≥ 0.01 (MEP Eqs. 18–19; KERPLE `mpu/layers.py`).
         AttentionSpec::KerpleLog(_) => {
             let a = per_head("pos.kerple_log.a")?.maximum(bias::KERPLE_MIN)?;
             let p = per_head("pos.kerple_log.p")?.maximum(bias::KERPLE_MIN)?;
             Ok(p.broadcast_mul(&(a.broadcast_mul(&dmat)? + 1.0)?.log()?)?.neg()?)
         }
-        // −a·δ^p with a ≥ 0.01, p ∈ [0.01, 2], and B(0) = 0 (MEP §3.4). δ^p = exp(p·ln max(δ, 1)).
+        // −a·δ^p with a ≥ 0.01, p ∈ [0.01, 2], and B(0) = 0 (KERPLE `ParallelKerplePower`).
+        // δ^p = exp(p·ln max(δ, 1)).
         AttentionSpec::KerplePower(_) => {
             let a = per_head("pos.kerple_power.a")?.maximum(bias::KERPLE_MIN)?;
             let p = per_head("pos.kerple_power.p")?.clamp(bias::KERPLE_MIN, bias::KERPLE_POWER_MAX_P)?;
@@ -325,7 +327,8 @@ fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Re
             let pow = p.broadcast_mul(&ln_d)?.exp()?.broadcast_mul(&nz)?;
             Ok(a.broadcast_mul(&pow)?.neg()?)
         }
-        // W[bucket(δ), h]·√dh (MEP §3.7): the bucket index is fixed, the table is gathered in the graph.
+        // W[bucket(δ), h]·√dh (MEP Eq. 22; GPT-NeoX scales T5's table by √dh): the bucket index is
+        // fixed, the table is gathered in the graph.
         AttentionSpec::T5(attnlab_core::variants::t5::T5 { num_buckets, max_distance }) => {
             let idx: Vec<u32> = delta
                 .iter()
@@ -335,7 +338,8 @@ fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Re
             let g = m.w("pos.t5.bucket_bias")?.index_select(&idx, 0)?; // [T·T, H]
             Ok((g.t()?.contiguous()?.reshape((h, t, t))? * (dh as f64).sqrt())?)
         }
-        // FIRE (MEP §3.8): u = ψ(i − j)/(ψ(max(i, |l_mult·L|)) + 1e−6), ψ(x) = ln(1 + |c·x|), then the MLP.
+        // FIRE (Li et al., 2023; mcleish7/arithmetic `FIRE`): u = ψ(i − j)/(ψ(max(i, |l_mult·L|)) + 1e−6),
+        // ψ(x) = ln(1 + |c·x|), then the MLP.
         AttentionSpec::Fire(attnlab_core::variants::fire::Fire { init_l }) => {
             let p = |n: &str| format!("layers.{i}.attn.fire.{n}");
             let l = init_l.unwrap_or(cfg.train_context as f64);
@@ -354,7 +358,7 @@ fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Re
             let out = linear(&hid, m.w(&p("w2"))?)?.broadcast_add(m.w(&p("b2"))?)?; // [T, T, H]
             Ok(out.permute((2, 0, 1))?.contiguous()?)
         }
-        // LSE[ln w_K − p·ln(1 + a δ), ln w_G − g_h δ²] (MEP §3.10); a term with weight ≤ 0 is dropped.
+        // LSE[ln w_K − p·ln(1 + a δ), ln w_G − g_h δ²] (MEP Eqs. 27–28); a term with weight ≤ 0 is dropped.
         AttentionSpec::MepParam(attnlab_core::variants::mep_param::MepParam {
             kerple_weight,
             gaussian_weight,
@@ -426,7 +430,7 @@ fn rotate_pairs(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     }
 }
 
-/// The LRPE transform `T_s(x) = Λ(s)(P x)` of one layer (§5.9, LRPE digest §3–4), in the graph.
+/// The LRPE transform `T_s(x) = Λ(s)(P x)` of one layer (§5.9; LRPE §3.2, Eq. 75), in the graph.
 struct LrpeTransform {
     core: LrpeCore,
     /// Unit Householder vector (graph tensor, normalised from the learnable `v`).

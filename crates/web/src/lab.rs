@@ -409,7 +409,7 @@ mod tests {
         e.kernel_curves(0, 64).expect("curves")[1].bias.clone()
     }
 
-    /// MEP digest §3.6: ALiBi is B = −m·d, so scaling every slope scales the curve.
+    /// MEP Eq. 17: ALiBi is B = −m·d, so scaling every slope scales the curve.
     #[test]
     fn slope_scale_scales_the_alibi_curve() {
         let e = engine("alibi");
@@ -438,7 +438,7 @@ mod tests {
         }
     }
 
-    /// MEP digest §3.9 / §3.12: the mix sliders turn an ALiBi model into a kernel mix evaluated by
+    /// MEP Eqs. 25–26: the mix sliders turn an ALiBi model into a kernel mix evaluated by
     /// log-sum-exp; moving one weight changes the curve, and the all-on-one-kernel mix is that kernel.
     #[test]
     fn mix_weights_change_the_curve_and_extremes_stay_finite() {

@@ -48,7 +48,8 @@ pub struct DumpArgs {
     /// Also dump the gates of gated layers (gla, regla, retnet)
     #[arg(long)]
     pub gates: bool,
-    /// Use the first N tokens of the text (at most the model's max_context)
+    /// Use the first N tokens of the text (at most the model's max_context); a longer text is cut,
+    /// with a note on stderr
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
 }
@@ -66,6 +67,14 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
             "--max-tokens {n} exceeds the model's max_context {}; lower --max-tokens",
             cfg.max_context
         )));
+    }
+    let truncated = all.len() > n;
+    if truncated {
+        crate::common::note(&format!(
+            "{}: {} tokens, dumping the first {n} (--max-tokens {n}; default 256)",
+            path.display(),
+            all.len()
+        ));
     }
     let tokens = &all[..n];
     let stage = match a.stage {
@@ -121,6 +130,8 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
             "out": a.out.display().to_string(),
             "bytes": bytes.len(),
             "tokens": n,
+            "text_tokens": all.len(),
+            "truncated": truncated,
             "tensors": listing.iter().map(|(k, s)| json!({"name": k, "shape": s})).collect::<Vec<_>>(),
         }));
     }
@@ -130,7 +141,8 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
             vec![k.clone(), format!("[{}]", s.iter().map(usize::to_string).collect::<Vec<_>>().join(", "))]
         })
         .collect();
-    let mut s = format!("wrote {} ({} bytes, {n} tokens)\n", a.out.display(), bytes.len());
+    let cut = if truncated { format!(" of {}", all.len()) } else { String::new() };
+    let mut s = format!("wrote {} ({} bytes, {n}{cut} tokens)\n", a.out.display(), bytes.len());
     s.push_str(&table(&["tensor", "shape"], &rows, &[0, 1]));
     out(&s)
 }

@@ -1,5 +1,5 @@
 //! `gaussian`: `B_h(d) = −m_h·d²` with the ALiBi slopes (the Gaussian kernel `exp(−m d²)` of MEP,
-//! Gao, "MEP", §3.2, Eq. 20, used alone). Steerable like ALiBi.
+//! Gao, "MEP", Methods, Eq. 24, used alone). Steerable like ALiBi.
 
 use super::{
     check_slopes, slopes_or_alibi, AttentionSpec, Family, KernelKind, KernelTerm, LowerCtx, Variant,

@@ -1,8 +1,16 @@
 //! `lrpe`: linear attention with Linearized Relative Positional Encoding (Qin et al., "Linearized
-//! Relative Positional Encoding", §3.3–3.4): `φ = 1 + elu`, then the unitary `T_s(x) = Λ(s)(P x)` on
+//! Relative Positional Encoding", §3.2–3.3): `φ = 1 + elu`, then the unitary `T_s(x) = Λ(s)(P x)` on
 //! both mapped features at their absolute position, so `⟨T_s q, T_t k⟩` depends on `t − s` only. The
 //! transform's math (cores, P, angles) is [`crate::lrpe::Lrpe`]; this module holds the config and the
 //! lowering.
+//!
+//! Decisions: the primary configuration is rotation core + fixed Householder P + learned θ (the
+//! configuration fairseq-evo `urpe.py` reuses); complex, permutation and mixed cores, identity and
+//! odd-even P and fixed θ are options. θ and `v` are per layer, shared by the heads. The output
+//! normalisation defaults to `rmsnorm` (SimpleRMSNorm over the heads, no denominator): the
+//! reference's `qS / max(q·z, 1e−6)` is `normalize: "denominator"`, not the default, because rotated
+//! features make `q·z ≤ 0` possible and the clamp then inflates outputs by up to 1e6 (LRPE App. C.2,
+//! Eqs. 37–38 give the denominator form).
 
 use super::{Family, LowerCtx, Variant};
 use crate::config::ModelConfig;

@@ -1,5 +1,5 @@
 //! `mep`: parameter-free MEP, the log of a weighted kernel mix (Gao, "MEP: Multiple Kernel Learning
-//! Enhancing Relative Positional Encoding Length Extrapolation", §3.3, Eq. 25/26):
+//! Enhancing Relative Positional Encoding Length Extrapolation", Methods, Eqs. 25–26):
 //! `B_h(d) = ln Σ_k w_k K_k(d; scale_k·m_h)`, default `exp(m) + exp(m/2) + gaussian(m)` with weights
 //! 0.33, evaluated by log-sum-exp over the log-terms so it stays finite where every kernel
 //! underflows ([`crate::bias::mep_log_kernel`]). The mix is a config list the page's sliders edit.
@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::lowering::Lowering;
 use serde::{Deserialize, Serialize};
 
-/// A kernel of a MEP kernel mix (MEP §3.2, Eqs. 18–21).
+/// A kernel of a MEP kernel mix (MEP Eqs. 18–19, 23–24).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum KernelKind {
@@ -45,7 +45,7 @@ fn one() -> f64 {
 }
 
 impl KernelTerm {
-    /// The paper's parameter-free MEP: exp(m) + exp(m/2) + gaussian(m), weights 0.33 (MEP §3.3, Eq. 25).
+    /// The paper's parameter-free MEP: exp(m) + exp(m/2) + gaussian(m), weights 0.33 (MEP Eq. 25).
     pub fn mep_default() -> Vec<KernelTerm> {
         vec![
             KernelTerm { kernel: KernelKind::Exp, scale: 1.0, weight: 0.33, p: None },

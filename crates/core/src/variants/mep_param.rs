@@ -1,5 +1,5 @@
 //! `mep-param`: parameterised MEP, a learnable KERPLE-log kernel mixed with a Gaussian (Gao, "MEP",
-//! §3.3, Eq. 27/28): `B_h(d) = ln(w_k·(1 + a_h d)^(−p_h) + w_g·exp(−s·m_h·d²))`, evaluated by
+//! Methods, Eqs. 27–28): `B_h(d) = ln(w_k·(1 + a_h d)^(−p_h) + w_g·exp(−s·m_h·d²))`, evaluated by
 //! log-sum-exp ([`crate::bias::mep_param`]); `a, p` per head, shared across layers.
 
 use super::{field, Family, LowerCtx, Variant};

@@ -1,8 +1,14 @@
 //! `regla`: ReGLA (Lu et al., "ReGLA: Refining Gated Linear Attention", §3): the normalised
-//! exponential feature map with the variance-reduction factor `c(d)` (§3.2, Eq. 11, Thm 3.1), the
+//! exponential feature map with the variance-reduction factor `c(d)` (§3.1, Eq. 11, Thm 3.1), the
 //! refined forget gate `F = (1 − r) g² + r (1 − (1 − g)²)` (§3.3, Eqs. 16–18) and per-head RMSNorm of
-//! the output (§3.4). Gated on the key/feature axis (GLA layout); the key map uses a running max with
+//! the output (§3.2). Gated on the key/feature axis (GLA layout); the key map uses a running max with
 //! an exact state rescale as the causal stand-in for the paper's global max.
+//!
+//! Decisions where the paper is silent or ambiguous: gates on the key/feature axis (Eq. 15 read in
+//! GLA's layout, as fla); key features `exp(k − M_t)` with the running max `M_t` folded into the
+//! log-gate (identical to Eq. 12's global max up to the norm's eps); per-head RMSNorm with eps 1e−5
+//! and a learned gain (the trainer uses the same eps); no output gate; `c(d)` with d = head_dim,
+//! applied to φq; full-rank `w_g`, `w_r` with biases starting at 0 (so r = 0.5 and F = g at init).
 
 use super::{Family, LowerCtx, Variant};
 use crate::activations::{log_add_exp, log_sigmoid, sigmoid};
@@ -17,14 +23,14 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct Regla {}
 
-/// ReGLA variance-reduction factor `c(d) = 1 / (e · sqrt(d (e² − 1)))` (ReGLA digest §1.5,
-/// Thm 3.1), used in place of 1/sqrt(d). c(64) = 0.018193.
+/// ReGLA variance-reduction factor `c(d) = 1 / (e · sqrt(d (e² − 1)))` (ReGLA §3.1,
+/// Thm 3.1; App. A), used in place of 1/sqrt(d). c(64) = 0.018193.
 pub fn regla_scale(d: usize) -> f64 {
     let e = std::f64::consts::E;
     1.0 / (e * (d as f64 * (e * e - 1.0)).sqrt())
 }
 
-/// ReGLA refined gate values for one channel (ReGLA digest §1.7).
+/// ReGLA refined gate values for one channel (ReGLA §3.3, Eqs. 16–18).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RefinedGate {
     /// `g = σ(a_g)` (Eq. 17).
@@ -38,11 +44,11 @@ pub struct RefinedGate {
 }
 
 /// ReGLA refined gate from the pre-activations `a_g = W_g x + b_g`, `a_r = W_r x + b_r`
-/// (ReGLA digest §1.7, Eqs. 16–18):
+/// (ReGLA §3.3, Eqs. 16–18):
 ///
 /// * `F = g² + 2 r g (1 − g) = g · (g + 2 r (1 − g))` — a sum of non-negative terms, so no
 ///   cancellation; `1 − g` is evaluated as `σ(−a_g)`; rounding is clamped so that F ≤ 1.
-/// * `ln F = lnσ(a_g) + logaddexp(lnσ(a_g), ln 2 + lnσ(a_r) + lnσ(−a_g))` — the digest's stable form
+/// * `ln F = lnσ(a_g) + logaddexp(lnσ(a_g), ln 2 + lnσ(a_r) + lnσ(−a_g))` — a stable form
 ///   (`ln(g + 2 r (1 − g))` written with log-terms), then clamped to ≤ 0. F ≤ 1 always, but when
 ///   both a_g and a_r are large the two terms cancel (≈ −(1−g) and ≈ +(2r−1)(1−g)) and rounding
 ///   of size ~1e-16·|lnσ(a_g)| can land a hair above 0; the clamp keeps every decay ≤ 1.
@@ -100,7 +106,7 @@ mod tests {
     use crate::test_util::close;
     use proptest::prelude::*;
 
-    /// ReGLA digest §1.5 table: c(d) = 1/(e·sqrt(d(e²−1))) = 0.1455416/sqrt(d).
+    /// ReGLA Thm 3.1 factor: c(d) = 1/(e·sqrt(d(e²−1))) = 0.1455416/sqrt(d).
     #[test]
     fn regla_scale_table() {
         for (d, want) in [(16, 0.036385), (32, 0.025728), (64, 0.018193), (96, 0.014854), (128, 0.012864)] {
@@ -109,7 +115,7 @@ mod tests {
         assert!(close(regla_scale(1), 0.145_541_6, 1e-7));
     }
 
-    /// ReGLA digest §1.7 unit-test rows (a_g, a_r) → g, r, F, log F (printed to 6 decimals; the
+    /// ReGLA Eqs. 16–18, rows (a_g, a_r) → g, r, F, log F computed independently (6 decimals; the
     /// F of (−6, −6) is printed as 1.8e-5, still within 1e-6).
     #[test]
     fn regla_gate_golden_rows() {
@@ -128,7 +134,7 @@ mod tests {
             assert!(close(gate.r, r, tol), "({ag},{ar}) r {}", gate.r);
             assert!(close(gate.f, f, tol), "({ag},{ar}) F {}", gate.f);
             assert!(close(gate.log_f, lf, tol), "({ag},{ar}) log F {}", gate.log_f);
-            // Eq. 16 literally, and the digest's identity F = g + (2r − 1) g (1 − g).
+            // Eq. 16 literally, and the identity F = g + (2r − 1) g (1 − g).
             let literal = (1.0 - gate.r) * gate.g.powi(2) + gate.r * (1.0 - (1.0 - gate.g).powi(2));
             assert!(close(gate.f, literal, 1e-15));
             let identity = gate.g + (2.0 * gate.r - 1.0) * gate.g * (1.0 - gate.g);
@@ -140,8 +146,8 @@ mod tests {
         assert!(close(regla_gate(logit(0.9), logit(0.3)).f, 0.864, 1e-12));
     }
 
-    /// ReGLA digest §1.7 gradient rows: dF/da_g = 2g(1−g)[(1−r)g + r(1−g)], dF/da_r = 2g(1−g)r(1−r),
-    /// checked against the table and a central finite difference of `regla_gate`.
+    /// Gradients of ReGLA Eq. 16 (cf. §3.3, Fig. 3): dF/da_g = 2g(1−g)[(1−r)g + r(1−g)],
+    /// dF/da_r = 2g(1−g)r(1−r), checked against the table and a central finite difference of `regla_gate`.
     #[test]
     fn regla_gate_gradients_match_digest() {
         let rows: [(f64, f64, f64, f64); 6] = [
@@ -165,8 +171,8 @@ mod tests {
         }
     }
 
-    /// ReGLA digest §7 A11: where F underflows f64, log F stays finite and exact. a_g = −800,
-    /// a_r = 0: F = g (g + (1 − g)) = g = e^−800 → 0 in f64, but log F = lnσ(−800) ≈ −800.
+    /// ReGLA Eq. 16 can approach 0 (F ≥ g²): where F underflows f64, log F stays finite and exact.
+    /// a_g = −800, a_r = 0: F = g (g + (1 − g)) = g = e^−800 → 0 in f64, but log F = lnσ(−800) ≈ −800.
     /// a_g = a_r = −100: F ≈ g² + 2 g r = 3 e^−200.
     #[test]
     fn regla_log_gate_survives_underflow() {
@@ -178,8 +184,8 @@ mod tests {
     }
 
     proptest! {
-        /// ReGLA digest §1.7 identities: r = 0.5 ⇒ F = g; F ∈ [g², g(2 − g)]; log F = ln F and is
-        /// finite even where F underflows (A11).
+        /// ReGLA Eq. 16 identities: r = 0.5 ⇒ F = g; F ∈ [g², g(2 − g)]; log F = ln F and is
+        /// finite even where F underflows.
         #[test]
         fn regla_gate_bounds(ag in -40.0f64..40.0, ar in -40.0f64..40.0) {
             let gate = regla_gate(ag, ar);

@@ -59,7 +59,8 @@ impl Variant for Retnet {
 mod tests {
     use super::*;
 
-    /// RetNet decay γ_h = 1 − 2^(−5−h) (ReGLA digest §2.2; RetNet paper).
+    /// RetNet decay γ_h = 1 − 2^(−5−h) (RetNet, Sun et al., 2023; ReGLA only names RetNet in
+    /// §6).
     #[test]
     fn retnet_gamma_values() {
         assert_eq!(retnet_gamma(0), 0.96875);

@@ -1,7 +1,7 @@
 //! `t5`: learned relative-position buckets (Raffel et al., "Exploring the Limits of Transfer
 //! Learning with a Unified Text-to-Text Transformer", §2.1): `B_h(d) = W[bucket(d), h]·sqrt(d_head)`
 //! with the causal log-spaced buckets of [`crate::bias::t5_bucket`] (the GPT-NeoX form the MEP paper
-//! compares against, Gao, "MEP", §4). One table shared by every t5 layer.
+//! compares against, Gao, "MEP", Experiments). One table shared by every t5 layer.
 
 use super::{field, AttentionSpec, Family, LowerCtx, Variant};
 use crate::bias;

@@ -1,8 +1,8 @@
-//! `transnormer`: TransNormer (Qin et al., "The Devil in Linear Transformer", §3): DiagAttention
-//! blocks (softmax restricted to non-overlapping blocks of `block_size` tokens, §3.2) in the first
+//! `transnormer`: TransNormer (Qin et al., "The Devil in Linear Transformer", §4): DiagAttention
+//! blocks (softmax restricted to non-overlapping blocks of `block_size` tokens, §4.3) in the first
 //! half of the layers, NormAttention (linear attention without a denominator, then SimpleRMSNorm
-//! of the output, §3.3, Eq. 10) in the second. Flavour T2 uses `φ = 1 + elu` and softmax Diag
-//! blocks; T1 uses `φ = elu` and ReLU Diag blocks followed by the norm (§4.1, Table 6).
+//! of the output, §4.2, Eqs. 13–14) in the second. Flavour T2 uses `φ = 1 + elu` and softmax Diag
+//! blocks; T1 uses `φ = elu` and ReLU Diag blocks followed by the norm (§5, opening paragraph).
 
 use super::{field, AttentionSpec, Family, LowerCtx, Variant};
 use crate::config::ModelConfig;
@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::lowering::{Bias, Feature, FeatureMap, LinearLowering, Lowering, Post, SoftmaxLowering, Window};
 use serde::{Deserialize, Serialize};
 
-/// TransNormer flavour (§4.1).
+/// TransNormer flavour (§5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TransnormerFlavor {
