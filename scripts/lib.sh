@@ -4,12 +4,9 @@
 # Every ensure_* function is idempotent: it checks first and installs only what is missing or at
 # the wrong version, so a second run does no network or compile work.
 
-# Tools pinned by the project. trunk 0.22 needs a newer rustc than ours; wasm-bindgen-cli must equal
-# the `wasm-bindgen` crate version in Cargo.lock exactly (the crate is pinned with `=`).
-readonly TRUNK_VERSION="0.21.14"
 readonly WASM_TARGET="wasm32-unknown-unknown"
 
-# `cargo install` puts binaries here; make sure they are found even in a bare CI shell.
+# rustup installs cargo here; make sure it is found even in a bare CI shell.
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 banner() {
@@ -25,21 +22,16 @@ die() {
     exit 1
 }
 
-# The wasm-bindgen version the build links against: from Cargo.lock, else the workspace pin.
-wasm_bindgen_version() {
-    local v=""
-    if [[ -f Cargo.lock ]]; then
-        v="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)"
-    fi
-    if [[ -z "$v" ]]; then
-        v="$(sed -n 's/^wasm-bindgen = "=\([0-9.]*\)".*/\1/p' Cargo.toml | head -n 1)"
-    fi
-    [[ -n "$v" ]] || die "cannot find the wasm-bindgen version in Cargo.lock or Cargo.toml"
-    printf '%s\n' "$v"
-}
-
 ensure_cargo() {
     command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (rustup) first"
+}
+
+# The cargo target directory (CARGO_TARGET_DIR, a config's build.target-dir, or ./target).
+cargo_target_dir() {
+    local dir
+    dir="$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
+    [[ -n "$dir" ]] || die "cannot find the cargo target directory (cargo metadata)"
+    printf '%s\n' "$dir"
 }
 
 ensure_components() {
@@ -64,41 +56,6 @@ ensure_wasm_target() {
     rustup target add "$WASM_TARGET"
 }
 
-# Prints the version a tool reports (second word of `tool --version`), or nothing.
-tool_version() {
-    local out
-    out="$("$@" --version 2>/dev/null | head -n 1)" || return 0
-    printf '%s\n' "$out" | awk '{ print $2 }'
-}
-
-ensure_trunk() {
-    local have
-    have="$(tool_version trunk)"
-    if [[ "$have" == "$TRUNK_VERSION" ]]; then
-        info "trunk $TRUNK_VERSION: present"
-        return
-    fi
-    info "installing trunk $TRUNK_VERSION (found: ${have:-none}; takes ~15 minutes on 2 cores)"
-    cargo install trunk --version "$TRUNK_VERSION" --locked --force
-}
-
-ensure_wasm_bindgen() {
-    local want have
-    want="$(wasm_bindgen_version)"
-    have="$(tool_version wasm-bindgen)"
-    if [[ "$have" == "$want" ]]; then
-        info "wasm-bindgen-cli $want: present"
-        return
-    fi
-    info "installing wasm-bindgen-cli $want (found: ${have:-none})"
-    if ! cargo install wasm-bindgen-cli --version "$want" --locked --force; then
-        # The lockfile published with 0.2.130 pins a webpki-roots release that the registry does
-        # not serve; a fresh resolution of the same version works.
-        info "the --locked install failed; retrying with a fresh dependency resolution"
-        cargo install wasm-bindgen-cli --version "$want" --force
-    fi
-}
-
 # Debian packages: installs only those not already installed (no apt-get update otherwise).
 ensure_apt_packages() {
     local missing=() pkg
@@ -116,6 +73,21 @@ ensure_apt_packages() {
         sudo=(sudo)
     fi
     info "installing apt packages: ${missing[*]}"
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # Wait for another apt/dpkg run (e.g. unattended upgrades) instead of failing at once.
+    local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600)
+    "${apt[@]}" update -q
+    "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# node and npm for the browser tests: Debian's packages, only when no node is installed (a newer
+# node from elsewhere, e.g. NodeSource, is kept).
+ensure_node() {
+    if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+        info "node $(node --version): present"
+        return
+    fi
+    if command -v node >/dev/null 2>&1; then
+        die "node is installed without npm: install npm for it (tests/e2e needs npm ci)"
+    fi
+    ensure_apt_packages nodejs npm
 }

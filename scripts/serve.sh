@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Build the attnlab web app and serve it on http://127.0.0.1:${PORT:-8080}/ (trunk, live reload).
+# Build the attnlab page (optimized: the cargo profile web-release) and serve it on
+# http://127.0.0.1:${PORT:-8080}/.
 #
-# Installs what is missing, and only that: the wasm32 rust target, trunk 0.21.14 and the
-# wasm-bindgen-cli that matches Cargo.lock. The page serves the trained models of www/models/index.json;
-# without an index it creates a random default model in www/models/default/. trunk runs offline: it never downloads tools, it uses the installed wasm-bindgen,
-# and wasm-opt is disabled in index.html.
+# Installs what is missing, and only that: the wasm32 rust target. The site builder is the workspace
+# crate attnlab-site (crates/site): cargo compiles it like any crate (no `cargo install`), it builds
+# the wasm with cargo, runs wasm-bindgen as a library (always the version of the `wasm-bindgen`
+# crate) and serves the result. The page serves the trained models of www/models/index.json; without
+# an index it creates a random default model in www/models/default/. Nothing is downloaded but crates.
 #
-# Environment: PORT (default 8080), ADDRESS (default 127.0.0.1), RELEASE=1 to serve an optimized
-# build (slower to rebuild, much faster inference).
+# Environment: PORT (default 8080), ADDRESS (default 127.0.0.1). After a code change, run the script
+# again (a rebuild only compiles what changed).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,14 +21,16 @@ ADDRESS="${ADDRESS:-127.0.0.1}"
 if ! [[ "$PORT" =~ ^[0-9]+$ ]] || ((10#$PORT < 1 || 10#$PORT > 65535)); then
     die "PORT must be a TCP port number (1-65535), got '$PORT'"
 fi
+if ! [[ "$ADDRESS" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ || "$ADDRESS" =~ ^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*$ ]]; then
+    die "ADDRESS must be an IP address (e.g. 127.0.0.1, 0.0.0.0 or ::1), got '$ADDRESS'"
+fi
+PORT=$((10#$PORT))
 
 MODEL_DIR="www/models/default"
 
 banner "prerequisites"
 ensure_cargo
 ensure_wasm_target
-ensure_trunk
-ensure_wasm_bindgen
 
 if [[ -f www/models/index.json ]]; then
     banner "shipped models (www/models/index.json)"
@@ -44,11 +48,13 @@ else
     done
 fi
 
-trunk_args=(serve --offline --skip-version-check --disable-address-lookup --address "$ADDRESS" --port "$PORT")
-if [[ "${RELEASE:-0}" == "1" ]]; then
-    trunk_args+=(--release)
-fi
+banner "site builder (cargo build --release -p attnlab-site)"
+cargo build --release -p attnlab-site
+SITE_TOOL="$(cargo_target_dir)/release/attnlab-site"
 
-banner "trunk serve"
-info "serving on http://$ADDRESS:$PORT/ (the first build takes a few minutes; Ctrl+C stops)"
-exec trunk "${trunk_args[@]}"
+banner "page (attnlab-site build: web-release wasm, wasm-bindgen, dist/)"
+"$SITE_TOOL" build --dist dist
+info "page built in $SECONDS s"
+
+banner "serve dist/"
+exec "$SITE_TOOL" serve --dist dist --address "$ADDRESS" --port "$PORT"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run every test of attnlab: formatting, clippy, unit/integration/doc tests, and the wasm builds.
-# This is exactly what CI runs (.ci/run). Installs missing prerequisites first, idempotently.
+# Run every test of attnlab: formatting, clippy, unit/integration/doc tests, the page's wasm build
+# and the browser tests. This is exactly what CI runs (.ci/run). Installs missing prerequisites
+# first, idempotently (nothing is `cargo install`ed: the site builder is a workspace crate).
 #
 # Fails fast: the first failing step stops the run and is named on stderr.
 set -euo pipefail
@@ -52,6 +53,8 @@ ensure_cargo
 ensure_components
 ensure_wasm_target
 ensure_apt_packages "${APT_PACKAGES[@]}"
+ensure_node
+TARGET_DIR="$(cargo_target_dir)"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -85,27 +88,21 @@ if ((PASSED == 0)); then
     die "the test runner executed no test"
 fi
 
-step "build attnlab-core for wasm32"
-cargo build -p attnlab-core --target "$WASM_TARGET"
-
-step "build attnlab-gpu for wasm32"
-cargo build -p attnlab-gpu --target "$WASM_TARGET"
-
+# attnlab-core and attnlab-gpu are checked for wasm32 here (as attnlab-web's dependencies, with
+# debug assertions) and compiled for it by the web-release build below.
 step "clippy attnlab-web (wasm32)"
 cargo clippy -p attnlab-web --target "$WASM_TARGET" -- -D warnings
 
-# The page's own profile (root Cargo.toml, chosen in index.html), so trunk reuses this build below.
+# The page's own profile, the one attnlab-site builds by default: its cargo build below is a no-op.
 step "build attnlab-web for wasm32 (web-release profile)"
 cargo build -p attnlab-web --target "$WASM_TARGET" --profile web-release
 
-step "end-to-end browser tests (trunk build + headless Chromium)"
-ensure_trunk
-ensure_wasm_bindgen
-command -v node >/dev/null 2>&1 || die "node is needed for the browser tests (tests/e2e)"
-# The test step above built the CLI binary (its integration tests run it).
-[[ -x target/debug/attnlab ]] || cargo build -p attnlab-cli
+step "end-to-end browser tests (attnlab-site build + headless Chromium)"
+# The test step built both binaries (their integration tests run them).
+[[ -x "$TARGET_DIR/debug/attnlab" ]] || cargo build -p attnlab-cli
+[[ -x "$TARGET_DIR/debug/attnlab-site" ]] || cargo build -p attnlab-site
 E2E_LOG="$(mktemp)"
-tests/e2e/run.sh "$PWD/target/debug/attnlab" 2>&1 | tee "$E2E_LOG"
+tests/e2e/run.sh "$TARGET_DIR/debug/attnlab" "$TARGET_DIR/debug/attnlab-site" 2>&1 | tee "$E2E_LOG"
 E2E_PASSED=$(sed -nE 's/^[^a-z]*pass ([0-9]+)$/\1/p' "$E2E_LOG" | tail -n 1)
 E2E_FAILED=$(sed -nE 's/^[^a-z]*fail ([0-9]+)$/\1/p' "$E2E_LOG" | tail -n 1)
 rm -f "$E2E_LOG"

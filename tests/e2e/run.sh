@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
-# End-to-end browser tests: build the site with trunk exactly as for hosting (relative URLs), add
-# random-weight models with the CLI, serve it from a subpath and drive headless Chromium.
-# Called by scripts/test.sh; prerequisites (trunk, wasm-bindgen-cli, chromium, node) come from there.
+# End-to-end browser tests: build the site with attnlab-site (crates/site) exactly as for hosting
+# (web-release profile, relative URLs), add random-weight models with the CLI, serve it from a
+# subpath and drive headless Chromium.
+# Called by scripts/test.sh; prerequisites (wasm32 target, chromium, node) come from there.
 #
-#   tests/e2e/run.sh [ATTNLAB_BINARY]
+#   tests/e2e/run.sh [ATTNLAB_BINARY [ATTNLAB_SITE_BINARY]]
+# Without ATTNLAB_SITE_BINARY the site builder runs through `cargo run -p attnlab-site`.
 # Screenshots of every view land in target/e2e/shots/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT="$PWD"
 ATTNLAB="${1:-$ROOT/target/debug/attnlab}"
 [[ -x "$ATTNLAB" ]] || { echo "e2e: attnlab binary not found at $ATTNLAB" >&2; exit 1; }
+if [[ -n "${2:-}" ]]; then
+    [[ -x "$2" ]] || { echo "e2e: attnlab-site binary not found at $2" >&2; exit 1; }
+    SITE_TOOL=("$2")
+else
+    SITE_TOOL=(cargo run --quiet -p attnlab-site --)
+fi
 
 OUT="$ROOT/target/e2e"
 SITE="$OUT/site"
 rm -rf "$SITE"
 mkdir -p "$OUT/shots"
 
-echo "e2e: trunk build --release (public URL ./) into $SITE"
-trunk build --release --offline --public-url ./ --dist "$SITE" index.html
+echo "e2e: attnlab-site build (web-release profile) into $SITE"
+"${SITE_TOOL[@]}" build --dist "$SITE"
 
-# The trained models that trunk copied from www/models are replaced by small random ones, with an
+# The trained models that the build copied from www/models are replaced by small random ones, with an
 # index of their own: alibi (the default) and regla in two families, plus regla-init, an untrained
 # regla with gate biases at ±6 listed as regla's initial checkpoint (the gate view's Fig. 4
 # comparison). models/default (the page's fallback without an index) is a copy of alibi.
