@@ -1,4 +1,4 @@
-//! attnlab-web: the browser app (yew, client-side rendering), built by trunk from the root index.html.
+//! attnlab-web: the browser app (yew, client-side rendering), built by attnlab-site (crates/site) from the root index.html.
 //!
 //! `engine` and `lab` run the model (plain Rust, also compiled and unit-tested natively), `models`
 //! chooses it from the models index and the URL, `form` parses the generator's settings, `colors`

@@ -1,4 +1,4 @@
-//! Entry point that trunk links into the page (`data-bin="attnlab-web"`).
+//! Entry point of the page's wasm module (`attnlab-site build` compiles this binary).
 
 #[cfg(target_arch = "wasm32")]
 fn main() {
@@ -8,7 +8,7 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
     eprintln!(
-        "attnlab-web is a browser app: build it with `trunk build` (or run ./scripts/serve.sh); \
+        "attnlab-web is a browser app: build it with `cargo run -p attnlab-site -- build` (or run ./scripts/serve.sh); \
          use the `attnlab` CLI on the command line"
     );
     std::process::exit(2);

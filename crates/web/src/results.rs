@@ -1,4 +1,4 @@
-//! The shipped results table (`docs/results/results.json`, written by `attnlab report`; trunk copies
+//! The shipped results table (`docs/results/results.json`, written by `attnlab report`; attnlab-site copies
 //! it next to the page as `results.json`): every shipped model's perplexity at 1×…32× the training
 //! length, drawn behind the in-browser curve of the extrapolation view. Only the fields the page
 //! plots are read; the rest of the file is ignored. Plain Rust: compiled and tested natively.
