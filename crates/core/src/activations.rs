@@ -66,6 +66,16 @@ pub fn exp_max_inplace(x: &mut [f32]) {
     }
 }
 
+/// HGRN's lower-bounded forget gate in log space, `ln(β + (1 − β)·σ(f))` ("HGRN2", §3;
+/// fla's `logaddexp(ln β, ln(1 − β) + lnσ(f))`). Always ≤ 0.
+pub fn key_forget_log_gate(f: f64, beta: f64) -> f64 {
+    if beta <= 0.0 {
+        log_sigmoid(f)
+    } else {
+        log_add_exp(beta.ln(), (-beta).ln_1p() + log_sigmoid(f)).min(0.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

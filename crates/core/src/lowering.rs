@@ -14,6 +14,24 @@
 
 use crate::lrpe::Lrpe;
 use crate::ops::Linear;
+use std::ops::Deref;
+
+/// A value read from a learned tensor, with the tensor's name. The CPU and the GPU run `value`; the
+/// trainer looks `name` up among its parameters so the value stays in the autograd graph. Derefs to
+/// the value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Learned<T> {
+    /// Full tensor name (`layers.{i}.attn.gla.gk_bias`, `pos.t5.bucket_bias`, …).
+    pub name: String,
+    pub value: T,
+}
+
+impl<T> Deref for Learned<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
 
 /// What the shared kernels run for one layer.
 #[derive(Debug, Clone)]
@@ -35,21 +53,48 @@ pub enum Window {
 #[derive(Debug, Clone)]
 pub enum Bias {
     None,
-    /// Distance-only per-head table `values[h·len + d] = B_h(d)`, built in f64 on the CPU.
+    /// Distance-only per-head table `values[h·len + d] = B_h(d)`, built in f64 on the CPU; `learned`
+    /// says how the trainer rebuilds it from parameters (`None`: a constant).
     Table {
         len: usize,
         values: Vec<f32>,
+        learned: Option<LearnedTable>,
     },
     /// FIRE: an MLP over the normalised log distance, evaluated per (i, j) (see [`crate::bias::fire_u`]).
     Fire {
-        c: f64,
-        l_mult: f64,
+        c: Learned<f64>,
+        l_mult: Learned<f64>,
         init_l: f64,
-        w1: Vec<f32>,
-        b1: Vec<f32>,
-        w2: Vec<f32>,
-        b2: Vec<f32>,
+        w1: Learned<Vec<f32>>,
+        b1: Learned<Vec<f32>>,
+        w2: Learned<Vec<f32>>,
+        b2: Learned<Vec<f32>>,
     },
+    /// Contextual positions (Golovneva et al., "Contextual Position Encoding: Learning to Count What's Important", §3): gates
+    /// `g_ij = σ(scale·q_i·k_j)`, position `p_ij = min(Σ_{t=j..i} g_it, npos − 1)`, and
+    /// `B(i, j) = q_i·e[p_ij]` with `e` interpolated linearly between its integer rows
+    /// (`pos_emb: [npos, head_dim]`, shared by the heads). The bias depends on q and k, so it is
+    /// computed per query from that query's logits, never tabulated.
+    Contextual {
+        npos: usize,
+        pos_emb: Learned<Vec<f32>>,
+    },
+}
+
+/// A distance table whose entries come from learned per-head parameters: how the trainer builds it
+/// in the graph (the CPU and GPU read the tabulated values). Tensor names are full names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LearnedTable {
+    /// `−p_h·ln(1 + a_h·d)`, `a, p` clamped to ≥ [`crate::bias::KERPLE_MIN`] (KERPLE §4.2, Eq. 8).
+    KerpleLog { a: String, p: String },
+    /// `−a_h·d^{p_h}`, `a ≥ 0.01`, `p ∈ [0.01, 2]`, `B(0) = 0` (KERPLE §4.2, Eq. 7).
+    KerplePower { a: String, p: String },
+    /// `table[bucket(d), h]·scale` with T5's fixed buckets (Raffel et al., "Exploring the Limits of
+    /// Transfer Learning", §2.1).
+    Buckets { table: String, num_buckets: usize, max_distance: usize, scale: f64 },
+    /// `LSE[ln w_K − p·ln(1 + a·d), ln w_G − g_h·d²]` with `g_h = gaussian_scale·m_h` (MEP §4.3,
+    /// Eqs. 27–28); a term with weight ≤ 0 is dropped.
+    MepParam { a: String, p: String, kerple_weight: f64, gaussian_weight: f64, gaussian_slopes: Vec<f64> },
 }
 
 /// A softmax-family layer.
@@ -76,6 +121,8 @@ pub enum FeatureMap {
     Elu,
     /// `φ(x) = exp(x − max_j x_j)` over the head (ReGLA §3.2, Eq. 11).
     ExpMax,
+    /// `φ(x) = x·σ(x)` (swish/SiLU; HGRN2's query, Qin et al., "HGRN2: Gated Linear RNNs with State Expansion", §3).
+    Swish,
     /// `φ(k_t) = exp(k_t − M_t)` with the running maximum `M_t = max_{s≤t} max_j k_s[j]` kept in the
     /// decode state; the exact state rescale `exp(M_{t−1} − M_t)` is folded into the log-gate (the
     /// causal stand-in for ReGLA's global max, §3.2).
@@ -101,8 +148,9 @@ impl Feature {
 pub enum Rotation {
     /// RoPE, adjacent pairs, angles `s·base^(−2k/d)` (Su et al., "RoFormer", §3.2).
     Rope { base: f64 },
-    /// LRPE `T_s(x) = Λ(s) (P x)` (Qin et al., "Linearized Relative Positional Encoding", §3.3).
-    Lrpe(Box<Lrpe>),
+    /// LRPE `T_s(x) = Λ(s) (P x)` (Qin et al., "Linearized Relative Positional Encoding", §3.3), with
+    /// the names of its learned angles and Householder vector, if any.
+    Lrpe { lrpe: Box<Lrpe>, theta: Option<String>, householder: Option<String> },
 }
 
 /// Source of the per-channel log-gate `lg ≤ 0` (0: no decay).
@@ -113,10 +161,24 @@ pub enum Gate {
     /// A fixed decay per head, `lg = ln γ_h` on every channel (RetNet).
     PerHead { log_gamma: Vec<f32> },
     /// `lg = lnσ(up·(down·x) + bias) / normalizer` (GLA §4.1 low-rank gate, fla's normaliser).
-    LowRank { down: Linear, up: Linear, bias: Vec<f32>, normalizer: f64 },
+    LowRank { down: Learned<Linear>, up: Learned<Linear>, bias: Learned<Vec<f32>>, normalizer: f64 },
     /// ReGLA's refined gate `F = (1 − r) g² + r (1 − (1 − g)²)`, `g = σ(W_g x + b_g)`,
     /// `r = σ(W_r x + b_r)` (ReGLA §3.3, Eqs. 16–18), in the log domain.
-    Refined { wg: Linear, bg: Vec<f32>, wr: Linear, br: Vec<f32> },
+    Refined { wg: Learned<Linear>, bg: Learned<Vec<f32>>, wr: Learned<Linear>, br: Learned<Vec<f32>> },
+    /// The key projection is the forget-gate pre-activation `f` and the key is tied to the gate
+    /// (HGRN's input/forget coupling; Qin et al., "HGRN2", §3):
+    /// `lg = ln(β + (1 − β)·σ(f))` with a per-channel lower bound `β` (`[H·dh]`), and the scan's key is
+    /// `1 − e^{lg} = (1 − β)·σ(−f)`. The key's feature map is not used.
+    KeyForget { lower_bound: Vec<f32>, learned: Option<LowerBoundRow> },
+}
+
+/// Row `row` of `cumsoftmax(tensor)` over its first axis, minus the first row's softmax: HGRN's
+/// layer-wise increasing lower bounds (Qin et al., "HGRN", §3.2; fla `HGRN2Model`), how the trainer
+/// rebuilds a [`Gate::KeyForget`] lower bound from its `[n_layers, H·dh]` parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LowerBoundRow {
+    pub tensor: String,
+    pub row: usize,
 }
 
 /// Output normalisation and gating of the raw per-head outputs.
@@ -125,14 +187,17 @@ pub enum Post {
     None,
     /// SimpleRMSNorm over the concatenated heads, no gain (TransNormer NormAttention, §4.2, Eq. 14).
     SimpleRmsNorm,
-    /// Per-head RMSNorm with gain `gain` (`[head_dim]`).
-    HeadNorm {
-        gain: Vec<f32>,
+    /// RMSNorm `x·(mean(x²) + eps)^(−1/2)·gain` over groups of `gain.len()` channels: per head when
+    /// the gain is `[head_dim]`, over all heads when it is `[H·head_dim]`.
+    RmsNorm {
+        gain: Learned<Vec<f32>>,
+        eps: f32,
     },
-    /// Per-head RMSNorm, then `⊙ silu(out_gate·x)` (GLA §4.1, RetNet's swish gate).
-    HeadNormGate {
-        gain: Vec<f32>,
-        out_gate: Linear,
+    /// [`Post::RmsNorm`], then `⊙ silu(out_gate·x)` (GLA §4.1, RetNet's swish gate).
+    RmsNormGate {
+        gain: Learned<Vec<f32>>,
+        eps: f32,
+        out_gate: Learned<Linear>,
     },
 }
 

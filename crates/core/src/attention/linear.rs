@@ -5,8 +5,8 @@
 // Reference math indexes several parallel slices with one index; range loops read like the formulas.
 #![allow(clippy::needless_range_loop)]
 
-use super::{AttnLayer, LayerState, HEAD_NORM_EPS, LINEAR_CHUNK};
-use crate::activations::{elu, elu_plus_one, exp_max_inplace};
+use super::{AttnLayer, LayerState, LINEAR_CHUNK};
+use crate::activations::{elu, elu_plus_one, exp_max_inplace, key_forget_log_gate, sigmoid};
 use crate::error::{Error, Result};
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Post, Rotation};
 use crate::ops::{axpy, dot, rms_norm, silu, simple_rms_norm};
@@ -36,7 +36,7 @@ impl GatePre {
         match gate {
             Gate::LowRank { down, up, .. } => GatePre::One(up.apply_rows(&down.apply_rows(x, t), t)),
             Gate::Refined { wg, wr, .. } => GatePre::Two(wg.apply_rows(x, t), wr.apply_rows(x, t)),
-            Gate::None | Gate::PerHead { .. } => GatePre::None,
+            Gate::None | Gate::PerHead { .. } | Gate::KeyForget { .. } => GatePre::None,
         }
     }
 }
@@ -55,6 +55,7 @@ fn apply_feature(
         FeatureMap::Identity | FeatureMap::ExpRunningMax => buf.copy_from_slice(x),
         FeatureMap::EluPlusOne => buf.iter_mut().zip(x).for_each(|(b, v)| *b = elu_plus_one(*v)),
         FeatureMap::Elu => buf.iter_mut().zip(x).for_each(|(b, v)| *b = elu(*v)),
+        FeatureMap::Swish => buf.iter_mut().zip(x).for_each(|(b, v)| *b = silu(*v)),
         FeatureMap::ExpMax => {
             buf.copy_from_slice(x);
             exp_max_inplace(buf);
@@ -66,7 +67,7 @@ fn apply_feature(
             out.copy_from_slice(buf);
             rope_rotate(out, pos, *base);
         }
-        Some(Rotation::Lrpe(l)) => l.apply(pos, buf, out),
+        Some(Rotation::Lrpe { lrpe, .. }) => lrpe.apply(pos, buf, out),
     }
     if side.scale != 1.0 {
         out.iter_mut().for_each(|v| *v *= side.scale);
@@ -108,9 +109,15 @@ impl AttnLayer {
                 let src = r * a + hh * dh;
                 let dst = (r * h + hh) * dk;
                 let (qh, kh) = (&q[src..src + dh], &k[src..src + dh]);
-                self.log_gate(ll, &pre, src, hh, &mut f, dst);
+                self.log_gate(ll, &pre, src, hh, kh, &mut f, dst);
                 apply_feature(ll.q, ll.rotation.as_ref(), qh, pos, &mut buf, &mut f.fq[dst..dst + dk]);
-                if ll.k.map == FeatureMap::ExpRunningMax {
+                if let Gate::KeyForget { lower_bound, .. } = &ll.gate {
+                    // HGRN2 §3: the key is 1 − forget gate, (1 − β)·σ(−f) without cancellation.
+                    for j in 0..dk {
+                        let beta = lower_bound[hh * dh + j] as f64;
+                        f.fk[dst + j] = ((1.0 - beta) * sigmoid(-kh[j] as f64)) as f32;
+                    }
+                } else if ll.k.map == FeatureMap::ExpRunningMax {
                     // φk = exp(k − M_t) with the running max M_t; the exact state rescale
                     // exp(M_{t−1} − M_t) is folded into this token's log-gate.
                     let kmax = kh.iter().copied().fold(f32::MIN, f32::max);
@@ -130,13 +137,16 @@ impl AttnLayer {
         Ok(f)
     }
 
-    /// This head's log-gates `lg[dst..dst + dk]` of the row whose projections start at `src`.
+    /// This head's log-gates `lg[dst..dst + dk]` of the row whose projections start at `src` (`kh`:
+    /// this head's key projection).
+    #[allow(clippy::too_many_arguments)]
     fn log_gate(
         &self,
         ll: &LinearLowering,
         pre: &GatePre,
         src: usize,
         hh: usize,
+        kh: &[f32],
         f: &mut Features,
         dst: usize,
     ) {
@@ -144,6 +154,11 @@ impl AttnLayer {
         let lg = &mut f.lg[dst..dst + dk];
         match (&ll.gate, pre) {
             (Gate::PerHead { log_gamma }, _) => lg.iter_mut().for_each(|x| *x = log_gamma[hh]),
+            (Gate::KeyForget { lower_bound, .. }, _) => {
+                for j in 0..dk {
+                    lg[j] = key_forget_log_gate(kh[j] as f64, lower_bound[hh * dh + j] as f64) as f32;
+                }
+            }
             (Gate::LowRank { bias, normalizer, .. }, GatePre::One(z)) => {
                 for j in 0..dk {
                     let zj = z[src + j] + bias[hh * dh + j];
@@ -296,9 +311,11 @@ impl AttnLayer {
         match &ll.post {
             Post::None => {}
             Post::SimpleRmsNorm => o.chunks_exact_mut(h * dh).for_each(simple_rms_norm),
-            Post::HeadNorm { gain } => o.chunks_exact_mut(dh).for_each(|c| rms_norm(c, gain, HEAD_NORM_EPS)),
-            Post::HeadNormGate { gain, out_gate } => {
-                o.chunks_exact_mut(dh).for_each(|c| rms_norm(c, gain, HEAD_NORM_EPS));
+            Post::RmsNorm { gain, eps } => {
+                o.chunks_exact_mut(gain.len()).for_each(|c| rms_norm(c, gain, *eps))
+            }
+            Post::RmsNormGate { gain, eps, out_gate } => {
+                o.chunks_exact_mut(gain.len()).for_each(|c| rms_norm(c, gain, *eps));
                 let g = out_gate.apply_rows(x, t);
                 o.iter_mut().zip(&g).for_each(|(ov, gv)| *ov *= silu(*gv));
             }

@@ -20,6 +20,7 @@ use crate::variants::LowerCtx;
 use crate::weights::Weights;
 
 pub use crate::variants::MAX_BIAS_TABLE;
+pub use softmax::add_contextual_bias;
 
 /// Chunk length of the chunked linear-attention prefill.
 pub const LINEAR_CHUNK: usize = 64;
@@ -178,7 +179,7 @@ impl AttnLayer {
     pub fn bias_table(&self, head: usize) -> Option<&[f32]> {
         match &self.lowering {
             Lowering::Softmax(sl) => match &sl.bias {
-                Bias::Table { len, values } => values.get(head * len..(head + 1) * len),
+                Bias::Table { len, values, .. } => values.get(head * len..(head + 1) * len),
                 _ => None,
             },
             Lowering::Linear(_) => None,
@@ -193,10 +194,17 @@ impl AttnLayer {
         }
         match &self.lowering {
             Lowering::Softmax(sl) => {
-                if let Bias::Table { len, .. } = &sl.bias {
-                    if n > *len {
-                        return Err(Error::ContextTooLong { requested: n, max: *len });
+                match &sl.bias {
+                    Bias::Table { len, .. } if n > *len => {
+                        return Err(Error::ContextTooLong { requested: n, max: *len })
                     }
+                    Bias::Contextual { .. } => {
+                        return Err(Error::arg(
+                            "bias",
+                            "a contextual (CoPE) bias depends on q and k: it has no curve",
+                        ))
+                    }
+                    _ => {}
                 }
                 // Row of the query at n − 1 over keys 0..n, reversed into distance order.
                 let (mut rows, mut buf) = (Vec::new(), vec![0.0f64; self.n_heads]);

@@ -24,6 +24,31 @@ pub(super) struct SoftmaxOut {
     pub matrices: Option<(AttnMatrixKind, Vec<Vec<f32>>)>,
 }
 
+/// CoPE's bias for one query and head (Golovneva et al., "Contextual Position Encoding", §3), added to `row`, the query's scaled logits over its keys in order: gates `σ(logit)`,
+/// positions as suffix sums from the query back, clamped to `npos − 1`, and `q·e[p]` interpolated
+/// between the integer rows of `pos_emb` (`[npos, dh]`). `int_logits` is `npos` scratch.
+pub fn add_contextual_bias(
+    q: &[f32],
+    row: &mut [f32],
+    npos: usize,
+    pos_emb: &[f32],
+    int_logits: &mut Vec<f32>,
+) {
+    let dh = q.len();
+    int_logits.clear();
+    int_logits.extend(pos_emb.chunks_exact(dh).take(npos).map(|e| dot(q, e)));
+    let cap = (npos - 1) as f32;
+    let mut pos = 0.0f32;
+    for logit in row.iter_mut().rev() {
+        pos += 1.0 / (1.0 + (-*logit).exp());
+        let p = pos.min(cap);
+        let lo = p.floor();
+        let w = p - lo;
+        let (f, c) = (lo as usize, (p.ceil() as usize).min(npos - 1));
+        *logit += int_logits[c] * w + int_logits[f] * (1.0 - w);
+    }
+}
+
 /// Bias rows of every head for query `i` over keys `j0..j0+n`: `out[h·n + jj] = B_h(i, j0 + jj)`.
 /// FIRE's MLP runs once per key for all heads.
 pub(super) fn fill_bias(
@@ -38,8 +63,8 @@ pub(super) fn fill_bias(
     out.clear();
     out.resize(heads * n, 0.0);
     match &sl.bias {
-        Bias::None => {}
-        Bias::Table { len, values } => {
+        Bias::None | Bias::Contextual { .. } => {}
+        Bias::Table { len, values, .. } => {
             for h in 0..heads {
                 for jj in 0..n {
                     out[h * n + jj] = values[h * len + (i - j0 - jj)];
@@ -48,7 +73,7 @@ pub(super) fn fill_bias(
         }
         Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
             for jj in 0..n {
-                let u = bias::fire_u(i, j0 + jj, *c, *l_mult, *init_l);
+                let u = bias::fire_u(i, j0 + jj, **c, **l_mult, *init_l);
                 bias::fire_mlp(u, w1, b1, w2, b2, fire_buf);
                 for h in 0..heads {
                     out[h * n + jj] = fire_buf[h] as f32;
@@ -88,6 +113,7 @@ impl AttnLayer {
         let mut mats: Vec<Vec<f32>> = if record.is_some() { vec![vec![0.0; t * t]; h] } else { Vec::new() };
         let mut out = vec![0.0f32; t * a];
         let (mut fire_buf, mut row, mut brow) = (vec![0.0f64; h], Vec::new(), Vec::new());
+        let mut int_logits = Vec::new();
         for r in 0..t {
             let i = pos0 + r;
             // Append this token's key/value; a Diag layer drops the previous block first.
@@ -107,13 +133,16 @@ impl AttnLayer {
                 row.clear();
                 for jj in 0..n_keys {
                     let logit = sl.scale * dot(qh, &kc[jj * a + hh * dh..jj * a + (hh + 1) * dh]);
-                    let biased = logit + brow[hh * n_keys + jj];
-                    row.push(biased);
-                    match record {
-                        Some(AttnStage::Logits) => mats[hh][r * t + j0 + jj] = logit,
-                        Some(AttnStage::Biased) => mats[hh][r * t + j0 + jj] = biased,
-                        _ => {}
+                    row.push(logit + brow[hh * n_keys + jj]);
+                    if record == Some(AttnStage::Logits) {
+                        mats[hh][r * t + j0 + jj] = logit;
                     }
+                }
+                if let Bias::Contextual { npos, pos_emb } = &sl.bias {
+                    add_contextual_bias(qh, &mut row, *npos, pos_emb, &mut int_logits);
+                }
+                if record == Some(AttnStage::Biased) {
+                    mats[hh][r * t + j0..r * t + j0 + n_keys].copy_from_slice(&row);
                 }
                 if sl.relu_with_norm {
                     // T1 DiagAttention: P = ReLU(logits), no row normalisation.

@@ -70,7 +70,7 @@ impl AttnLayer {
     ) -> Option<LayerGates> {
         let (h, dh) = (self.n_heads, self.head_dim);
         let (fv, g, r) = match &ll.gate {
-            Gate::LowRank { .. } | Gate::PerHead { .. } => {
+            Gate::LowRank { .. } | Gate::PerHead { .. } | Gate::KeyForget { .. } => {
                 (f.lg.iter().map(|x| x.exp()).collect(), None, None)
             }
             // F itself, without the running-max rescale folded into lg.

@@ -49,18 +49,14 @@ impl Variant for Fire {
     }
 
     fn lower(&self, ctx: &LowerCtx) -> Result<Lowering> {
-        let scalar = |name: &str| -> Result<f64> {
-            let v = ctx.tensor(name)?;
-            v.first().map(|x| *x as f64).ok_or_else(|| Error::arg(name, "empty tensor"))
-        };
         let bias = Bias::Fire {
-            c: scalar("fire.c")?,
-            l_mult: scalar("fire.l_mult")?,
+            c: ctx.learned_scalar("fire.c")?,
+            l_mult: ctx.learned_scalar("fire.l_mult")?,
             init_l: self.init_l.unwrap_or(ctx.cfg.train_context as f64),
-            w1: ctx.tensor("fire.w1")?,
-            b1: ctx.tensor("fire.b1")?,
-            w2: ctx.tensor("fire.w2")?,
-            b2: ctx.tensor("fire.b2")?,
+            w1: ctx.learned("fire.w1")?,
+            b1: ctx.learned("fire.b1")?,
+            w2: ctx.learned("fire.w2")?,
+            b2: ctx.learned("fire.b2")?,
         };
         Ok(ctx.softmax(bias, None))
     }

@@ -5,6 +5,7 @@
 
 use super::{field, Family, LowerCtx, Variant};
 use crate::activations::log_sigmoid;
+use crate::attention::HEAD_NORM_EPS;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Lowering, Post};
@@ -74,14 +75,15 @@ impl Variant for Gla {
         let q = Feature { map: FeatureMap::Identity, scale: ctx.scale() };
         let mut l = LinearLowering::plain(dh, q, Feature::plain(FeatureMap::Identity));
         l.gate = Gate::LowRank {
-            down: ctx.linear("gla.gk_down", self.gate_rank, d)?,
-            up: ctx.linear("gla.gk_up", a, self.gate_rank)?,
-            bias: ctx.tensor("gla.gk_bias")?,
+            down: ctx.learned_linear("gla.gk_down", self.gate_rank, d)?,
+            up: ctx.learned_linear("gla.gk_up", a, self.gate_rank)?,
+            bias: ctx.learned("gla.gk_bias")?,
             normalizer: self.gate_logit_normalizer,
         };
-        l.post = Post::HeadNormGate {
-            gain: ctx.tensor("gla.head_norm")?,
-            out_gate: ctx.linear("gla.out_gate", a, d)?,
+        l.post = Post::RmsNormGate {
+            gain: ctx.learned("gla.head_norm")?,
+            eps: HEAD_NORM_EPS,
+            out_gate: ctx.learned_linear("gla.out_gate", a, d)?,
         };
         Ok(Lowering::Linear(l))
     }

@@ -7,7 +7,7 @@ use super::{Family, LowerCtx, Variant};
 use crate::bias;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::lowering::Lowering;
+use crate::lowering::{LearnedTable, Lowering};
 use crate::weights::{Init, TensorSpec};
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +32,7 @@ impl Variant for KerpleLog {
 
     fn lower(&self, ctx: &LowerCtx) -> Result<Lowering> {
         let (a, p) = (ctx.shared("pos.kerple_log.a")?, ctx.shared("pos.kerple_log.p")?);
-        ctx.bias_table(&|h, d| bias::kerple_log(a[h] as f64, p[h] as f64, d))
+        let learned = LearnedTable::KerpleLog { a: "pos.kerple_log.a".into(), p: "pos.kerple_log.p".into() };
+        ctx.learned_bias_table(&|h, d| bias::kerple_log(a[h] as f64, p[h] as f64, d), learned)
     }
 }

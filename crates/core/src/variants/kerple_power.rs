@@ -6,7 +6,7 @@ use super::{Family, LowerCtx, Variant};
 use crate::bias;
 use crate::config::ModelConfig;
 use crate::error::Result;
-use crate::lowering::Lowering;
+use crate::lowering::{LearnedTable, Lowering};
 use crate::weights::{Init, TensorSpec};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,8 @@ impl Variant for KerplePower {
 
     fn lower(&self, ctx: &LowerCtx) -> Result<Lowering> {
         let (a, p) = (ctx.shared("pos.kerple_power.a")?, ctx.shared("pos.kerple_power.p")?);
-        ctx.bias_table(&|h, d| bias::kerple_power(a[h] as f64, p[h] as f64, d))
+        let learned =
+            LearnedTable::KerplePower { a: "pos.kerple_power.a".into(), p: "pos.kerple_power.p".into() };
+        ctx.learned_bias_table(&|h, d| bias::kerple_power(a[h] as f64, p[h] as f64, d), learned)
     }
 }

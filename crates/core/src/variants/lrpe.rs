@@ -152,7 +152,11 @@ impl Variant for LrpeSpec {
         let lrpe = Lrpe::new(self.core, self.p, dh, theta.as_deref(), v.as_deref(), self.seed)?;
         let phi = Feature::plain(FeatureMap::EluPlusOne);
         let mut l = LinearLowering::plain(lrpe.out_dim(), phi, phi);
-        l.rotation = Some(Rotation::Lrpe(Box::new(lrpe)));
+        l.rotation = Some(Rotation::Lrpe {
+            lrpe: Box::new(lrpe),
+            theta: theta.map(|_| ctx.layer_name("lrpe.theta")),
+            householder: v.map(|_| ctx.layer_name("lrpe.householder_v")),
+        });
         match self.normalize {
             LrpeNormalize::Rmsnorm => l.post = Post::SimpleRmsNorm,
             LrpeNormalize::Denominator => l.denominator = Some(1e-6),

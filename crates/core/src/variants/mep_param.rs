@@ -6,7 +6,7 @@ use super::{field, Family, LowerCtx, Variant};
 use crate::bias;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::lowering::Lowering;
+use crate::lowering::{LearnedTable, Lowering};
 use crate::weights::{Init, TensorSpec};
 use serde::{Deserialize, Serialize};
 
@@ -70,9 +70,17 @@ impl Variant for MepParam {
     fn lower(&self, ctx: &LowerCtx) -> Result<Lowering> {
         let (a, p) = (ctx.shared("pos.mep_param.a")?, ctx.shared("pos.mep_param.p")?);
         let m = bias::alibi_slopes(ctx.cfg.n_heads);
-        ctx.bias_table(&|h, d| {
+        let learned = LearnedTable::MepParam {
+            a: "pos.mep_param.a".into(),
+            p: "pos.mep_param.p".into(),
+            kerple_weight: self.kerple_weight,
+            gaussian_weight: self.gaussian_weight,
+            gaussian_slopes: m.iter().map(|s| self.gaussian_scale * s).collect(),
+        };
+        let f = |h: usize, d: f64| {
             let gs = self.gaussian_scale * m[h];
             bias::mep_param(a[h] as f64, p[h] as f64, gs, self.kerple_weight, self.gaussian_weight, d)
-        })
+        };
+        ctx.learned_bias_table(&f, learned)
     }
 }

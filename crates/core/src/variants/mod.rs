@@ -12,15 +12,17 @@
 use crate::bias;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::lowering::{Bias, Lowering, SoftmaxLowering, Window};
+use crate::lowering::{Bias, Learned, LearnedTable, Lowering, SoftmaxLowering, Window};
 use crate::ops::Linear;
 use crate::weights::{TensorSpec, Weights};
 use serde::{Deserialize, Serialize};
 
 pub mod alibi;
+pub mod cope;
 pub mod fire;
 pub mod gaussian;
 pub mod gla;
+pub mod hgrn2;
 pub mod kerple_log;
 pub mod kerple_power;
 pub mod linear_elu;
@@ -150,12 +152,14 @@ catalog! {
     "gaussian" => Gaussian(gaussian::Gaussian),
     "mep" => Mep(mep::Mep),
     "mep-param" => MepParam(mep_param::MepParam),
+    "cope" => Cope(cope::Cope),
     "linear-elu" => LinearElu(linear_elu::LinearElu),
     "transnormer" => Transnormer(transnormer::Transnormer),
     "lrpe" => Lrpe(lrpe::LrpeSpec),
     "gla" => Gla(gla::Gla),
     "regla" => Regla(regla::Regla),
     "retnet" => Retnet(retnet::Retnet),
+    "hgrn2" => Hgrn2(hgrn2::Hgrn2),
 }
 
 impl AttentionSpec {
@@ -188,6 +192,28 @@ impl LowerCtx<'_> {
         Ok(Linear::new(self.tensor(name)?, out, inp))
     }
 
+    /// Full name of layer tensor `name`.
+    pub fn layer_name(&self, name: &str) -> String {
+        format!("layers.{}.attn.{name}", self.layer)
+    }
+
+    /// Layer tensor `name` as a [`Learned`] vector (the trainer keeps it in the graph).
+    pub fn learned(&self, name: &str) -> Result<Learned<Vec<f32>>> {
+        Ok(Learned { name: self.layer_name(name), value: self.tensor(name)? })
+    }
+
+    /// Layer matrix `name` (`[out, inp]`) as a [`Learned`] linear map.
+    pub fn learned_linear(&self, name: &str, out: usize, inp: usize) -> Result<Learned<Linear>> {
+        Ok(Learned { name: self.layer_name(name), value: self.linear(name, out, inp)? })
+    }
+
+    /// The single value of layer tensor `name`.
+    pub fn learned_scalar(&self, name: &str) -> Result<Learned<f64>> {
+        let v = self.tensor(name)?;
+        let x = v.first().map(|x| *x as f64).ok_or_else(|| Error::arg(name, "empty tensor"))?;
+        Ok(Learned { name: self.layer_name(name), value: x })
+    }
+
     /// `1/sqrt(head_dim)`, the logit scale.
     pub fn scale(&self) -> f32 {
         1.0 / (self.cfg.head_dim as f32).sqrt()
@@ -207,6 +233,19 @@ impl LowerCtx<'_> {
     /// A causal softmax layer whose bias is the distance-only table `f(head, d)`, built in f64 for
     /// `d < max_context` and stored as f32 (±inf and NaN never reach a kernel: clamped to the mask).
     pub fn bias_table(&self, f: &dyn Fn(usize, f64) -> f64) -> Result<Lowering> {
+        self.table(f, None)
+    }
+
+    /// [`LowerCtx::bias_table`] for a table the trainer rebuilds from parameters as `learned`.
+    pub fn learned_bias_table(
+        &self,
+        f: &dyn Fn(usize, f64) -> f64,
+        learned: LearnedTable,
+    ) -> Result<Lowering> {
+        self.table(f, Some(learned))
+    }
+
+    fn table(&self, f: &dyn Fn(usize, f64) -> f64, learned: Option<LearnedTable>) -> Result<Lowering> {
         let (h, len) = (self.cfg.n_heads, self.cfg.max_context);
         if h.saturating_mul(len) > MAX_BIAS_TABLE {
             return Err(Error::field(
@@ -221,7 +260,7 @@ impl LowerCtx<'_> {
                 values.push(if b.is_finite() { (b as f32).max(bias::MASKED) } else { bias::MASKED });
             }
         }
-        Ok(self.softmax(Bias::Table { len, values }, None))
+        Ok(self.softmax(Bias::Table { len, values, learned }, None))
     }
 }
 

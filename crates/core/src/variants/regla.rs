@@ -12,6 +12,7 @@
 
 use super::{Family, LowerCtx, Variant};
 use crate::activations::{log_add_exp, log_sigmoid, sigmoid};
+use crate::attention::HEAD_NORM_EPS;
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Lowering, Post};
@@ -86,12 +87,12 @@ impl Variant for Regla {
         let q = Feature { map: FeatureMap::ExpMax, scale: regla_scale(dh) as f32 };
         let mut l = LinearLowering::plain(dh, q, Feature::plain(FeatureMap::ExpRunningMax));
         l.gate = Gate::Refined {
-            wg: ctx.linear("regla.w_g", a, d)?,
-            bg: ctx.tensor("regla.b_g")?,
-            wr: ctx.linear("regla.w_r", a, d)?,
-            br: ctx.tensor("regla.b_r")?,
+            wg: ctx.learned_linear("regla.w_g", a, d)?,
+            bg: ctx.learned("regla.b_g")?,
+            wr: ctx.learned_linear("regla.w_r", a, d)?,
+            br: ctx.learned("regla.b_r")?,
         };
-        l.post = Post::HeadNorm { gain: ctx.tensor("regla.head_norm")? };
+        l.post = Post::RmsNorm { gain: ctx.learned("regla.head_norm")?, eps: HEAD_NORM_EPS };
         Ok(Lowering::Linear(l))
     }
 

@@ -4,6 +4,7 @@
 //! `dh^(−1/2)`, per-head RMSNorm and a swish output gate (§2.2, Eq. 8).
 
 use super::{check_even_head_dim, Family, LowerCtx, Variant};
+use crate::attention::HEAD_NORM_EPS;
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Lowering, Post, Rotation};
@@ -47,9 +48,10 @@ impl Variant for Retnet {
         let mut l = LinearLowering::plain(dh, q, Feature::plain(FeatureMap::Identity));
         l.rotation = Some(Rotation::Rope { base: 10000.0 });
         l.gate = Gate::PerHead { log_gamma: (0..h).map(|hh| retnet_gamma(hh).ln() as f32).collect() };
-        l.post = Post::HeadNormGate {
-            gain: ctx.tensor("retnet.head_norm")?,
-            out_gate: ctx.linear("retnet.out_gate", a, d)?,
+        l.post = Post::RmsNormGate {
+            gain: ctx.learned("retnet.head_norm")?,
+            eps: HEAD_NORM_EPS,
+            out_gate: ctx.learned_linear("retnet.out_gate", a, d)?,
         };
         Ok(Lowering::Linear(l))
     }

@@ -7,7 +7,7 @@ use super::{field, AttentionSpec, Family, LowerCtx, Variant};
 use crate::bias;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::lowering::Lowering;
+use crate::lowering::{LearnedTable, Lowering};
 use crate::weights::{Init, TensorSpec};
 use serde::{Deserialize, Serialize};
 
@@ -67,8 +67,15 @@ impl Variant for T5 {
     fn lower(&self, ctx: &LowerCtx) -> Result<Lowering> {
         let table = ctx.shared("pos.t5.bucket_bias")?;
         let (h, s) = (ctx.cfg.n_heads, (ctx.cfg.head_dim as f64).sqrt());
-        ctx.bias_table(&|hh, d| {
+        let learned = LearnedTable::Buckets {
+            table: "pos.t5.bucket_bias".into(),
+            num_buckets: self.num_buckets,
+            max_distance: self.max_distance,
+            scale: s,
+        };
+        let f = |hh: usize, d: f64| {
             table[bias::t5_bucket(d as usize, self.num_buckets, self.max_distance) * h + hh] as f64 * s
-        })
+        };
+        ctx.learned_bias_table(&f, learned)
     }
 }
