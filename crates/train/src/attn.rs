@@ -20,12 +20,13 @@
 
 use crate::error::{Result, TrainError};
 use crate::model::{const_f64, linear, TrainModel};
-use attnlab_core::attention::HEAD_NORM_EPS;
 use attnlab_core::bias;
-use attnlab_core::config::AttentionSpec;
+use attnlab_core::lowering::{
+    Bias, FeatureMap, Gate as LwGate, LearnedTable, LinearLowering, LowerBoundRow, Lowering, Post, Rotation,
+    SoftmaxLowering, Window,
+};
 use attnlab_core::lrpe::{self, Lrpe};
-use attnlab_core::variants::lrpe::{LrpeCore, LrpeNormalize, LrpeP, LrpeTheta};
-use attnlab_core::variants::transnormer::{TransnormerFlavor, TransnormerRole};
+use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
 use candle_core::{DType, Device, Tensor, D};
 
 /// Chunk length of the gated (GLA, ReGLA) training form. Any value gives the same result up to
@@ -39,136 +40,202 @@ const FACTORED_MIN_LOG_DECAY: f32 = -40.0;
 /// Additive mask value of the softmax family (the core's `bias::MASKED`).
 const MASKED: f64 = bias::MASKED as f64;
 
-/// One attention layer: normed input `u: [B, T, d]` → `Wo · Attn(u)`, `[B, T, d]`.
+/// One attention layer: normed input `u: [B, T, d]` → `Wo · Attn(u)`, `[B, T, d]`. Dispatches on the
+/// layer's lowered form (computed once when the model was built; only its structure, constants and
+/// tensor names are read here, never the values of learned tensors).
 pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
     let cfg = m.config();
-    let t = u.dim(1)?;
     let (h, dh) = (cfg.n_heads, cfg.head_dim);
-    let dev = m.device();
     let p = |n: &str| format!("layers.{i}.attn.{n}");
     let q = heads(&linear(u, m.w(&p("wq"))?)?, h, dh)?;
     let k = heads(&linear(u, m.w(&p("wk"))?)?, h, dh)?;
     let v = heads(&linear(u, m.w(&p("wv"))?)?, h, dh)?;
-    let scale = 1.0 / (dh as f32).sqrt();
-    let spec = &cfg.layers[i];
-    let out = match spec {
-        AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
-            role: TransnormerRole::Diag,
-            flavor,
-            block_size,
-        }) => {
-            let relu = *flavor == TransnormerFlavor::T1;
-            let o = softmax_kernel(&q, &k, &v, scale, None, Window::Block(*block_size), relu, dev)?;
-            let o = merge(&o)?;
-            if relu {
-                simple_rms_norm(&o)?
-            } else {
-                o
-            }
+    let out = match m.lowering(i)? {
+        Lowering::Softmax(sl) => softmax_layer(m, sl, &q, &k, &v)?,
+        Lowering::Linear(ll) => linear_layer(m, ll, u, &q, &k, &v)?,
+    };
+    linear(&out, m.w(&p("wo"))?)
+}
+
+/// Softmax family (§5.4): optional RoPE on q and k, the bias, the window, softmax (or T1's ReLU and
+/// SimpleRMSNorm). Returns `[B, T, H·dh]`.
+fn softmax_layer(m: &TrainModel, sl: &SoftmaxLowering, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
+    let (t, dh) = (q.dim(2)?, q.dim(3)?);
+    let dev = m.device();
+    let (q, k) = match sl.rope_base {
+        Some(base) => {
+            let (cos, sin) = rope_tables(t, dh, base, dev)?;
+            (rotate_pairs(q, &cos, &sin)?, rotate_pairs(k, &cos, &sin)?)
         }
-        AttentionSpec::Nope(_) | AttentionSpec::Sinusoidal(_) => {
-            merge(&softmax_kernel(&q, &k, &v, scale, None, Window::Causal, false, dev)?)?
+        None => (q.clone(), k.clone()),
+    };
+    let bias = match &sl.bias {
+        Bias::Contextual { npos, pos_emb } => {
+            Scores::Contextual { npos: *npos, pos_emb: m.w(&pos_emb.name)? }
         }
-        AttentionSpec::Rope(attnlab_core::variants::rope::Rope { base }) => {
-            let (cos, sin) = rope_tables(t, dh, *base, dev)?;
-            let q = rotate_pairs(&q, &cos, &sin)?;
-            let k = rotate_pairs(&k, &cos, &sin)?;
-            merge(&softmax_kernel(&q, &k, &v, scale, None, Window::Causal, false, dev)?)?
-        }
-        AttentionSpec::Alibi(_)
-        | AttentionSpec::Gaussian(_)
-        | AttentionSpec::KerpleLog(_)
-        | AttentionSpec::KerplePower(_)
-        | AttentionSpec::T5(_)
-        | AttentionSpec::Sandwich(_)
-        | AttentionSpec::Fire(_)
-        | AttentionSpec::Mep(_)
-        | AttentionSpec::MepParam(_) => {
-            let bias = position_bias(m, i, spec, t)?;
-            merge(&softmax_kernel(&q, &k, &v, scale, Some(&bias), Window::Causal, false, dev)?)?
-        }
-        AttentionSpec::Transnormer(attnlab_core::variants::transnormer::Transnormer {
-            role: TransnormerRole::Norm,
-            flavor,
-            ..
-        }) => {
-            let (fq, fk) = if *flavor == TransnormerFlavor::T1 {
-                (q.elu(1.0)?, k.elu(1.0)?)
-            } else {
-                (elu_plus_one(&q)?, elu_plus_one(&k)?)
-            };
-            simple_rms_norm(&merge(&linear_attention(&fq, &fk, &v, &Gate::None, None)?)?)?
-        }
-        AttentionSpec::LinearElu(attnlab_core::variants::linear_elu::LinearElu { eps }) => {
-            let (fq, fk) = (elu_plus_one(&q)?, elu_plus_one(&k)?);
-            merge(&linear_attention(&fq, &fk, &v, &Gate::None, Some(*eps as f32 as f64))?)?
-        }
-        AttentionSpec::Lrpe(attnlab_core::variants::lrpe::LrpeSpec {
-            core,
-            p: pm,
-            theta,
-            normalize,
-            seed,
-        }) => {
-            let tr = LrpeTransform::new(m, i, *core, *pm, *theta, *seed, t, dh, dev)?;
-            let fq = tr.apply(&elu_plus_one(&q)?)?;
-            let fk = tr.apply(&elu_plus_one(&k)?)?;
-            match normalize {
-                LrpeNormalize::Denominator => {
-                    merge(&linear_attention(&fq, &fk, &v, &Gate::None, Some(1e-6))?)?
-                }
-                LrpeNormalize::Rmsnorm => {
-                    simple_rms_norm(&merge(&linear_attention(&fq, &fk, &v, &Gate::None, None)?)?)?
-                }
-            }
-        }
-        AttentionSpec::Gla(attnlab_core::variants::gla::Gla { gate_logit_normalizer, .. }) => {
-            let pre = linear(&linear(u, m.w(&p("gla.gk_down"))?)?, m.w(&p("gla.gk_up"))?)?;
-            let z = heads(&pre.broadcast_add(m.w(&p("gla.gk_bias"))?)?, h, dh)?;
-            let lg = (log_sigmoid(&z)? / *gate_logit_normalizer)?;
-            let fq = (&q * scale as f64)?;
-            let o = linear_attention(&fq, &k, &v, &Gate::PerChannel(lg), None)?;
-            let o = merge(&head_rms_norm(&o, m.w(&p("gla.head_norm"))?)?)?;
-            (o * linear(u, m.w(&p("gla.out_gate"))?)?.silu()?)?
-        }
-        AttentionSpec::Regla(_) => {
-            let ag = heads(&linear(u, m.w(&p("regla.w_g"))?)?.broadcast_add(m.w(&p("regla.b_g"))?)?, h, dh)?;
-            let ar = heads(&linear(u, m.w(&p("regla.w_r"))?)?.broadcast_add(m.w(&p("regla.b_r"))?)?, h, dh)?;
-            // ln F = lnσ(a_g) + logaddexp(lnσ(a_g), ln 2 + lnσ(a_r) + lnσ(−a_g)), ≤ 0
-            // (ReGLA §3.3, Eqs. 16–18, in log space).
-            let lsg = log_sigmoid(&ag)?;
-            let other = ((log_sigmoid(&ar)? + log_sigmoid(&ag.neg()?)?)? + std::f64::consts::LN_2)?;
-            let log_f = (&lsg + log_add_exp(&lsg, &other)?)?.minimum(0.0)?;
-            // φq = c(dh)·exp(q − max q) (ReGLA §3.1, Eq. 11, Thm 3.1).
-            let c = attnlab_core::variants::regla::regla_scale(dh) as f32 as f64;
-            let fq = (q.broadcast_sub(&q.max_keepdim(D::Minus1)?)?.exp()? * c)?;
-            // Running key max M_t = max_{s≤t} max_j k_s[j] as a masked max over [T, T].
+        other => Scores::Additive(position_bias(m, other, t)?),
+    };
+    let o = merge(&softmax_kernel(&q, &k, v, sl, &bias, dev)?)?;
+    if sl.relu_with_norm {
+        simple_rms_norm(&o)
+    } else {
+        Ok(o)
+    }
+}
+
+/// Linear family (§5.6): gate, feature maps, position transform, scan, post step. Returns
+/// `[B, T, H·dh]`.
+fn linear_layer(
+    m: &TrainModel,
+    ll: &LinearLowering,
+    u: &Tensor,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+) -> Result<Tensor> {
+    let (h, t, dh) = (q.dim(1)?, q.dim(2)?, q.dim(3)?);
+    let dev = m.device();
+    let (mut gate, key) = log_gate(m, &ll.gate, u, k, h, dh)?;
+    let fq = feature_map(ll.q.map, q)?;
+    let fk = match key {
+        Some(key) => key,
+        None if ll.k.map == FeatureMap::ExpRunningMax => {
+            // φk = exp(k − M_t) with the running key max M_t = max_{s≤t} max_j k_s[j] (a masked max over
+            // [T, T]); the state rescale e^{M_{t−1} − M_t} is folded into the log-gate (0 at t = 0).
             let kmax = k.max_keepdim(D::Minus1)?.transpose(2, 3)?; // [B, H, 1, T]
             let cm = kmax.broadcast_add(&causal_additive(t, dev)?)?.max_keepdim(D::Minus1)?; // [B,H,T,1]
-            let fk = k.broadcast_sub(&cm)?.exp()?;
-            // The rescale e^{M_{t−1} − M_t} of the state is folded into the log-gate (0 at t = 0).
             let prev = if t > 1 {
                 Tensor::cat(&[cm.narrow(2, 0, 1)?, cm.narrow(2, 0, t - 1)?], 2)?
             } else {
                 cm.clone()
             };
-            let lg = log_f.broadcast_add(&(prev - &cm)?)?;
-            let o = linear_attention(&fq, &fk, &v, &Gate::PerChannel(lg), None)?;
-            merge(&head_rms_norm(&o, m.w(&p("regla.head_norm"))?)?)?
+            gate = match gate {
+                Gate::PerChannel(lg) => Gate::PerChannel(lg.broadcast_add(&(prev - &cm)?)?),
+                _ => return Err(unsupported("a running key max needs a per-channel gate")),
+            };
+            k.broadcast_sub(&cm)?.exp()?
         }
-        AttentionSpec::Retnet(_) => {
-            let (cos, sin) = rope_tables(t, dh, 10000.0, dev)?;
-            let fq = (rotate_pairs(&q, &cos, &sin)? * scale as f64)?;
-            let fk = rotate_pairs(&k, &cos, &sin)?;
-            let lg: Vec<f64> = (0..h)
-                .map(|hh| attnlab_core::variants::retnet::retnet_gamma(hh).ln() as f32 as f64)
-                .collect();
-            let o = linear_attention(&fq, &fk, &v, &Gate::PerHead(lg), None)?;
-            let o = merge(&head_rms_norm(&o, m.w(&p("retnet.head_norm"))?)?)?;
-            (o * linear(u, m.w(&p("retnet.out_gate"))?)?.silu()?)?
+        None => feature_map(ll.k.map, k)?,
+    };
+    let (fq, fk) = match &ll.rotation {
+        None => (fq, fk),
+        Some(Rotation::Rope { base }) => {
+            let (cos, sin) = rope_tables(t, dh, *base, dev)?;
+            (rotate_pairs(&fq, &cos, &sin)?, rotate_pairs(&fk, &cos, &sin)?)
+        }
+        Some(Rotation::Lrpe { lrpe, theta, householder }) => {
+            let tr = LrpeTransform::new(m, lrpe, theta.as_deref(), householder.as_deref(), t, dev)?;
+            (tr.apply(&fq)?, tr.apply(&fk)?)
         }
     };
-    linear(&out, m.w(&p("wo"))?)
+    let scaled = |x: Tensor, s: f32| -> Result<Tensor> { Ok(if s == 1.0 { x } else { (x * s as f64)? }) };
+    let (fq, fk) = (scaled(fq, ll.q.scale)?, scaled(fk, ll.k.scale)?);
+    let o = linear_attention(&fq, &fk, v, &gate, ll.denominator.map(f64::from))?;
+    post_step(m, &ll.post, u, &merge(&o)?)
+}
+
+/// `φ(x)` of one side, elementwise or over the head (`[B, H, T, dh]`).
+fn feature_map(map: FeatureMap, x: &Tensor) -> Result<Tensor> {
+    Ok(match map {
+        FeatureMap::Identity => x.clone(),
+        FeatureMap::EluPlusOne => elu_plus_one(x)?,
+        FeatureMap::Elu => x.elu(1.0)?,
+        FeatureMap::Swish => x.silu()?,
+        // exp(x − max_j x_j) (ReGLA §3.2, Eq. 11).
+        FeatureMap::ExpMax => x.broadcast_sub(&x.max_keepdim(D::Minus1)?)?.exp()?,
+        FeatureMap::ExpRunningMax => return Err(unsupported("a running key max is a key-side map")),
+    })
+}
+
+/// The layer's log-gate, and the key when the gate replaces it ([`LwGate::KeyForget`]).
+fn log_gate(
+    m: &TrainModel,
+    gate: &LwGate,
+    u: &Tensor,
+    k: &Tensor,
+    h: usize,
+    dh: usize,
+) -> Result<(Gate, Option<Tensor>)> {
+    let proj =
+        |w: &str, b: &str| -> Result<Tensor> { heads(&linear(u, m.w(w)?)?.broadcast_add(m.w(b)?)?, h, dh) };
+    Ok(match gate {
+        LwGate::None => (Gate::None, None),
+        LwGate::PerHead { log_gamma } => {
+            (Gate::PerHead(log_gamma.iter().map(|&g| f64::from(g)).collect()), None)
+        }
+        LwGate::LowRank { down, up, bias, normalizer } => {
+            let pre = linear(&linear(u, m.w(&down.name)?)?, m.w(&up.name)?)?;
+            let z = heads(&pre.broadcast_add(m.w(&bias.name)?)?, h, dh)?;
+            (Gate::PerChannel((log_sigmoid(&z)? / *normalizer)?), None)
+        }
+        LwGate::Refined { wg, bg, wr, br } => {
+            let (ag, ar) = (proj(&wg.name, &bg.name)?, proj(&wr.name, &br.name)?);
+            // ln F = lnσ(a_g) + logaddexp(lnσ(a_g), ln 2 + lnσ(a_r) + lnσ(−a_g)), ≤ 0
+            // (ReGLA §3.3, Eqs. 16–18, in log space).
+            let lsg = log_sigmoid(&ag)?;
+            let other = ((log_sigmoid(&ar)? + log_sigmoid(&ag.neg()?)?)? + std::f64::consts::LN_2)?;
+            (Gate::PerChannel((&lsg + log_add_exp(&lsg, &other)?)?.minimum(0.0)?), None)
+        }
+        LwGate::KeyForget { lower_bound, learned } => {
+            let beta = match learned {
+                Some(row) => lower_bound_row(m, row)?,
+                None => Tensor::from_vec(lower_bound.clone(), lower_bound.len(), m.device())?,
+            };
+            let unbounded = match learned {
+                Some(r) => r.row == 0,
+                None => lower_bound.iter().all(|b| *b == 0.0),
+            };
+            key_forget(k, &beta.reshape((1, h, 1, dh))?, unbounded)?
+        }
+    })
+}
+
+/// HGRN's gate and key ("HGRN2", §3): `lg = ln(β + (1 − β)σ(f))`, key `(1 − β)σ(−f)`, with the key
+/// projection as `f` (`β: [1, H, 1, dh]`; `unbounded`: β is identically 0, so `lg = lnσ(f)`).
+fn key_forget(f: &Tensor, beta: &Tensor, unbounded: bool) -> Result<(Gate, Option<Tensor>)> {
+    let one_minus = (beta.neg()? + 1.0)?;
+    let key = log_sigmoid(&f.neg()?)?.exp()?.broadcast_mul(&one_minus)?;
+    let lg = if unbounded {
+        log_sigmoid(f)?
+    } else {
+        log_sigmoid(f)?.exp()?.broadcast_mul(&one_minus)?.broadcast_add(beta)?.log()?.minimum(0.0)?
+    };
+    Ok((Gate::PerChannel(lg), Some(key)))
+}
+
+/// Row `row.row` of `cumsoftmax − softmax[0]` of the `[n_layers, width]` parameter, in the graph.
+fn lower_bound_row(m: &TrainModel, row: &LowerBoundRow) -> Result<Tensor> {
+    let logits = m.w(&row.tensor)?;
+    let sm = candle_nn::ops::softmax(logits, 0)?;
+    let n = row.row;
+    if n == 0 {
+        return Ok(sm.narrow(0, 0, 1)?.zeros_like()?.squeeze(0)?);
+    }
+    Ok(sm.narrow(0, 1, n)?.sum(0)?)
+}
+
+/// Output step on the merged heads `o: [B, T, H·dh]`.
+fn post_step(m: &TrainModel, post: &Post, u: &Tensor, o: &Tensor) -> Result<Tensor> {
+    let grouped = |gain: &str, eps: f32| -> Result<Tensor> {
+        let g = m.w(gain)?;
+        let (b, t, a) = o.dims3()?;
+        let n = g.dim(0)?;
+        let x = o.reshape((b, t, a / n, n))?;
+        let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
+        Ok(x.broadcast_div(&(ms + f64::from(eps))?.sqrt()?)?.broadcast_mul(g)?.reshape((b, t, a))?)
+    };
+    match post {
+        Post::None => Ok(o.clone()),
+        Post::SimpleRmsNorm => simple_rms_norm(o),
+        Post::RmsNorm { gain, eps } => grouped(&gain.name, *eps),
+        Post::RmsNormGate { gain, eps, out_gate } => {
+            Ok((grouped(&gain.name, *eps)? * linear(u, m.w(&out_gate.name)?)?.silu()?)?)
+        }
+    }
+}
+
+fn unsupported(what: &str) -> TrainError {
+    TrainError::Candle(candle_core::Error::Msg(format!("no training form: {what}")))
 }
 
 /// `[B, T, H·dh]` → `[B, H, T, dh]`.
@@ -205,12 +272,6 @@ fn simple_rms_norm(x: &Tensor) -> Result<Tensor> {
     Ok(x.broadcast_div(&(rms + attnlab_core::ops::SIMPLE_RMS_EPS as f64)?)?)
 }
 
-/// Per-head RMSNorm with gain `w: [dh]` and eps [`HEAD_NORM_EPS`] over the last dim.
-fn head_rms_norm(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
-    Ok(x.broadcast_div(&(ms + HEAD_NORM_EPS as f64)?.sqrt()?)?.broadcast_mul(w)?)
-}
-
 /// `[T, T]` additive causal mask: 0 for `s ≤ i`, [`MASKED`] above the diagonal.
 fn causal_additive(t: usize, dev: &Device) -> Result<Tensor> {
     let v: Vec<f64> = (0..t * t).map(|x| if x % t <= x / t { 0.0 } else { MASKED }).collect();
@@ -236,166 +297,153 @@ fn window_mask(t: usize, w: Window, dev: &Device) -> Result<Tensor> {
     const_f64(v, &[t, t], dev)
 }
 
-/// Which keys a softmax-family query sees.
-#[derive(Debug, Clone, Copy)]
-enum Window {
-    Causal,
-    Block(usize),
+/// What is added to the scaled logits.
+enum Scores<'a> {
+    /// A `[H, T, T]` bias (or none).
+    Additive(Option<Tensor>),
+    /// CoPE's q·k-dependent bias with `pos_emb: [npos, dh]` (see [`contextual_bias`]).
+    Contextual { npos: usize, pos_emb: &'a Tensor },
 }
 
 /// Softmax-family kernel (§5.4): `softmax(scale·q·kᵀ + B + mask)·v`, or for TransNormer T1 Diag
 /// `ReLU(scale·q·kᵀ) ⊙ mask · v`. Masked keys get `−1e30`, whose exp is exactly 0, so this equals
 /// the core's skipping of invisible keys.
-#[allow(clippy::too_many_arguments)]
 fn softmax_kernel(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
-    scale: f32,
-    bias: Option<&Tensor>,
-    window: Window,
-    relu: bool,
+    sl: &SoftmaxLowering,
+    scores: &Scores,
     dev: &Device,
 ) -> Result<Tensor> {
     let t = q.dim(2)?;
-    let mut s = (q.matmul(&k.t()?.contiguous()?)? * scale as f64)?;
-    if let Some(b) = bias {
-        s = s.broadcast_add(b)?;
+    let mask = window_mask(t, sl.window, dev)?;
+    let add = ((mask.ones_like()? - &mask)? * MASKED)?;
+    let mut s = (q.matmul(&k.t()?.contiguous()?)? * sl.scale as f64)?;
+    match scores {
+        Scores::Additive(Some(b)) => s = s.broadcast_add(b)?,
+        Scores::Additive(None) => {}
+        Scores::Contextual { npos, pos_emb } => {
+            s = (&s + contextual_bias(q, &s.broadcast_add(&add)?, *npos, pos_emb, &mask)?)?
+        }
     }
-    let mask = window_mask(t, window, dev)?;
-    let p = if relu {
+    let p = if sl.relu_with_norm {
         s.relu()?.broadcast_mul(&mask)?
     } else {
-        let add = ((mask.ones_like()? - &mask)? * MASKED)?;
         candle_nn::ops::softmax(&s.broadcast_add(&add)?, D::Minus1)?
     };
     Ok(p.matmul(v)?)
 }
 
-/// Position bias `B_h(i, j)` as `[H, T, T]` (§5.5). Entries above the diagonal are 0 (masked later).
-fn position_bias(m: &TrainModel, i: usize, spec: &AttentionSpec, t: usize) -> Result<Tensor> {
-    let cfg = m.config();
-    let (h, dh) = (cfg.n_heads, cfg.head_dim);
-    let dev = m.device();
-    // Distance matrix δ = i − j (0 above the diagonal).
-    let delta: Vec<f64> = (0..t * t).map(|x| (x / t).saturating_sub(x % t) as f64).collect();
-    let dmat = const_f64(delta.clone(), &[1, t, t], dev)?;
-    let slopes = |s: &Option<Vec<f64>>| s.clone().unwrap_or_else(|| bias::alibi_slopes(h));
-    // A fixed table B_h(δ) in f64, rounded to f32 and floored as in the core's build_table.
-    let table = |f: &dyn Fn(usize, f64) -> f64| -> Result<Tensor> {
-        let mut v = Vec::with_capacity(h * t * t);
-        for hh in 0..h {
-            for &dd in &delta {
-                let x = f(hh, dd);
-                v.push(if x.is_finite() { (x as f32).max(bias::MASKED) as f64 } else { MASKED });
-            }
-        }
-        const_f64(v, &[h, t, t], dev)
+/// CoPE (Golovneva et al., "Contextual Position Encoding", §3) for `q: [B, H, T, dh]` and masked
+/// scaled logits `s: [B, H, T, T]`: gates `σ(s)` (0 on masked keys), positions `p_ij = Σ_{t≥j} g_it`
+/// (a matmul with the causal 0/1 `mask`), clamped to `npos − 1`, and `q·e[p]` interpolated between
+/// `⌊p⌋` and `⌈p⌉`. The integer parts carry no gradient; the weight `p − ⌊p⌋` and `q·e` do.
+fn contextual_bias(q: &Tensor, s: &Tensor, npos: usize, pos_emb: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let gates = log_sigmoid(s)?.exp()?;
+    let pos = gates.broadcast_matmul(mask)?.minimum((npos - 1) as f64)?;
+    let lo = pos.detach().floor()?;
+    let hi = pos.detach().ceil()?.minimum((npos - 1) as f64)?;
+    let w = (&pos - &lo)?;
+    let int_logits = q.broadcast_matmul(&pos_emb.t()?)?.contiguous()?; // [B, H, T, npos]
+    let at = |idx: &Tensor| -> Result<Tensor> {
+        Ok(int_logits.gather(&idx.to_dtype(DType::U32)?.contiguous()?, 3)?)
     };
-    let per_head = |name: &str| -> Result<Tensor> { Ok(m.w(name)?.reshape((h, 1, 1))?) };
-    match spec {
-        AttentionSpec::Alibi(attnlab_core::variants::alibi::Alibi { slopes: s }) => {
-            let sl = slopes(s);
-            table(&|hh, dd| bias::alibi(sl[hh], dd))
-        }
-        AttentionSpec::Gaussian(attnlab_core::variants::gaussian::Gaussian { slopes: s }) => {
-            let sl = slopes(s);
-            table(&|hh, dd| bias::gaussian(sl[hh], dd))
-        }
-        AttentionSpec::Sandwich(attnlab_core::variants::sandwich::Sandwich { dbar }) => {
-            let db = dbar.unwrap_or(dh - dh % 2).max(2);
-            table(&|hh, dd| bias::sandwich(dd, hh, h, db))
-        }
-        AttentionSpec::Mep(attnlab_core::variants::mep::Mep { kernels, slopes: s }) => {
-            let sl = slopes(s);
-            table(&|hh, dd| bias::mep_log_kernel(kernels, sl[hh], dd))
-        }
-        // −p·ln(1 + a·δ) with a, p ≥ 0.01 (MEP Eqs. 18–19; KERPLE `mpu/layers.py`).
-        AttentionSpec::KerpleLog(_) => {
-            let a = per_head("pos.kerple_log.a")?.maximum(bias::KERPLE_MIN)?;
-            let p = per_head("pos.kerple_log.p")?.maximum(bias::KERPLE_MIN)?;
-            Ok(p.broadcast_mul(&(a.broadcast_mul(&dmat)? + 1.0)?.log()?)?.neg()?)
-        }
-        // −a·δ^p with a ≥ 0.01, p ∈ [0.01, 2], and B(0) = 0 (KERPLE `ParallelKerplePower`).
-        // δ^p = exp(p·ln max(δ, 1)).
-        AttentionSpec::KerplePower(_) => {
-            let a = per_head("pos.kerple_power.a")?.maximum(bias::KERPLE_MIN)?;
-            let p = per_head("pos.kerple_power.p")?.clamp(bias::KERPLE_MIN, bias::KERPLE_POWER_MAX_P)?;
-            let ln_d = const_f64(delta.iter().map(|&x| x.max(1.0).ln()).collect(), &[1, t, t], dev)?;
-            let nz =
-                const_f64(delta.iter().map(|&x| if x > 0.0 { 1.0 } else { 0.0 }).collect(), &[1, t, t], dev)?;
-            let pow = p.broadcast_mul(&ln_d)?.exp()?.broadcast_mul(&nz)?;
-            Ok(a.broadcast_mul(&pow)?.neg()?)
-        }
-        // W[bucket(δ), h]·√dh (MEP Eq. 22; GPT-NeoX scales T5's table by √dh): the bucket index is
-        // fixed, the table is gathered in the graph.
-        AttentionSpec::T5(attnlab_core::variants::t5::T5 { num_buckets, max_distance }) => {
-            let idx: Vec<u32> = delta
-                .iter()
-                .map(|&dd| bias::t5_bucket(dd as usize, *num_buckets, *max_distance) as u32)
+    let (l_lo, l_hi) = (at(&lo)?, at(&hi)?);
+    Ok(((l_hi * &w)? + (l_lo * (w.neg()? + 1.0)?)?)?)
+}
+
+/// Position bias `B_h(i, j)` as `[H, T, T]` (§5.5), `None` without one. Entries above the diagonal are
+/// 0 (masked later). A learned table is rebuilt in the graph from its parameters; a fixed one is
+/// gathered from the lowering's values.
+fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Option<Tensor>> {
+    let dev = m.device();
+    let delta: Vec<f64> = (0..t * t).map(|x| (x / t).saturating_sub(x % t) as f64).collect();
+    Ok(Some(match bias {
+        Bias::None => return Ok(None),
+        Bias::Contextual { .. } => return Err(unsupported("a contextual bias is not a table")),
+        Bias::Table { len, values, learned: None } => {
+            let h = values.len() / len;
+            let v: Vec<f64> = (0..h)
+                .flat_map(|hh| delta.iter().map(move |&d| f64::from(values[hh * len + d as usize])))
                 .collect();
-            let idx = Tensor::from_vec(idx, t * t, dev)?;
-            let g = m.w("pos.t5.bucket_bias")?.index_select(&idx, 0)?; // [T·T, H]
-            Ok((g.t()?.contiguous()?.reshape((h, t, t))? * (dh as f64).sqrt())?)
+            const_f64(v, &[h, t, t], dev)?
         }
-        // FIRE (Li et al., 2023; mcleish7/arithmetic `FIRE`): u = ψ(i − j)/(ψ(max(i, |l_mult·L|)) + 1e−6),
-        // ψ(x) = ln(1 + |c·x|), then the MLP.
-        AttentionSpec::Fire(attnlab_core::variants::fire::Fire { init_l }) => {
-            let p = |n: &str| format!("layers.{i}.attn.fire.{n}");
-            let l = init_l.unwrap_or(cfg.train_context as f64);
-            let c = m.w(&p("c"))?.reshape((1, 1))?;
-            let l_mult = m.w(&p("l_mult"))?.reshape((1, 1))?;
+        Bias::Table { learned: Some(lt), .. } => learned_table(m, lt, &delta, t)?,
+        Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+            // FIRE (Li et al., 2023; mcleish7/arithmetic `FIRE`): u = ψ(i − j)/(ψ(max(i, |l_mult·L|)) + 1e−6),
+            // ψ(x) = ln(1 + |c·x|), then the MLP.
+            let c = m.w(&c.name)?.reshape((1, 1))?;
+            let l_mult = m.w(&l_mult.name)?.reshape((1, 1))?;
             let rel = const_f64(delta.clone(), &[t, t], dev)?;
             let qpos = const_f64((0..t * t).map(|x| (x / t) as f64).collect(), &[t, t], dev)?;
             let psi = |x: &Tensor| -> Result<Tensor> { Ok((c.broadcast_mul(x)?.abs()? + 1.0)?.log()?) };
-            let thr = (l_mult * l)?.abs()?;
-            let query = qpos.broadcast_maximum(&thr)?;
+            let query = qpos.broadcast_maximum(&(l_mult * *init_l)?.abs()?)?;
             let u = psi(&rel)?.broadcast_div(&(psi(&query)? + 1e-6)?)?; // [T, T]
             let k = bias::FIRE_HIDDEN;
-            let w1 = m.w(&p("w1"))?.reshape((1, 1, k))?;
-            let b1 = m.w(&p("b1"))?.reshape((1, 1, k))?;
+            let w1 = m.w(&w1.name)?.reshape((1, 1, k))?;
+            let b1 = m.w(&b1.name)?.reshape((1, 1, k))?;
             let hid = u.unsqueeze(2)?.broadcast_mul(&w1)?.broadcast_add(&b1)?.relu()?; // [T, T, K]
-            let out = linear(&hid, m.w(&p("w2"))?)?.broadcast_add(m.w(&p("b2"))?)?; // [T, T, H]
-            Ok(out.permute((2, 0, 1))?.contiguous()?)
+            let out = linear(&hid, m.w(&w2.name)?)?.broadcast_add(m.w(&b2.name)?)?; // [T, T, H]
+            out.permute((2, 0, 1))?.contiguous()?
         }
-        // LSE[ln w_K − p·ln(1 + a δ), ln w_G − g_h δ²] (MEP Eqs. 27–28); a term with weight ≤ 0 is dropped.
-        AttentionSpec::MepParam(attnlab_core::variants::mep_param::MepParam {
-            kerple_weight,
-            gaussian_weight,
-            gaussian_scale,
-        }) => {
-            let a = per_head("pos.mep_param.a")?.maximum(bias::KERPLE_MIN)?;
-            let p = per_head("pos.mep_param.p")?.maximum(bias::KERPLE_MIN)?;
-            let kerple = if *kerple_weight > 0.0 {
-                let lk = p.broadcast_mul(&(a.broadcast_mul(&dmat)? + 1.0)?.log()?)?.neg()?;
-                Some((lk + kerple_weight.ln())?)
-            } else {
-                None
-            };
+    }))
+}
+
+/// A distance table from learned per-head parameters, in the graph (`delta`: `i − j`, 0 above the
+/// diagonal).
+fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64], t: usize) -> Result<Tensor> {
+    let cfg = m.config();
+    let (h, dev) = (cfg.n_heads, m.device());
+    let dmat = const_f64(delta.to_vec(), &[1, t, t], dev)?;
+    let per_head = |name: &str| -> Result<Tensor> { Ok(m.w(name)?.reshape((h, 1, 1))?) };
+    // −p·ln(1 + a·δ) with a, p ≥ 0.01.
+    let kerple_log = |a: &str, p: &str| -> Result<Tensor> {
+        let a = per_head(a)?.maximum(bias::KERPLE_MIN)?;
+        let p = per_head(p)?.maximum(bias::KERPLE_MIN)?;
+        Ok(p.broadcast_mul(&(a.broadcast_mul(&dmat)? + 1.0)?.log()?)?.neg()?)
+    };
+    Ok(match lt {
+        LearnedTable::KerpleLog { a, p } => kerple_log(a, p)?.broadcast_as((h, t, t))?.contiguous()?,
+        // −a·δ^p with a ≥ 0.01, p ∈ [0.01, 2], and B(0) = 0; δ^p = exp(p·ln max(δ, 1)).
+        LearnedTable::KerplePower { a, p } => {
+            let a = per_head(a)?.maximum(bias::KERPLE_MIN)?;
+            let p = per_head(p)?.clamp(bias::KERPLE_MIN, bias::KERPLE_POWER_MAX_P)?;
+            let ln_d = const_f64(delta.iter().map(|&x| x.max(1.0).ln()).collect(), &[1, t, t], dev)?;
+            let nz =
+                const_f64(delta.iter().map(|&x| f64::from(u8::from(x > 0.0))).collect(), &[1, t, t], dev)?;
+            a.broadcast_mul(&p.broadcast_mul(&ln_d)?.exp()?.broadcast_mul(&nz)?)?.neg()?
+        }
+        // W[bucket(δ), h]·scale: the bucket index is fixed, the table is gathered in the graph.
+        LearnedTable::Buckets { table, num_buckets, max_distance, scale } => {
+            let idx: Vec<u32> = delta
+                .iter()
+                .map(|&d| bias::t5_bucket(d as usize, *num_buckets, *max_distance) as u32)
+                .collect();
+            let g = m.w(table)?.index_select(&Tensor::from_vec(idx, t * t, dev)?, 0)?; // [T·T, H]
+            (g.t()?.contiguous()?.reshape((h, t, t))? * *scale)?
+        }
+        // LSE[ln w_K − p·ln(1 + a·δ), ln w_G − g_h·δ²]; a term with weight ≤ 0 is dropped.
+        LearnedTable::MepParam { a, p, kerple_weight, gaussian_weight, gaussian_slopes } => {
+            let kerple =
+                if *kerple_weight > 0.0 { Some((kerple_log(a, p)? + kerple_weight.ln())?) } else { None };
             let gauss = if *gaussian_weight > 0.0 {
-                let sl = bias::alibi_slopes(h);
-                let v: Vec<f64> = (0..h)
-                    .flat_map(|hh| {
-                        let gs = (gaussian_scale * sl[hh]).max(0.0);
-                        delta.iter().map(move |&dd| gaussian_weight.ln() - (gs * dd) * dd).collect::<Vec<_>>()
-                    })
+                let v: Vec<f64> = gaussian_slopes
+                    .iter()
+                    .flat_map(|g| delta.iter().map(move |&d| gaussian_weight.ln() - (g.max(0.0) * d) * d))
                     .collect();
                 Some(const_f64(v, &[h, t, t], dev)?)
             } else {
                 None
             };
             match (kerple, gauss) {
-                (Some(a), Some(b)) => log_add_exp(&a.broadcast_as((h, t, t))?.contiguous()?, &b),
-                (Some(a), None) => Ok(a.broadcast_as((h, t, t))?.contiguous()?),
-                (None, Some(b)) => Ok(b),
-                (None, None) => Ok(Tensor::zeros((h, t, t), DType::F32, dev)?),
+                (Some(a), Some(b)) => log_add_exp(&a.broadcast_as((h, t, t))?.contiguous()?, &b)?,
+                (Some(a), None) => a.broadcast_as((h, t, t))?.contiguous()?,
+                (None, Some(b)) => b,
+                (None, None) => Tensor::zeros((h, t, t), DType::F32, dev)?,
             }
         }
-        other => Err(TrainError::Candle(candle_core::Error::Msg(format!(
-            "variant {} has no position bias",
-            other.variant_id()
-        )))),
-    }
+    })
 }
 
 /// RoPE `(cos, sin)` tables `[T, dh/2]` of `s·base^(−2k/dh)`, evaluated in f64 (§5.4).
@@ -444,51 +492,45 @@ struct LrpeTransform {
 }
 
 impl LrpeTransform {
-    #[allow(clippy::too_many_arguments)]
+    /// The transform of `lrpe` at positions `0..t`, with its learned angles (`theta`) and Householder
+    /// vector (`householder`) taken from the graph when named.
     fn new(
         m: &TrainModel,
-        i: usize,
-        core: LrpeCore,
-        p: LrpeP,
-        theta: LrpeTheta,
-        seed: u64,
+        lrpe: &Lrpe,
+        theta: Option<&str>,
+        householder: Option<&str>,
         t: usize,
-        dh: usize,
         dev: &Device,
     ) -> Result<LrpeTransform> {
-        let name = |n: &str| format!("layers.{i}.attn.lrpe.{n}");
-        let householder = if p == LrpeP::Householder {
-            let v = m.w(&name("householder_v"))?;
-            let norm = v.sqr()?.sum_all()?.sqrt()?;
-            Some(v.broadcast_div(&norm)?)
-        } else {
-            None
+        let (core, dh) = (lrpe.core(), m.config().head_dim);
+        let householder = match householder {
+            Some(name) => {
+                let v = m.w(name)?;
+                Some(v.broadcast_div(&v.sqr()?.sum_all()?.sqrt()?)?)
+            }
+            None => None,
         };
-        let odd_even = if p == LrpeP::OddEven {
+        let odd_even = if lrpe.p() == LrpeP::OddEven {
             let idx: Vec<u32> = (0..dh).map(|j| lrpe::odd_even_index(j, dh) as u32).collect();
             Some(Tensor::from_vec(idx, dh, dev)?)
         } else {
             None
         };
-        let n = Lrpe::n_angles(core, dh);
+        let n = lrpe.angles().len();
         let cos_sin = if n > 0 {
             // Angles s·θ_k: learned θ stays in the graph so it gets gradients.
-            let th = if theta == LrpeTheta::Learned {
-                m.w(&name("theta"))?.reshape((1, n))?
-            } else {
-                let fixed = Lrpe::new(core, LrpeP::Identity, dh, None, None, seed)?;
-                const_f64(fixed.angles().to_vec(), &[1, n], dev)?
+            let th = match theta {
+                Some(name) => m.w(name)?.reshape((1, n))?,
+                None => const_f64(lrpe.angles().to_vec(), &[1, n], dev)?,
             };
-            let pos = const_f64((0..t).map(|s| s as f64).collect(), &[t, 1], dev)?;
-            let ang = pos.broadcast_mul(&th)?;
+            let ang = const_f64((0..t).map(|s| s as f64).collect(), &[t, 1], dev)?.broadcast_mul(&th)?;
             Some((ang.cos()?, ang.sin()?))
         } else {
             None
         };
         let perm = if core == LrpeCore::Permutation {
-            let l = Lrpe::new(core, LrpeP::Identity, dh, None, None, seed)?;
             let idx: Vec<u32> =
-                (0..t).flat_map(|s| (0..dh).map(|j| l.perm_power(s, j) as u32).collect::<Vec<_>>()).collect();
+                (0..t).flat_map(|s| (0..dh).map(move |j| lrpe.perm_power(s, j) as u32)).collect();
             Some(Tensor::from_vec(idx, (t, dh), dev)?)
         } else {
             None

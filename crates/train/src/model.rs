@@ -5,7 +5,9 @@
 use crate::attn;
 use crate::error::{Result, TrainError};
 use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
+use attnlab_core::lowering::Lowering;
 use attnlab_core::model::tensor_specs;
+use attnlab_core::variants::LowerCtx;
 use attnlab_core::weights::{Tensor as CoreTensor, Weights};
 use attnlab_core::Model;
 use candle_core::{DType, Device, Tensor, Var, D};
@@ -19,6 +21,9 @@ pub struct TrainModel {
     /// Tensor names in the canonical order of `tensor_specs`.
     names: Vec<String>,
     vars: BTreeMap<String, Var>,
+    /// Each layer's lowered form, built from the initial weights: `attn::forward` reads its structure,
+    /// constants and tensor names (the learned values themselves come from `vars`).
+    lowerings: Vec<Lowering>,
     device: Device,
 }
 
@@ -37,7 +42,10 @@ impl TrainModel {
             vars.insert(s.name.clone(), Var::from_tensor(&t)?);
             names.push(s.name.clone());
         }
-        Ok(TrainModel { cfg, names, vars, device })
+        let lowerings = (0..cfg.n_layers)
+            .map(|layer| cfg.layers[layer].variant().lower(&LowerCtx { cfg: &cfg, layer, weights }))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(TrainModel { cfg, names, vars, lowerings, device })
     }
 
     /// Copy the weights of a core model (parity tests use exactly the same numbers).
@@ -103,6 +111,11 @@ impl TrainModel {
             var.set(&t)?;
         }
         Ok(())
+    }
+
+    /// The lowered form of layer `i`.
+    pub(crate) fn lowering(&self, i: usize) -> Result<&Lowering> {
+        self.lowerings.get(i).ok_or_else(|| TrainError::option("layer", format!("no layer {i}")))
     }
 
     /// The tensor `name` (a bug if absent: names come from `tensor_specs`).

@@ -91,7 +91,7 @@ fn trainer_logits_match_core_for_every_variant() {
 #[test]
 fn learnable_position_and_gate_parameters_get_gradients() {
     let mut configs: Vec<(String, ModelConfig)> =
-        ["kerple-log", "kerple-power", "t5", "fire", "mep-param", "lrpe", "gla", "regla"]
+        ["kerple-log", "kerple-power", "t5", "fire", "mep-param", "lrpe", "gla", "regla", "hgrn2", "cope"]
             .iter()
             .map(|id| (id.to_string(), ModelConfig::preset(id, tiny()).expect("preset")))
             .collect();
@@ -121,6 +121,9 @@ fn learnable_position_and_gate_parameters_get_gradients() {
         "regla.b_g",
         "regla.w_r",
         "regla.b_r",
+        "pos.hgrn2.lower_bounds",
+        "hgrn2.norm",
+        "cope.pos_emb",
     ];
     let mut seen = std::collections::BTreeSet::new();
     for (name, cfg) in &configs {

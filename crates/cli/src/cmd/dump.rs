@@ -45,7 +45,7 @@ pub struct DumpArgs {
     /// Which score stage --attention records
     #[arg(long, value_enum, default_value_t = Stage::Probabilities)]
     pub stage: Stage,
-    /// Also dump the gates of gated layers (gla, regla, retnet)
+    /// Also dump the gates of gated linear layers (the lowering has a decay gate)
     #[arg(long)]
     pub gates: bool,
     /// Use the first N tokens of the text (at most the model's max_context); a longer text is cut,
@@ -122,7 +122,7 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
 
     if a.gates && !listing.iter().any(|(k, _)| k.starts_with("gates.")) {
         crate::common::note(
-            "--gates: this model has no gated layers (gla, regla, retnet); no gate tensors written",
+            "--gates: this model has no gated linear layers; no gate tensors written",
         );
     }
     if json {

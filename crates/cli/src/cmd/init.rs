@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Args)]
 #[command(group(ArgGroup::new("attention").required(true).args(["variant", "layers_spec"])))]
 pub struct InitArgs {
-    /// Catalog variant id for every layer (nope, sinusoidal, rope, alibi, kerple-log, kerple-power, t5,
-    /// sandwich, fire, gaussian, mep, mep-param, linear-elu, transnormer, lrpe, gla, regla, retnet)
+    /// Catalog variant id for every layer; an unknown id is refused with the list of known ids
     #[arg(long, value_name = "ID", value_parser = parse_variant)]
     pub variant: Option<String>,
     /// Hybrid model: one catalog id per layer, comma-separated (e.g. "regla,alibi,regla,alibi"); sets

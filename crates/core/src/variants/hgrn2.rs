@@ -15,7 +15,7 @@ use crate::weights::{Init, TensorSpec};
 use serde::{Deserialize, Serialize};
 
 /// The shared tensor of learned lower-bound logits, `[n_layers, H·dh]`.
-pub const LOWER_BOUNDS: &str = "hgrn2.lower_bounds";
+pub const LOWER_BOUNDS: &str = "pos.hgrn2.lower_bounds";
 
 /// HGRN2 parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

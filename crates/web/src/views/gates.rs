@@ -137,7 +137,7 @@ impl GatesState {
 /// Histograms of F (and g, r) per layer and the saturation per layer and head.
 pub fn view(t: &TraceView) -> Html {
     if t.gates.is_empty() {
-        return html! { <p class="notice">{ "This model has no gated layers (gla, regla or retnet): nothing to show." }</p> };
+        return html! { <p class="notice">{ "This model has no gated linear layers: nothing to show." }</p> };
     }
     let all: Vec<&GateStats> = t.gates.iter().filter(|g| g.head.is_none()).collect();
     let hists = all.iter().map(|g| {
