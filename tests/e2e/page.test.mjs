@@ -1,6 +1,6 @@
 // End-to-end tests of the attnlab page in headless Debian Chromium, driven by playwright-core.
 //
-// Run by tests/e2e/run.sh (from scripts/test.sh), which builds the site with trunk, puts random
+// Run by tests/e2e/run.sh (from scripts/test.sh), which builds the site with attnlab-site, puts random
 // models in it with `attnlab init`, and sets:
 //   SITE        the built site: dist/ plus models/index.json listing random models alibi (default),
 //               regla and regla-init (regla's "initial checkpoint"), and models/default = alibi

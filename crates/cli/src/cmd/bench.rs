@@ -137,29 +137,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     let model = a.model.load_any_backend()?;
     let cfg = model.config();
     let max = cfg.max_context;
-    let contexts = match &a.contexts {
-        Some(c) => c.clone(),
-        None => DEFAULT_CONTEXTS.iter().copied().filter(|&c| c <= max).collect(),
-    };
-    if contexts.is_empty() {
-        return Err(CliError::usage(format!(
-            "no context to measure: --contexts is empty or the defaults exceed the model's max_context {max}"
-        )));
-    }
-    let too_long: Vec<String> = contexts.iter().filter(|&&c| c > max).map(usize::to_string).collect();
-    if !too_long.is_empty() {
-        return Err(CliError::usage(format!(
-            "--contexts {} exceed the model's max_context {max}",
-            too_long.join(",")
-        )));
-    }
-    let too_short: Vec<String> = contexts.iter().filter(|&&c| c <= n).map(usize::to_string).collect();
-    if !too_short.is_empty() {
-        return Err(CliError::usage(format!(
-            "--contexts {} must be larger than --decode-tokens {n} (decode is measured after a prefill of context − N tokens)",
-            too_short.join(",")
-        )));
-    }
+    let contexts = contexts_to_measure(&a, max, n)?;
     let longest = contexts.iter().copied().max().unwrap_or(0);
     let tokens = bench_tokens(longest, cfg.vocab_size);
     let params = model.weights().num_params();
@@ -241,6 +219,50 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     if json {
         return print_json(&report);
     }
+    out(&render_text(&a, &model, &report, &points, ratio, peer))
+}
+
+/// The contexts to measure: `--contexts`, or the defaults up to `max`; each must exceed `n`.
+fn contexts_to_measure(a: &BenchArgs, max: usize, n: usize) -> CliResult<Vec<usize>> {
+    let contexts = match &a.contexts {
+        Some(c) => c.clone(),
+        None => DEFAULT_CONTEXTS.iter().copied().filter(|&c| c <= max).collect(),
+    };
+    if contexts.is_empty() {
+        return Err(CliError::usage(format!(
+            "no context to measure: --contexts is empty or the defaults exceed the model's max_context {max}"
+        )));
+    }
+    let too_long: Vec<String> = contexts.iter().filter(|&&c| c > max).map(usize::to_string).collect();
+    if !too_long.is_empty() {
+        return Err(CliError::usage(format!(
+            "--contexts {} exceed the model's max_context {max}",
+            too_long.join(",")
+        )));
+    }
+    let too_short: Vec<String> = contexts.iter().filter(|&&c| c <= n).map(usize::to_string).collect();
+    if !too_short.is_empty() {
+        return Err(CliError::usage(format!(
+            "--contexts {} must be larger than --decode-tokens {n} (decode is measured after a prefill of context − N tokens)",
+            too_short.join(",")
+        )));
+    }
+    Ok(contexts)
+}
+
+/// The human-readable report.
+fn render_text(
+    a: &BenchArgs,
+    model: &attnlab_core::Model,
+    report: &serde_json::Value,
+    points: &[Point],
+    ratio: Option<(usize, usize, f64)>,
+    peer: Option<(f64, f64)>,
+) -> String {
+    let n = a.decode_tokens as usize;
+    let params = model.weights().num_params();
+    let tps = |tokens: usize, s: f64| if s > 0.0 { tokens as f64 / s } else { f64::INFINITY };
+    let device = report["device"].as_str();
     let m = &report["machine"];
     let mut s = format!(
         "model {} ({}, {} params), backend {}, {} build\nmachine: {} {}, {} cores\n",
@@ -292,5 +314,5 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     if let Some(path) = &a.out {
         s.push_str(&format!("report written to {}\n", path.display()));
     }
-    out(&s)
+    s
 }

@@ -121,9 +121,7 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
     write_file(&a.out, &bytes)?;
 
     if a.gates && !listing.iter().any(|(k, _)| k.starts_with("gates.")) {
-        crate::common::note(
-            "--gates: this model has no gated linear layers; no gate tensors written",
-        );
+        crate::common::note("--gates: this model has no gated linear layers; no gate tensors written");
     }
     if json {
         return print_json(&json!({

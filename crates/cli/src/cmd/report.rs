@@ -10,7 +10,7 @@ use crate::common::{
 use crate::svg::{histogram_grid, HistPanel, LineChart, Scale, Series};
 use attnlab_core::analysis::{self, PplPoint};
 use attnlab_core::catalog::ModelIndex;
-use attnlab_core::config::Family;
+use attnlab_core::config::{Family, ModelConfig};
 use attnlab_core::steer::{self, BiasOverride};
 use attnlab_core::{Model, Sampler, SamplingConfig, Tokenizer};
 use attnlab_train::trainer::History;
@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+
+mod claims;
 
 /// Regenerate docs/results.md (tables + SVG plots + results.json) from the shipped models.
 ///
@@ -223,6 +225,28 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
 
     let default_cfg =
         models.iter().find(|(e, ..)| e.name == index.default).map(|(_, _, m, _)| m.config().clone());
+    let inputs = Inputs { text_path: &text_path, words_path: &words_path, started: t0 };
+    write_report(&a, &index, &results, &slopes, default_cfg, &inputs, json)
+}
+
+/// Where the texts came from, and when the run started.
+struct Inputs<'a> {
+    text_path: &'a Path,
+    words_path: &'a Path,
+    started: Instant,
+}
+
+/// Render the markdown and plots, write them with results.json, and print the summary.
+fn write_report(
+    a: &ReportArgs,
+    index: &ModelIndex,
+    results: &[ModelResult],
+    slopes: &[SlopeResult],
+    default_cfg: Option<ModelConfig>,
+    inputs: &Inputs,
+    json: bool,
+) -> CliResult<()> {
+    let (text_path, words_path, t0) = (inputs.text_path, inputs.words_path, inputs.started);
     let (train_len, size) = default_cfg.map_or((128, String::new()), |c| {
         (
             c.train_context,
@@ -235,13 +259,13 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
     let plots_dir = a.out.with_extension("");
     let plots_rel = plots_dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let ctx = Context {
-        index: &index,
-        results: &results,
-        slopes: &slopes,
+        index,
+        results,
+        slopes,
         lengths: &a.lengths,
-        text_path: &text_path,
-        words_path: &words_path,
-        args: &a,
+        text_path,
+        words_path,
+        args: a,
         plots: &plots_rel,
         seconds: t0.elapsed().as_secs_f64(),
         train_len,
@@ -255,8 +279,8 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
         "text": text_path.display().to_string(),
         "tokens_per_length": a.tokens,
         "lengths": a.lengths,
-        "models": to_value(&results)?,
-        "slope_ablation": to_value(&slopes)?,
+        "models": to_value(results)?,
+        "slope_ablation": to_value(slopes)?,
     });
     let raw_text = serde_json::to_string_pretty(&raw).map_err(|e| CliError::runtime(e.to_string()))?;
     write_file(&plots_dir.join("results.json"), raw_text.as_bytes())?;
@@ -712,21 +736,18 @@ impl Context<'_> {
     }
 
     fn section_claims(&self, md: &mut String) {
-        let l = self.longest();
-        let r = |x: Option<f64>| x.map_or("–".to_string(), |v| num(v, 1));
-        let sat = |n: &str| self.get(n).and_then(|m| m.gates_all.as_ref()).map(|g| g.saturation);
-        let auc = |n: &str, i: usize| self.get(n).and_then(|m| m.laa_auc.get(i).copied());
-        let mean_auc = |n: &str| {
-            self.get(n)
-                .filter(|m| !m.laa_auc.is_empty())
-                .map(|m| m.laa_auc.iter().sum::<f64>() / m.laa_auc.len() as f64)
-        };
         let _ = writeln!(
             md,
             "## 5. Claims versus results\n\nEach verdict is the rule in the \"test\" column applied to the numbers above \
              (single seed, ~1M training tokens, models of ~1.1M parameters — far smaller than the papers').\n"
         );
-        let table = |md: &mut String, title: &str, rows: Vec<[String; 4]>| {
+        let sections = [
+            ("MEP (multiple-kernel position encoding)", self.claims_mep()),
+            ("ReGLA (refined gated linear attention)", self.claims_regla()),
+            ("LRPE (linearized relative position encoding)", self.claims_lrpe()),
+            ("TransNormer (Norm/Diag attention)", self.claims_transnormer()),
+        ];
+        for (title, rows) in sections {
             let _ = writeln!(
                 md,
                 "### {title}\n\n| claim (paper) | test | measured | verdict |\n|---|---|---|---|"
@@ -735,159 +756,7 @@ impl Context<'_> {
                 let _ = writeln!(md, "| {} | {} | {} | {} |", row[0], row[1], row[2], row[3]);
             }
             md.push('\n');
-        };
-        let p = |n: &str, m: usize| self.ppl_at(n, m);
-        table(
-            md,
-            "MEP (multiple-kernel position encoding)",
-            vec![
-                [
-                    "Parameter-free MEP extrapolates at least as well as ALiBi (Table 2)".into(),
-                    format!("ppl(mep) ≤ ppl(alibi) at {l}×"),
-                    format!("mep {} vs alibi {}", r(p("mep", l)), r(p("alibi", l))),
-                    verdict(le(p("mep", l), p("alibi", l))).into(),
-                ],
-                [
-                    "Parameterized MEP beats KERPLE-log at long lengths (Table 2, OWT2 4/5)".into(),
-                    format!("ppl(mep-param) < ppl(kerple-log) at {l}×"),
-                    format!("mep-param {} vs kerple-log {}", r(p("mep-param", l)), r(p("kerple-log", l))),
-                    verdict(lt(p("mep-param", l), p("kerple-log", l))).into(),
-                ],
-                [
-                    "MEP beats T5 at the longest lengths (Table 2, param variant)".into(),
-                    format!("ppl(mep-param) < ppl(t5) at {l}×"),
-                    format!("mep-param {} vs t5 {}", r(p("mep-param", l)), r(p("t5", l))),
-                    verdict(lt(p("mep-param", l), p("t5", l))).into(),
-                ],
-                [
-                    "Uniform small slopes destroy extrapolation (Table 4, h ≥ 6)".into(),
-                    format!("ppl(2^-9 uniform) > 2 × ppl(default) at {l}× (inference-only edit)"),
-                    format!("{} vs {}", r(self.slope_at(3, l)), r(self.slope_at(0, l))),
-                    verdict(lt(self.slope_at(0, l).map(|v| 2.0 * v), self.slope_at(3, l))).into(),
-                ],
-                [
-                    "Uniform large slope (h = 2) is stable but worse than the default set (Table 4)".into(),
-                    format!("ppl(2^-2 uniform) > ppl(default) at 1× and ≤ 2 × its 1× value at {l}×"),
-                    format!(
-                        "1×: {} vs {}; {l}×: {}",
-                        r(self.slope_at(1, 1)),
-                        r(self.slope_at(0, 1)),
-                        r(self.slope_at(1, l))
-                    ),
-                    verdict(both(
-                        lt(self.slope_at(0, 1), self.slope_at(1, 1)),
-                        le(self.slope_at(1, l), self.slope_at(1, 1).map(|v| 2.0 * v)),
-                    ))
-                    .into(),
-                ],
-            ],
-        );
-        table(
-            md,
-            "ReGLA (refined gated linear attention)",
-            vec![
-                [
-                    "ReGLA beats the Fast-Decay/GLA gate (WT-103: 19.0 vs 20.8)".into(),
-                    "ppl(regla) < ppl(gla) at 1×".into(),
-                    format!("regla {} vs gla {}", r(p("regla", 1)), r(p("gla", 1))),
-                    verdict(lt(p("regla", 1), p("gla", 1))).into(),
-                ],
-                [
-                    "ReGLA comes close to a softmax Transformer (19.0 vs 18.5)".into(),
-                    "ppl(regla) ≤ 1.05 × ppl(rope) at 1×".into(),
-                    format!("regla {} vs rope {}", r(p("regla", 1)), r(p("rope", 1))),
-                    verdict(le(p("regla", 1), p("rope", 1).map(|v| 1.05 * v))).into(),
-                ],
-                [
-                    "From extreme gate init, ReGLA gates leave saturation (Fig. 4)".into(),
-                    "saturation(regla-fig4) < 0.5 × saturation(regla-fig4-init)".into(),
-                    format!("{} → {}", r3(sat("regla-fig4-init")), r3(sat("regla-fig4"))),
-                    verdict(lt(sat("regla-fig4"), sat("regla-fig4-init").map(|v| 0.5 * v))).into(),
-                ],
-                [
-                    "ReGLA's gates move away from the extremes more than GLA's (Fig. 4, the two compared)"
-                        .into(),
-                    "saturation drop (init − trained) of regla-fig4 > that of gla-fig4".into(),
-                    format!(
-                        "regla {} vs gla {}",
-                        r3(sat("regla-fig4-init").zip(sat("regla-fig4")).map(|(a, b)| a - b)),
-                        r3(sat("gla-fig4-init").zip(sat("gla-fig4")).map(|(a, b)| a - b))
-                    ),
-                    verdict(lt(
-                        sat("gla-fig4-init").zip(sat("gla-fig4")).map(|(a, b)| a - b),
-                        sat("regla-fig4-init").zip(sat("regla-fig4")).map(|(a, b)| a - b),
-                    ))
-                    .into(),
-                ],
-                [
-                    "…while GLA gates stay stuck at the extremes (Fig. 4)".into(),
-                    "saturation(gla-fig4) ≥ 0.5 × saturation(gla-fig4-init)".into(),
-                    format!("{} → {}", r3(sat("gla-fig4-init")), r3(sat("gla-fig4"))),
-                    verdict(le(sat("gla-fig4-init").map(|v| 0.5 * v), sat("gla-fig4"))).into(),
-                ],
-            ],
-        );
-        table(
-            md,
-            "LRPE (linearized relative position encoding)",
-            vec![
-                [
-                    "LRPE improves linear attention over no relative encoding (Table 2: Type 1/2 < Base)"
-                        .into(),
-                    "ppl(lrpe) < ppl(linear-elu) at 1×".into(),
-                    format!("lrpe {} vs linear-elu {}", r(p("lrpe", 1)), r(p("linear-elu", 1))),
-                    verdict(lt(p("lrpe", 1), p("linear-elu", 1))).into(),
-                ],
-                [
-                    "Position information helps: NoPE is worse than RoPE (Table 2: 35.38 vs 33.15)".into(),
-                    "ppl(rope) < ppl(nope) at 1× (softmax models here)".into(),
-                    format!("rope {} vs nope {}", r(p("rope", 1)), r(p("nope", 1))),
-                    verdict(lt(p("rope", 1), p("nope", 1))).into(),
-                ],
-            ],
-        );
-        table(
-            md,
-            "TransNormer (Norm/Diag attention)",
-            vec![
-                [
-                    "1+elu linear attention is diluted: less local than softmax (Fig. 2)".into(),
-                    "LAA AUC(linear-elu) < AUC(alibi), layer 0".into(),
-                    format!("{} vs {}", r3(auc("linear-elu", 0)), r3(auc("alibi", 0))),
-                    verdict(lt(auc("linear-elu", 0), auc("alibi", 0))).into(),
-                ],
-                [
-                    "DiagAttention restores locality in early layers (Fig. 2)".into(),
-                    "LAA AUC(transnormer) > AUC(linear-elu), layer 0".into(),
-                    format!("{} vs {}", r3(auc("transnormer", 0)), r3(auc("linear-elu", 0))),
-                    verdict(lt(auc("linear-elu", 0), auc("transnormer", 0))).into(),
-                ],
-                [
-                    "TransNormer beats 1+elu linear attention (Table 4: 31.01 vs 34.25)".into(),
-                    "ppl(transnormer) < ppl(linear-elu) at 1×".into(),
-                    format!("transnormer {} vs linear-elu {}", r(p("transnormer", 1)), r(p("linear-elu", 1))),
-                    verdict(lt(p("transnormer", 1), p("linear-elu", 1))).into(),
-                ],
-                [
-                    "…and matches vanilla softmax attention (31.01 vs 31.01)".into(),
-                    "ppl(transnormer) ≤ 1.05 × ppl(rope) at 1× (rope, not our weak sinusoidal model, stands for vanilla)"
-                        .into(),
-                    format!("transnormer {} vs rope {}", r(p("transnormer", 1)), r(p("rope", 1))),
-                    verdict(le(p("transnormer", 1), p("rope", 1).map(|v| 1.05 * v))).into(),
-                ],
-                [
-                    "(context) mean LAA AUC over layers".into(),
-                    "no rule".into(),
-                    format!(
-                        "alibi {}, linear-elu {}, transnormer {}",
-                        r3(mean_auc("alibi")),
-                        r3(mean_auc("linear-elu")),
-                        r3(mean_auc("transnormer"))
-                    ),
-                    "–".into(),
-                ],
-            ],
-        );
+        }
     }
 
     fn slope_at(&self, preset: usize, mult: usize) -> Option<f64> {
