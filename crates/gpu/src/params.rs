@@ -159,7 +159,8 @@ gpu_params! {
         normalizer: f32,
         /// Offset of the cos/sin (or permutation) table in `aux`.
         off_tab: u32,
-        /// Offset of the per-layer vector (Householder v, gate biases, ln γ) in `aux`.
+        /// Offset of the per-layer vector (Householder v, gate biases, ln γ, HGRN2's lower bounds)
+        /// in `aux`.
         off_vec: u32,
         /// Row stride of the gate pre-activations.
         gpre_stride: u32,
@@ -262,6 +263,8 @@ gpu_kinds! {
         Gla => FEAT_GLA,
         Regla => FEAT_REGLA,
         Retnet => FEAT_RETNET,
+        /// swish query, key-forget gate with its lower bound, key = 1 − forget gate (HGRN2).
+        Hgrn2 => FEAT_HGRN2,
     }
 
     /// LRPE's fixed P.

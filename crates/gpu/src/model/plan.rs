@@ -127,6 +127,18 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
             aux.extend(rope_table(s.ctx, dh, *base));
             (FeatKind::Retnet, Gate::None)
         }
+        (None, lw::Gate::KeyForget { lower_bound, .. }, FeatureMap::Swish) => {
+            if lower_bound.len() != a || l.dk != dh {
+                return Err(GpuError::Unsupported(format!(
+                    "key-forget gate with {} lower bounds and feature width {} (expected {a} and {dh})",
+                    lower_bound.len(),
+                    l.dk
+                )));
+            }
+            p.scale = l.q.scale;
+            aux.extend_from_slice(lower_bound);
+            (FeatKind::Hgrn2, Gate::None)
+        }
         (rotation, gate, map) => {
             let rotation = match rotation {
                 None => "none",
