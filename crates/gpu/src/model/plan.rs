@@ -56,29 +56,38 @@ fn softmax(s: Shape, sl: &SoftmaxLowering) -> Result<SoftmaxLayer<Vec<f32>>> {
         Window::Causal => None,
         Window::Block(w) => Some(w),
     };
-    let (kind, aux, table_len, hidden, c, thr) = match &sl.bias {
-        Bias::None => (BiasKind::None, Vec::new(), 0usize, 0usize, 0.0f32, 0.0f32),
-        Bias::Table { len, values, .. } => (BiasKind::Table, values.clone(), *len, 0, 0.0, 0.0),
-        Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
-            let aux = [w1.as_slice(), b1.as_slice(), w2.as_slice(), b2.as_slice()].concat();
-            (BiasKind::Fire, aux, 0, w1.len(), **c as f32, (**l_mult * init_l).abs() as f32)
-        }
-        Bias::Contextual { .. } => {
-            return Err(GpuError::Unsupported("no GPU kernel for a contextual (CoPE) bias".into()))
-        }
-    };
-    let params = AttnParams {
+    let mut params = AttnParams {
         h: usize_u32("heads", s.h)?,
         dh: usize_u32("head_dim", s.dh)?,
         a: usize_u32("attn_dim", s.h * s.dh)?,
         block: usize_u32("block", block.unwrap_or(0))?,
         scale,
         relu: u32::from(relu_with_norm),
-        table_len: usize_u32("table", table_len)?,
-        fire_hidden: usize_u32("fire hidden", hidden)?,
-        fire_c: c,
-        fire_thr: thr,
         ..AttnParams::default()
+    };
+    let (kind, aux) = match &sl.bias {
+        Bias::None => (BiasKind::None, Vec::new()),
+        Bias::Table { len, values, .. } => {
+            params.table_len = usize_u32("table", *len)?;
+            (BiasKind::Table, values.clone())
+        }
+        Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+            params.fire_hidden = usize_u32("fire hidden", w1.len())?;
+            params.fire_c = **c as f32;
+            params.fire_thr = (**l_mult * init_l).abs() as f32;
+            (BiasKind::Fire, [w1.as_slice(), b1.as_slice(), w2.as_slice(), b2.as_slice()].concat())
+        }
+        Bias::Contextual { npos, pos_emb } => {
+            if relu_with_norm || *npos == 0 || pos_emb.len() != npos * s.dh {
+                return Err(GpuError::Unsupported(format!(
+                    "contextual (CoPE) bias with {npos} positions, {} embedding values{}",
+                    pos_emb.len(),
+                    if relu_with_norm { " and ReLU attention" } else { "" }
+                )));
+            }
+            params.npos = usize_u32("npos", *npos)?;
+            (BiasKind::Contextual, pos_emb.to_vec())
+        }
     };
     let rope = rope_base.map(|base| rope_table(s.ctx, s.dh, base));
     Ok(SoftmaxLayer { bias: kind, params, aux, rope, relu_norm: relu_with_norm })

@@ -159,7 +159,8 @@ impl<'a> Builder<'a> {
     }
 
     /// Rotary + KV-cache store, attention over the cache (tiled and per-row kernels, picked per
-    /// step), T1's norm. Returns the attention output.
+    /// step; a contextual (CoPE) layer has no tiled kernel and runs per row), T1's norm. Returns
+    /// the attention output.
     fn softmax_attention(
         &mut self,
         s: &SoftmaxLayer<wgpu::Buffer>,
