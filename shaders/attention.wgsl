@@ -4,7 +4,8 @@
 // logits = scale·q·k + B_h(i, j). Prepended: the prelude, step.wgsl, reduce.wgsl (reduce_sum,
 // reduce_max) and attention_common.wgsl (AttnParams `p` at binding 0, bias()).
 // Two entry points: `main` (decode, and long steps past the tiled kernel's loop budget) and
-// `prefill`, the tiled kernel for steps of several rows (see there).
+// `prefill`, the tiled kernel for steps of several rows (see there). A contextual (CoPE) bias needs
+// every later key's gate, so its layers only run `main`, for every row (contextual_attention).
 
 // Keys per shared-memory tile of `prefill`; the host sets TILE_VEC4 / ceil(dh / 4).
 override TILE_KEYS: u32 = 32u;
@@ -32,6 +33,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
     var j0 = 0u;
     if (p.block > 0u) {
         j0 = i - i % p.block;
+    }
+    if (BIAS_KIND == BIAS_CONTEXTUAL) {
+        contextual_attention(lid, hh, r, i, j0);
+        return;
     }
     let qb = r * 3u * p.a + hh * p.dh;
     var q: array<f32, MAX_DH>;
@@ -65,7 +70,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
             m = m_new;
         }
     }
-    // Merge: rescale every partial state to the common max, then sum.
+    write_row(lid, m, l, &acc, r * p.a + hh * p.dh);
+}
+
+// Merge the 64 lanes' states of one (row, head) of `main` (rescale every partial state to the common
+// max, then sum) and write the row's output at `ob`.
+fn write_row(lid: u32, m: f32, l: f32, acc: ptr<function, array<f32, MAX_DH>>, ob: u32) {
     var f = 1.0;
     if (p.relu == 0u) {
         let big_m = reduce_max(lid, m);
@@ -76,13 +86,72 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
     if (p.relu == 0u && total_l > 0.0) {
         inv = 1.0 / total_l;
     }
-    let ob = r * p.a + hh * p.dh;
     for (var c = 0u; c < p.dh; c = c + 1u) {
-        let v = reduce_sum(lid, acc[c] * f);
+        let v = reduce_sum(lid, (*acc)[c] * f);
         if (lid == 0u) {
             outp[ob + c] = v * inv;
         }
     }
+}
+
+// q·e[t] from the table `contextual_attention` keeps in `kt` for t < n_tab, else from aux.
+fn table_qe(q: ptr<function, array<f32, MAX_DH>>, t: u32, n_tab: u32) -> f32 {
+    if (t < n_tab) {
+        return kt[t / 4u][t % 4u];
+    }
+    return cope_qe(q, t);
+}
+
+// Positions whose q·e a CoPE row keeps in workgroup memory: `kt` (TILE_VEC4 vec4s) viewed as floats;
+// `prefill`, its other user, never runs for a contextual bias.
+const COPE_TAB: u32 = TILE_VEC4 * 4u;
+
+// One (row, head) of a CoPE layer in `main`'s workgroup (Golovneva et al., "Contextual Position
+// Encoding", §3; see contextual_position in attention_common.wgsl): q·e[t] is tabulated once for
+// every position a key can reach (t ≤ min(npos − 1, number of keys)), then the keys are walked from
+// the query backwards 64 at a time: each lane's logit and gate, the workgroup's suffix scan of the
+// gates plus the carry from the blocks above, the interpolated bias, and the lane's online-softmax
+// update as in `main`; the lanes are merged by write_row.
+fn contextual_attention(lid: u32, hh: u32, r: u32, i: u32, j0: u32) {
+    var q: array<f32, MAX_DH>;
+    var acc: array<f32, MAX_DH>;
+    let qb = r * 3u * p.a + hh * p.dh;
+    for (var c = 0u; c < p.dh; c = c + 1u) {
+        q[c] = qkv[qb + c];
+        acc[c] = 0.0;
+    }
+    let n_tab = min(min(p.npos, i - j0 + 2u), COPE_TAB);
+    for (var t = lid; t < n_tab; t = t + WG) {
+        kt[t / 4u][t % 4u] = cope_qe(&q, t);
+    }
+    workgroupBarrier();
+    var carry = 0.0;
+    var m = -3.0e38;
+    var l = 0.0;
+    let first = j0 - j0 % WG;
+    var base = i - i % WG;
+    loop {
+        let sp = contextual_position(lid, base, i, j0, hh, &q, &carry);
+        let j = base + lid;
+        if (j >= j0 && j <= i) {
+            let rows = cope_rows(sp.y);
+            let s = sp.x + cope_lerp(sp.y, table_qe(&q, rows.x, n_tab), table_qe(&q, rows.y, n_tab));
+            let kb = j * p.a + hh * p.dh;
+            let m_new = max(m, s);
+            let corr = exp(m - m_new);
+            let w = exp(s - m_new);
+            l = l * corr + w;
+            for (var c = 0u; c < p.dh; c = c + 1u) {
+                acc[c] = acc[c] * corr + w * vc[kb + c];
+            }
+            m = m_new;
+        }
+        if (base == first) {
+            break;
+        }
+        base = base - WG;
+    }
+    write_row(lid, m, l, &acc, r * p.a + hh * p.dh);
 }
 
 // Tiled prefill kernel. A workgroup takes TQ consecutive query rows of one head; each row has KS

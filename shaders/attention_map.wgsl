@@ -8,7 +8,8 @@
 //
 // softmax_map: softmax-family layers, from the captured rotated q and the layer's KV cache.
 //   STAGE_LOGITS: scale·q·k, STAGE_BIASED: + B_h(i, j), STAGE_PROBABILITIES: softmax probabilities
-//   (T1 ReLU: ReLU weights / row sum).
+//   (T1 ReLU: ReLU weights / row sum). A contextual (CoPE) bias walks the keys from the query
+//   backwards instead (contextual_map).
 // linear_map: the implied matrix of a linear layer (design.md), from captured φq, φk, log-gates:
 //   A_ij = Σ_d φq_i[d] φk_j[d] exp(Σ_{s=j+1..i} lg_s[d]), each row divided by Σ_j |A_ij| (signs
 //   kept), or by max(Σ_j A_ij, eps) for 1+elu with its denominator (exact weights).
@@ -75,59 +76,63 @@ fn softmax_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
     }
     let probs = mp.stage == STAGE_PROBABILITIES;
     let relu = p.relu != 0u;
-    // Pass 1 (probabilities): row max and normaliser, split over the lanes, then merged.
-    var m = -3.0e38;
-    var l = 0.0;
-    if (probs) {
-        for (var j = j0 + lid; j <= i; j = j + MAP_WG) {
-            var dot = 0.0;
-            for (var c = 0u; c < p.dh; c = c + 1u) {
-                dot = dot + q[c] * kc[j * p.a + hh * p.dh + c];
-            }
-            let s = p.scale * dot + bias(hh, i, j);
-            if (relu) {
-                l = l + max(s, 0.0);
-            } else {
-                let m_new = max(m, s);
-                l = l * exp(m - m_new) + exp(s - m_new);
-                m = m_new;
-            }
-        }
-        if (relu) {
-            l = reduce_sum(lid, l);
-        } else {
-            let big = reduce_max(lid, m);
-            l = reduce_sum(lid, l * exp(m - big));
-            m = big;
-        }
-    }
-    // Pass 2: 64 keys at a time, one per lane, binned into rowbuf.
-    for (var base = j0 - j0 % MAP_WG; base <= i; base = base + MAP_WG) {
-        let j = base + lid;
-        var v = 0.0;
-        if (j >= j0 && j <= i) {
-            var dot = 0.0;
-            for (var c = 0u; c < p.dh; c = c + 1u) {
-                dot = dot + q[c] * kc[j * p.a + hh * p.dh + c];
-            }
-            var s = p.scale * dot;
-            if (mp.stage != STAGE_LOGITS) {
-                s = s + bias(hh, i, j);
-            }
-            v = s;
-            if (probs) {
+    if (BIAS_KIND == BIAS_CONTEXTUAL) {
+        contextual_map(lid, hh, i, j0, &q);
+    } else {
+        // Pass 1 (probabilities): row max and normaliser, split over the lanes, then merged.
+        var m = -3.0e38;
+        var l = 0.0;
+        if (probs) {
+            for (var j = j0 + lid; j <= i; j = j + MAP_WG) {
+                var dot = 0.0;
+                for (var c = 0u; c < p.dh; c = c + 1u) {
+                    dot = dot + q[c] * kc[j * p.a + hh * p.dh + c];
+                }
+                let s = p.scale * dot + bias(hh, i, j);
                 if (relu) {
-                    v = max(s, 0.0);
-                    if (l > 0.0) {
-                        v = v / l;
-                    }
+                    l = l + max(s, 0.0);
                 } else {
-                    v = exp(s - m) / l;
+                    let m_new = max(m, s);
+                    l = l * exp(m - m_new) + exp(s - m_new);
+                    m = m_new;
                 }
             }
+            if (relu) {
+                l = reduce_sum(lid, l);
+            } else {
+                let big = reduce_max(lid, m);
+                l = reduce_sum(lid, l * exp(m - big));
+                m = big;
+            }
         }
-        pj[lid] = v;
-        add_block(lid, base, i, false);
+        // Pass 2: 64 keys at a time, one per lane, binned into rowbuf.
+        for (var base = j0 - j0 % MAP_WG; base <= i; base = base + MAP_WG) {
+            let j = base + lid;
+            var v = 0.0;
+            if (j >= j0 && j <= i) {
+                var dot = 0.0;
+                for (var c = 0u; c < p.dh; c = c + 1u) {
+                    dot = dot + q[c] * kc[j * p.a + hh * p.dh + c];
+                }
+                var s = p.scale * dot;
+                if (mp.stage != STAGE_LOGITS) {
+                    s = s + bias(hh, i, j);
+                }
+                v = s;
+                if (probs) {
+                    if (relu) {
+                        v = max(s, 0.0);
+                        if (l > 0.0) {
+                            v = v / l;
+                        }
+                    } else {
+                        v = exp(s - m) / l;
+                    }
+                }
+            }
+            pj[lid] = v;
+            add_block(lid, base, i, false);
+        }
     }
     for (var c = lid; c < mp.out_n; c = c + MAP_WG) {
         var v = rowbuf[c];
@@ -142,6 +147,61 @@ fn softmax_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
             }
         }
         outp[(hh * mp.out_n + b) * mp.out_n + c] = v;
+    }
+}
+
+// Row i of a CoPE layer's map into rowbuf (Golovneva et al., "Contextual Position Encoding", §3; see
+// contextual_position in attention_common.wgsl): keys are walked from the query backwards in aligned
+// blocks of 64, the gates' suffix sums giving each key's contextual position and so its bias
+// q·e[p_j] (from aux, interpolated). Pass 1 (probabilities) finds the row's max and normaliser of the
+// biased logits; pass 2 bins the stage's values of each block.
+fn contextual_map(lid: u32, hh: u32, i: u32, j0: u32, q: ptr<function, array<f32, MAX_DH>>) {
+    let probs = mp.stage == STAGE_PROBABILITIES;
+    let first = j0 - j0 % MAP_WG;
+    var m = -3.0e38;
+    var l = 0.0;
+    if (probs) {
+        var carry = 0.0;
+        var base = i - i % MAP_WG;
+        loop {
+            let sp = contextual_position(lid, base, i, j0, hh, q, &carry);
+            if (base + lid >= j0 && base + lid <= i) {
+                let rows = cope_rows(sp.y);
+                let s = sp.x + cope_lerp(sp.y, cope_qe(q, rows.x), cope_qe(q, rows.y));
+                let m_new = max(m, s);
+                l = l * exp(m - m_new) + exp(s - m_new);
+                m = m_new;
+            }
+            if (base == first) {
+                break;
+            }
+            base = base - MAP_WG;
+        }
+        let big = reduce_max(lid, m);
+        l = reduce_sum(lid, l * exp(m - big));
+        m = big;
+    }
+    var carry = 0.0;
+    var base = i - i % MAP_WG;
+    loop {
+        let sp = contextual_position(lid, base, i, j0, hh, q, &carry);
+        var v = 0.0;
+        if (base + lid >= j0 && base + lid <= i) {
+            v = sp.x;
+            if (mp.stage != STAGE_LOGITS) {
+                let rows = cope_rows(sp.y);
+                v = v + cope_lerp(sp.y, cope_qe(q, rows.x), cope_qe(q, rows.y));
+            }
+            if (probs) {
+                v = exp(v - m) / l;
+            }
+        }
+        pj[lid] = v;
+        add_block(lid, base, i, false);
+        if (base == first) {
+            break;
+        }
+        base = base - MAP_WG;
     }
 }
 

@@ -11,7 +11,10 @@
 //   rescale folded into lg (mrow from `regla_max`), lg = ln F(a_g, a_r) refined gate, biases at
 //   aux[off_vec..];
 // FEAT_RETNET: RoPE (table aux[off_tab..], [pos, dh/2, 2]) on q and k, φq scaled, lg = ln γ_h
-//   (aux[off_vec + h]).
+//   (aux[off_vec + h]);
+// FEAT_HGRN2 (Qin et al., "HGRN2: Gated Linear RNNs with State Expansion", §3): φq = swish(q)·scale,
+//   the key projection is the forget pre-activation f, lg = ln(β + (1 − β)σ(f)) with the per-channel
+//   lower bound β at aux[off_vec + h·dh + j], φk = 1 − forget gate = (1 − β)σ(−f).
 // Tables are built on the CPU in f64. Outputs are [rows, H, dk].
 
 override FEAT_KIND: u32 = FEAT_ELU;
@@ -51,6 +54,15 @@ fn log_sigmoid(x: f32) -> f32 {
 fn log_add_exp(a: f32, b: f32) -> f32 {
     let m = max(a, b);
     return m + log(1.0 + exp(-abs(a - b)));
+}
+
+// HGRN2 §3's lower-bounded forget gate in log space, ln(β + (1 − β)σ(f)) ≤ 0 (the core's
+// activations::key_forget_log_gate).
+fn key_forget_log_gate(f: f32, beta: f32) -> f32 {
+    if (beta <= 0.0) {
+        return log_sigmoid(f);
+    }
+    return min(log_add_exp(log(beta), log(1.0 - beta) + log_sigmoid(f)), 0.0);
 }
 
 fn odd_even(j: u32, d: u32) -> u32 {
@@ -173,7 +185,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             let term = log_add_exp(log_g, LN2 + log_sigmoid(ar) + log_sigmoid(-ag));
             lg[ob + j] = min(log_g + term, 0.0) + shift;
         }
+    } else if (FEAT_KIND == FEAT_HGRN2) {
+        for (var j = 0u; j < d; j = j + 1u) {
+            let x = qkv[qb + j];
+            fq[ob + j] = x / (1.0 + exp(-x)) * p.scale;
+            let f = qkv[kb + j];
+            let beta = aux[p.off_vec + hh * d + j];
+            fk[ob + j] = (1.0 - beta) / (1.0 + exp(f));
+            lg[ob + j] = key_forget_log_gate(f, beta);
+        }
     } else {
+        // FEAT_RETNET.
         let half = d / 2u;
         for (var j = 0u; j < d; j = j + 1u) {
             fq[ob + j] = qkv[qb + j];

@@ -1,6 +1,6 @@
-// Snippet (prepended by crates/gpu/src/shaders.rs): sum and max over the 64 invocations of a
-// workgroup of 64 through the shared `red`. Called in uniform control flow by every invocation;
-// the result is read by all of them.
+// Snippet (prepended by crates/gpu/src/shaders.rs): sum, max and prefix sums over the 64
+// invocations of a workgroup of 64 through the shared `red`. Called in uniform control flow by
+// every invocation; the result is read by all of them.
 
 const RED_WG: u32 = 64u;
 
@@ -34,3 +34,22 @@ fn reduce_max(lid: u32, v: f32) -> f32 {
     return total;
 }
 
+
+// Inclusive prefix sum (Hillis–Steele): the invocation at `slot` gets (Σ_{s ≤ slot} v_s, Σ_s v_s).
+// `slot` is any permutation of the local ids (RED_WG − 1 − lid gives suffix sums over the lanes).
+fn prefix_sum(slot: u32, v: f32) -> vec2<f32> {
+    red[slot] = v;
+    workgroupBarrier();
+    for (var off = 1u; off < RED_WG; off = off * 2u) {
+        var t = 0.0;
+        if (slot >= off) {
+            t = red[slot - off];
+        }
+        workgroupBarrier();
+        red[slot] = red[slot] + t;
+        workgroupBarrier();
+    }
+    let out = vec2<f32>(red[slot], red[RED_WG - 1u]);
+    workgroupBarrier();
+    return out;
+}

@@ -138,7 +138,8 @@ gpu_params! {
         fire_hidden: u32,
         fire_c: f32,
         fire_thr: f32,
-        pad0: u32,
+        /// Integer positions of CoPE's embedding ([`BiasKind::Contextual`]).
+        npos: u32,
         pad1: u32,
     }
 
@@ -159,7 +160,8 @@ gpu_params! {
         normalizer: f32,
         /// Offset of the cos/sin (or permutation) table in `aux`.
         off_tab: u32,
-        /// Offset of the per-layer vector (Householder v, gate biases, ln γ) in `aux`.
+        /// Offset of the per-layer vector (Householder v, gate biases, ln γ, HGRN2's lower bounds)
+        /// in `aux`.
         off_vec: u32,
         /// Row stride of the gate pre-activations.
         gpre_stride: u32,
@@ -252,6 +254,8 @@ gpu_kinds! {
         /// Per-head distance table B_h[i − j].
         Table => BIAS_TABLE,
         Fire => BIAS_FIRE,
+        /// CoPE: gated, query-dependent positions (aux = position embedding `[npos, dh]`).
+        Contextual => BIAS_CONTEXTUAL,
     }
 
     /// Feature map / log-gate of a linear layer (override constant `FEAT_KIND`).
@@ -262,6 +266,8 @@ gpu_kinds! {
         Gla => FEAT_GLA,
         Regla => FEAT_REGLA,
         Retnet => FEAT_RETNET,
+        /// swish query, key-forget gate with its lower bound, key = 1 − forget gate (HGRN2).
+        Hgrn2 => FEAT_HGRN2,
     }
 
     /// LRPE's fixed P.
@@ -496,7 +502,7 @@ mod tests {
     #[test]
     fn prelude_declares_every_kind() {
         let p = wgsl_prelude();
-        assert_eq!(BiasKind::WGSL.len(), 3);
+        assert_eq!(BiasKind::WGSL.len(), 4);
         for (i, (name, k)) in FeatKind::WGSL.iter().enumerate() {
             assert_eq!(k.code(), i as u32);
             assert!(p.contains(&format!("const {name}: u32 = {i}u;")), "{name}");

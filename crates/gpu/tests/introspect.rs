@@ -111,7 +111,13 @@ fn bias_tables_read_back_from_the_gpu() {
         let gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
         for layer in 0..cfg.n_layers {
             let gpu = pollster::block_on(gm.bias_table(layer)).expect("bias table");
-            let cpu = attnlab_core::analysis::kernel_curves(&model, layer, 20).expect("curves");
+            let curves = attnlab_core::analysis::kernel_curves(&model, layer, 20);
+            if name == "cope" {
+                // A contextual bias depends on q and k: no distance table, no curve.
+                assert!(gpu.is_none() && curves.is_err(), "{name}: layer {layer} has no bias table");
+                continue;
+            }
+            let cpu = curves.expect("curves");
             match gpu {
                 Some((len, values)) => {
                     assert_eq!(len, cfg.max_context, "{name}: table length");

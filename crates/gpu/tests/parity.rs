@@ -323,3 +323,46 @@ fn chunked_scan_is_stable_under_strong_decay() {
         eprintln!("{id} strong decay worst rel err {worst:.2e}");
     }
 }
+
+/// CoPE with its position embedding scaled ×50 (the contextual bias then moves the logits by O(1))
+/// and 5 positions (contextual positions clamp at npos − 1): every prefill row (steps of 256 + 44
+/// rows, per-row kernel) and decode steps after it match the CPU reference.
+#[test]
+fn contextual_bias_matches_the_cpu_reference_when_it_dominates() {
+    let Some(ctx) = context() else { return };
+    let mut cfg = ModelConfig::preset("cope", tiny(320)).expect("preset");
+    for l in cfg.layers.iter_mut() {
+        if let AttentionSpec::Cope(c) = l {
+            c.npos_max = 5;
+        }
+    }
+    let base = Model::random(cfg.clone(), 3).expect("random model");
+    let with = |f: &dyn Fn(f32) -> f32| {
+        let mut w = base.weights().clone();
+        for (name, t) in w.tensors.iter_mut() {
+            if name.ends_with("cope.pos_emb") {
+                t.data.iter_mut().for_each(|x| *x = f(*x));
+            }
+        }
+        Model::new(cfg.clone(), w).expect("model")
+    };
+    let (model, nope) = (with(&|x| 50.0 * x), with(&|_| 0.0));
+    let (v, n) = (cfg.vocab_size, 300);
+    let toks = tokens(n + 3, v, 5);
+    let mut cs = model.session();
+    let cpu = cs.prefill_all(&toks[..n]).expect("cpu prefill");
+    let cpu_nope = nope.session().prefill_all(&toks[..n]).expect("cpu prefill");
+    let effect = rel_err(&cpu[(n - 1) * v..], &cpu_nope[(n - 1) * v..]);
+    assert!(effect > 0.1, "the bias barely moves the logits ({effect}): the test would not see it");
+    let mut gm = pollster::block_on(GpuModel::new(ctx, &model)).expect("upload");
+    let mut gs = pollster::block_on(gm.session()).expect("session");
+    let gpu = pollster::block_on(gs.prefill_all(&toks[..n])).expect("gpu prefill");
+    for r in 0..n {
+        let e = rel_err(&cpu[r * v..(r + 1) * v], &gpu[r * v..(r + 1) * v]);
+        assert!(e <= TOL, "cope prefill row {r} rel err {e}");
+    }
+    for &t in &toks[n..] {
+        let e = rel_err(&cs.step(t).expect("cpu step"), &pollster::block_on(gs.step(t)).expect("gpu step"));
+        assert!(e <= TOL, "cope decode rel err {e}");
+    }
+}

@@ -271,7 +271,8 @@ impl GpuModel {
         }
     }
 
-    /// Gates of the gated linear layers: GLA α and RetNet γ as F = exp(log-gate); ReGLA's F, g, r.
+    /// Gates of the gated linear layers: GLA α, RetNet γ and HGRN2's forget gate as F = exp(log-gate);
+    /// ReGLA's F, g, r.
     async fn gates(&self, captured: &[Captured], n: usize) -> Result<Vec<LayerGates>> {
         let h = self.cfg.n_heads;
         let mut out = Vec::new();
@@ -279,7 +280,7 @@ impl GpuModel {
             let Captured::Linear { layer, lg, gpre, .. } = c else { continue };
             let Some(Kind::Linear(ln)) = self.layers.get(*layer).map(|l| &l.kind) else { continue };
             let (f, g, r) = match (ln.feat, gpre) {
-                (FeatKind::Gla | FeatKind::Retnet, _) => {
+                (FeatKind::Gla | FeatKind::Retnet | FeatKind::Hgrn2, _) => {
                     let lg = read_f32(self, lg, n * h * ln.dk).await?;
                     (lg.into_iter().map(f32::exp).collect(), None, None)
                 }

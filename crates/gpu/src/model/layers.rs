@@ -76,13 +76,17 @@ pub(super) enum Post<B> {
     None,
     /// SimpleRMSNorm over the whole attention row.
     Simple,
-    /// Per-head RMSNorm with gain.
-    HeadNorm {
+    /// RMSNorm with gain over groups of `group` channels (one head, or all heads).
+    RmsNorm {
         gain: B,
+        group: usize,
+        eps: f32,
     },
-    /// Per-head RMSNorm with gain, then `· silu(x W_gᵀ)`.
-    HeadNormGate {
+    /// [`Post::RmsNorm`], then `· silu(x W_gᵀ)`.
+    RmsNormGate {
         gain: B,
+        group: usize,
+        eps: f32,
         out_gate: B,
     },
 }
@@ -143,10 +147,15 @@ impl<B> Post<B> {
         match self {
             Post::None => Post::None,
             Post::Simple => Post::Simple,
-            Post::HeadNorm { gain } => Post::HeadNorm { gain: f("head norm", gain) },
-            Post::HeadNormGate { gain, out_gate } => {
-                Post::HeadNormGate { gain: f("head norm", gain), out_gate: f("out gate", out_gate) }
+            Post::RmsNorm { gain, group, eps } => {
+                Post::RmsNorm { gain: f("rms norm", gain), group: *group, eps: *eps }
             }
+            Post::RmsNormGate { gain, group, eps, out_gate } => Post::RmsNormGate {
+                gain: f("rms norm", gain),
+                group: *group,
+                eps: *eps,
+                out_gate: f("out gate", out_gate),
+            },
         }
     }
 }

@@ -231,11 +231,13 @@ impl GpuModel {
             Kind::Linear(l) => Need::Linear(l.feat, matches!(l.gate, Gate::Regla { .. })),
         };
         match need {
-            Need::Softmax(bias) => {
-                let bias = f64::from(bias.code());
+            Need::Softmax(bias_kind) => {
+                let bias = f64::from(bias_kind.code());
                 // K and V tiles of ATTN_TILE_VEC4 vec4s each (16 KiB: WebGPU's default limit; an
-                // adapter below it only gets the per-row kernel).
-                let tiled_fits = self.ctx.caps().max_workgroup_storage as usize >= 2 * ATTN_TILE_VEC4 * 16;
+                // adapter below it only gets the per-row kernel). A contextual (CoPE) bias needs the
+                // gates of all of a query's later keys, which the tiles do not have: per-row only.
+                let tiled_fits = self.ctx.caps().max_workgroup_storage as usize >= 2 * ATTN_TILE_VEC4 * 16
+                    && bias_kind != BiasKind::Contextual;
                 let tile_keys = (ATTN_TILE_VEC4 / self.cfg.head_dim.div_ceil(4).max(1)).max(1);
                 BlockPipes::Softmax(SoftmaxPipes {
                     rotary: self.pipe(&ROTARY, &[]),

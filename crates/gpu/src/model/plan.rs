@@ -56,33 +56,46 @@ fn softmax(s: Shape, sl: &SoftmaxLowering) -> Result<SoftmaxLayer<Vec<f32>>> {
         Window::Causal => None,
         Window::Block(w) => Some(w),
     };
-    let (kind, aux, table_len, hidden, c, thr) = match &sl.bias {
-        Bias::None => (BiasKind::None, Vec::new(), 0usize, 0usize, 0.0f32, 0.0f32),
-        Bias::Table { len, values } => (BiasKind::Table, values.clone(), *len, 0, 0.0, 0.0),
-        Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
-            let aux = [w1.as_slice(), b1, w2, b2].concat();
-            (BiasKind::Fire, aux, 0, w1.len(), *c as f32, (l_mult * init_l).abs() as f32)
-        }
-    };
-    let params = AttnParams {
+    let mut params = AttnParams {
         h: usize_u32("heads", s.h)?,
         dh: usize_u32("head_dim", s.dh)?,
         a: usize_u32("attn_dim", s.h * s.dh)?,
         block: usize_u32("block", block.unwrap_or(0))?,
         scale,
         relu: u32::from(relu_with_norm),
-        table_len: usize_u32("table", table_len)?,
-        fire_hidden: usize_u32("fire hidden", hidden)?,
-        fire_c: c,
-        fire_thr: thr,
         ..AttnParams::default()
+    };
+    let (kind, aux) = match &sl.bias {
+        Bias::None => (BiasKind::None, Vec::new()),
+        Bias::Table { len, values, .. } => {
+            params.table_len = usize_u32("table", *len)?;
+            (BiasKind::Table, values.clone())
+        }
+        Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
+            params.fire_hidden = usize_u32("fire hidden", w1.len())?;
+            params.fire_c = **c as f32;
+            params.fire_thr = (**l_mult * init_l).abs() as f32;
+            (BiasKind::Fire, [w1.as_slice(), b1.as_slice(), w2.as_slice(), b2.as_slice()].concat())
+        }
+        Bias::Contextual { npos, pos_emb } => {
+            if relu_with_norm || *npos == 0 || pos_emb.len() != npos * s.dh {
+                return Err(GpuError::Unsupported(format!(
+                    "contextual (CoPE) bias with {npos} positions, {} embedding values{}",
+                    pos_emb.len(),
+                    if relu_with_norm { " and ReLU attention" } else { "" }
+                )));
+            }
+            params.npos = usize_u32("npos", *npos)?;
+            (BiasKind::Contextual, pos_emb.to_vec())
+        }
     };
     let rope = rope_base.map(|base| rope_table(s.ctx, s.dh, base));
     Ok(SoftmaxLayer { bias: kind, params, aux, rope, relu_norm: relu_with_norm })
 }
 
 /// The feature kernels of linear_features.wgsl cover the catalog's combinations of feature map,
-/// position transform and gate; another combination is refused by name.
+/// position transform and gate; another combination is refused by name. Every post step runs on
+/// the attention output whatever the features (record.rs `linear_post`).
 fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
     let (dh, a) = (s.dh, s.h * s.dh);
     let mut p = FeatParams {
@@ -93,72 +106,99 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
         ..FeatParams::default()
     };
     let mut aux = Vec::new();
-    let unsupported = || {
-        GpuError::Unsupported(format!(
-            "no GPU kernel for feature map {:?} with rotation {} and this gate/post step",
-            l.q.map,
-            l.rotation.as_ref().map_or("none", |r| if matches!(r, Rotation::Lrpe(_)) {
-                "lrpe"
-            } else {
-                "rope"
-            })
-        ))
-    };
-    let simple_or_none = |post: &lw::Post| match post {
-        lw::Post::SimpleRmsNorm => Ok(Post::Simple),
-        lw::Post::None => Ok(Post::None),
-        _ => Err(unsupported()),
-    };
-    let (feat, gate, post) = match (&l.rotation, &l.gate, l.q.map, &l.post) {
-        (None, lw::Gate::None, FeatureMap::EluPlusOne | FeatureMap::Elu, post) => {
+    let (feat, gate) = match (&l.rotation, &l.gate, l.q.map) {
+        (None, lw::Gate::None, FeatureMap::EluPlusOne | FeatureMap::Elu) => {
             p.plus_one = u32::from(l.q.map == FeatureMap::EluPlusOne);
-            (FeatKind::Elu, Gate::None, simple_or_none(post)?)
+            (FeatKind::Elu, Gate::None)
         }
-        (Some(Rotation::Lrpe(lr)), lw::Gate::None, FeatureMap::EluPlusOne, post) => {
-            lrpe_tables(s, lr, &mut p, &mut aux)?;
-            (FeatKind::Lrpe, Gate::None, simple_or_none(post)?)
+        (Some(Rotation::Lrpe { lrpe, .. }), lw::Gate::None, FeatureMap::EluPlusOne) => {
+            lrpe_tables(s, lrpe, &mut p, &mut aux)?;
+            (FeatKind::Lrpe, Gate::None)
         }
-        (
-            None,
-            lw::Gate::LowRank { down, up, bias, normalizer },
-            FeatureMap::Identity,
-            lw::Post::HeadNormGate { gain, out_gate },
-        ) => {
+        (None, lw::Gate::LowRank { down, up, bias, normalizer }, FeatureMap::Identity) => {
             p.scale = l.q.scale;
             p.normalizer = *normalizer as f32;
             p.gpre_stride = usize_u32("attn_dim", a)?;
             aux.extend_from_slice(bias);
-            let gate = Gate::Gla { down: down.w.clone(), up: up.w.clone(), rank: down.out };
-            (FeatKind::Gla, gate, Post::HeadNormGate { gain: gain.clone(), out_gate: out_gate.w.clone() })
+            (FeatKind::Gla, Gate::Gla { down: down.w.clone(), up: up.w.clone(), rank: down.out })
         }
-        (None, lw::Gate::Refined { wg, bg, wr, br }, FeatureMap::ExpMax, lw::Post::HeadNorm { gain }) => {
+        (None, lw::Gate::Refined { wg, bg, wr, br }, FeatureMap::ExpMax) => {
             p.scale = l.q.scale;
             p.gpre_stride = usize_u32("attn_dim", 2 * a)?;
             aux.extend_from_slice(bg);
             aux.extend_from_slice(br);
-            let wgr = [wg.w.as_slice(), wr.w.as_slice()].concat();
-            (FeatKind::Regla, Gate::Regla { wgr }, Post::HeadNorm { gain: gain.clone() })
+            (FeatKind::Regla, Gate::Regla { wgr: [wg.w.as_slice(), wr.w.as_slice()].concat() })
         }
-        (
-            Some(Rotation::Rope { base }),
-            lw::Gate::PerHead { log_gamma },
-            FeatureMap::Identity,
-            lw::Post::HeadNormGate { gain, out_gate },
-        ) => {
+        (Some(Rotation::Rope { base }), lw::Gate::PerHead { log_gamma }, FeatureMap::Identity) => {
             p.scale = l.q.scale;
             aux.extend_from_slice(log_gamma);
             p.off_tab = usize_u32("aux", aux.len())?;
             aux.extend(rope_table(s.ctx, dh, *base));
-            (
-                FeatKind::Retnet,
-                Gate::None,
-                Post::HeadNormGate { gain: gain.clone(), out_gate: out_gate.w.clone() },
-            )
+            (FeatKind::Retnet, Gate::None)
         }
-        _ => return Err(unsupported()),
+        (None, lw::Gate::KeyForget { lower_bound, .. }, FeatureMap::Swish) => {
+            if lower_bound.len() != a || l.dk != dh {
+                return Err(GpuError::Unsupported(format!(
+                    "key-forget gate with {} lower bounds and feature width {} (expected {a} and {dh})",
+                    lower_bound.len(),
+                    l.dk
+                )));
+            }
+            p.scale = l.q.scale;
+            aux.extend_from_slice(lower_bound);
+            (FeatKind::Hgrn2, Gate::None)
+        }
+        (rotation, gate, map) => {
+            let rotation = match rotation {
+                None => "none",
+                Some(Rotation::Rope { .. }) => "rope",
+                Some(Rotation::Lrpe { .. }) => "lrpe",
+            };
+            return Err(GpuError::Unsupported(format!(
+                "no GPU kernel for feature map {map:?} with rotation {rotation} and gate {}",
+                gate_name(gate)
+            )));
+        }
     };
     let den_eps = l.denominator.unwrap_or(0.0);
-    Ok(LinearLayer { feat, params: p, aux, dk: l.dk, den_eps, gate, post })
+    Ok(LinearLayer { feat, params: p, aux, dk: l.dk, den_eps, gate, post: post(&l.post, a)? })
+}
+
+fn gate_name(g: &lw::Gate) -> &'static str {
+    match g {
+        lw::Gate::None => "none",
+        lw::Gate::PerHead { .. } => "per-head",
+        lw::Gate::LowRank { .. } => "low-rank",
+        lw::Gate::Refined { .. } => "refined",
+        lw::Gate::KeyForget { .. } => "key-forget",
+    }
+}
+
+/// The post step over rows of `a` channels: RMSNorm groups are `gain.len()` channels wide (one
+/// head, or all of them).
+fn post(post: &lw::Post, a: usize) -> Result<Post<Vec<f32>>> {
+    let group = |gain: &[f32]| {
+        if gain.is_empty() || !a.is_multiple_of(gain.len()) {
+            return Err(GpuError::Unsupported(format!(
+                "an RMSNorm gain of {} channels does not tile the {a} attention channels",
+                gain.len()
+            )));
+        }
+        Ok(gain.len())
+    };
+    Ok(match post {
+        lw::Post::None => Post::None,
+        lw::Post::SimpleRmsNorm => Post::Simple,
+        lw::Post::RmsNorm { gain, eps } => {
+            Post::RmsNorm { group: group(gain)?, eps: *eps, gain: gain.to_vec() }
+        }
+        lw::Post::RmsNormGate { gain, eps, out_gate } => Post::RmsNormGate {
+            group: group(gain)?,
+            eps: *eps,
+            gain: gain.to_vec(),
+            out_gate: out_gate.w.clone(),
+        },
+    })
 }
 
 /// LRPE: P and core codes in `p`; Householder v (or zeros) at offset 0, then the core's table.

@@ -12,7 +12,6 @@ use crate::params::{
     BiasKind, EmbedParams, EwOp, EwParams, MatmulParams, NormOp, NormParams, RotaryParams, SampleParams,
     ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
 };
-use attnlab_core::attention::HEAD_NORM_EPS;
 use attnlab_core::config::AbsolutePosition;
 use attnlab_core::ops::SIMPLE_RMS_EPS;
 
@@ -160,7 +159,8 @@ impl<'a> Builder<'a> {
     }
 
     /// Rotary + KV-cache store, attention over the cache (tiled and per-row kernels, picked per
-    /// step), T1's norm. Returns the attention output.
+    /// step; a contextual (CoPE) layer has no tiled kernel and runs per row), T1's norm. Returns
+    /// the attention output.
     fn softmax_attention(
         &mut self,
         s: &SoftmaxLayer<wgpu::Buffer>,
@@ -285,9 +285,9 @@ impl<'a> Builder<'a> {
         match post {
             Post::None => return &acts.ao,
             Post::Simple => self.simple_norm(&acts.ao, &acts.an, p.a, p.a, SIMPLE_RMS_EPS),
-            Post::HeadNorm { gain } => self.gain_norm(&acts.ao, &acts.an, gain, p.dh, p.a),
-            Post::HeadNormGate { gain, out_gate } => {
-                self.gain_norm(&acts.ao, &acts.an, gain, p.dh, p.a);
+            Post::RmsNorm { gain, group, eps } => self.gain_norm(&acts.ao, &acts.an, gain, *group, p.a, *eps),
+            Post::RmsNormGate { gain, group, eps, out_gate } => {
+                self.gain_norm(&acts.ao, &acts.an, gain, *group, p.a, *eps);
                 self.matmul(&acts.h, out_gate, &acts.og, p.a, p.d, Out::Write);
                 self.ew(EwOp::SiluGate, p.a, &acts.og, &acts.an);
             }
@@ -348,7 +348,7 @@ impl<'a> Builder<'a> {
         self.op(self.ids.norm, &[&p, x, dummy, dummy, y], Disp::Norm((width / gsz) as u32));
     }
 
-    /// Per-head RMSNorm with gain (groups of `gsz` in rows of `width`).
+    /// RMSNorm with gain and `eps` over groups of `gsz` (a head, or all heads) in rows of `width`.
     fn gain_norm(
         &mut self,
         x: &wgpu::Buffer,
@@ -356,8 +356,9 @@ impl<'a> Builder<'a> {
         gain: &wgpu::Buffer,
         gsz: usize,
         width: usize,
+        eps: f32,
     ) {
-        let p = self.norm_params(NormOp::Rms, gsz, HEAD_NORM_EPS, width);
+        let p = self.norm_params(NormOp::Rms, gsz, eps, width);
         let dummy = &self.m.dummy;
         self.op(self.ids.norm, &[&p, x, gain, dummy, y], Disp::Norm((width / gsz) as u32));
     }
