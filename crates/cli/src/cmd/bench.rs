@@ -267,7 +267,7 @@ fn render_text(
     let mut s = format!(
         "model {} ({}, {} params), backend {}, {} build\nmachine: {} {}, {} cores\n",
         a.model.dir().display(),
-        crate::common::variants_summary(&model),
+        crate::common::variants_summary(model),
         params,
         a.model.backend.name(),
         report["build"].as_str().unwrap_or(""),

@@ -279,8 +279,8 @@ fn write_report(
         "text": text_path.display().to_string(),
         "tokens_per_length": a.tokens,
         "lengths": a.lengths,
-        "models": to_value(results)?,
-        "slope_ablation": to_value(slopes)?,
+        "models": to_value(&results)?,
+        "slope_ablation": to_value(&slopes)?,
     });
     let raw_text = serde_json::to_string_pretty(&raw).map_err(|e| CliError::runtime(e.to_string()))?;
     write_file(&plots_dir.join("results.json"), raw_text.as_bytes())?;

@@ -5,7 +5,7 @@ use super::{both, le, lt, num, r3, verdict, Context};
 
 impl Context<'_> {
     /// Claim rows of MEP: claim, test, measured, verdict.
-    fn claims_mep(&self) -> Vec<[String; 4]> {
+    pub(super) fn claims_mep(&self) -> Vec<[String; 4]> {
         let l = self.longest();
         let r = |x: Option<f64>| x.map_or("–".to_string(), |v| num(v, 1));
         let p = |n: &str, m: usize| self.ppl_at(n, m);
@@ -53,7 +53,7 @@ impl Context<'_> {
     }
 
     /// Claim rows of ReGLA: claim, test, measured, verdict.
-    fn claims_regla(&self) -> Vec<[String; 4]> {
+    pub(super) fn claims_regla(&self) -> Vec<[String; 4]> {
         let r = |x: Option<f64>| x.map_or("–".to_string(), |v| num(v, 1));
         let p = |n: &str, m: usize| self.ppl_at(n, m);
         let sat = |n: &str| self.get(n).and_then(|m| m.gates_all.as_ref()).map(|g| g.saturation);
@@ -100,7 +100,7 @@ impl Context<'_> {
     }
 
     /// Claim rows of LRPE: claim, test, measured, verdict.
-    fn claims_lrpe(&self) -> Vec<[String; 4]> {
+    pub(super) fn claims_lrpe(&self) -> Vec<[String; 4]> {
         let r = |x: Option<f64>| x.map_or("–".to_string(), |v| num(v, 1));
         let p = |n: &str, m: usize| self.ppl_at(n, m);
         vec![
@@ -120,7 +120,7 @@ impl Context<'_> {
     }
 
     /// Claim rows of TransNormer: claim, test, measured, verdict.
-    fn claims_transnormer(&self) -> Vec<[String; 4]> {
+    pub(super) fn claims_transnormer(&self) -> Vec<[String; 4]> {
         let r = |x: Option<f64>| x.map_or("–".to_string(), |v| num(v, 1));
         let p = |n: &str, m: usize| self.ppl_at(n, m);
         let mean_auc = |n: &str| {
