@@ -1,6 +1,7 @@
 //! End-to-end tests of the `attnlab` binary: every catalog variant through every subcommand on a tiny
 //! model, and bad inputs that must fail with exactly one `error:` line and no panic.
 
+use attnlab_core::lowering::{Bias, Gate, Lowering};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -132,21 +133,32 @@ fn full_pipeline(variant: &str) {
     let table = ok(&["eval", "--model", m, "--text", text, "--lengths", "16,32", "--max-windows", "2"]);
     assert!(table.contains("ppl"));
 
-    // kernels: from the model (CSV) and from a random model of the variant (JSON)
-    let csv = ok(&["kernels", "--model", m, "--max-distance", "20"]);
-    let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines[0], "layer,head,d,bias,kernel");
-    assert_eq!(lines.len(), 1 + 2 * 20);
-    let j = ok_json(&["kernels", "--variant", variant, "--max-distance", "20"]);
-    assert_eq!(j["heads"].as_array().map(Vec::len), Some(4));
-    assert_eq!(j["heads"][0]["bias"].as_array().map(Vec::len), Some(20));
+    // kernels: from the model (CSV) and from a random model of the variant (JSON); a contextual
+    // (CoPE) bias has no distance curve and is refused by name.
+    let loaded = attnlab_core::Model::load_dir(&model).expect("model loads");
+    let lowering = loaded.attention(0).map(|l| l.lowering().clone());
+    let contextual =
+        matches!(&lowering, Some(Lowering::Softmax(sl)) if matches!(sl.bias, Bias::Contextual { .. }));
+    if contextual {
+        let err = fails(&["kernels", "--model", m, "--max-distance", "20"], 2);
+        assert!(err.contains("contextual") && err.contains(variant), "{err}");
+    } else {
+        let csv = ok(&["kernels", "--model", m, "--max-distance", "20"]);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[0], "layer,head,d,bias,kernel");
+        assert_eq!(lines.len(), 1 + 2 * 20);
+        let j = ok_json(&["kernels", "--variant", variant, "--max-distance", "20"]);
+        assert_eq!(j["heads"].as_array().map(Vec::len), Some(4));
+        assert_eq!(j["heads"][0]["bias"].as_array().map(Vec::len), Some(20));
+    }
 
     // analyze
     let j = ok_json(&["analyze", "--model", m, "--text", text, "--max-tokens", "40", "--bins", "5"]);
     assert_eq!(j["tokens"], 40);
     assert_eq!(j["layers"].as_array().map(Vec::len), Some(2));
     assert!(j["laa_uniform"]["auc"].as_f64().is_some());
-    let gated = matches!(variant, "gla" | "regla" | "retnet");
+    // Gated: a linear layer whose lowering decays its state.
+    let gated = matches!(&lowering, Some(Lowering::Linear(l)) if !matches!(l.gate, Gate::None));
     assert_eq!(!j["gates"].as_array().expect("gates").is_empty(), gated, "gates of {variant}");
     assert!(ok(&["analyze", "--model", m, "--text", text, "--max-tokens", "24"]).contains("LAA"));
 
@@ -221,12 +233,14 @@ variant_tests! {
     variant_gaussian => "gaussian",
     variant_mep => "mep",
     variant_mep_param => "mep-param",
+    variant_cope => "cope",
     variant_linear_elu => "linear-elu",
     variant_transnormer => "transnormer",
     variant_lrpe => "lrpe",
     variant_gla => "gla",
     variant_regla => "regla",
     variant_retnet => "retnet",
+    variant_hgrn2 => "hgrn2",
 }
 
 /// One tiny alibi model shared by the bad-input tests.

@@ -4,7 +4,8 @@ use crate::common::{
     load_model_dir, out, parse_kernels, parse_variant, print_json, BackendArg, CliError, CliResult, KernelMix,
 };
 use attnlab_core::analysis;
-use attnlab_core::config::{AttentionSpec, Family, ModelConfig, SizePreset};
+use attnlab_core::config::{AttentionSpec, ModelConfig, SizePreset};
+use attnlab_core::lowering::{Bias, Lowering};
 use attnlab_core::steer::BiasOverride;
 use attnlab_core::Model;
 use clap::{Args, ValueEnum};
@@ -58,8 +59,6 @@ pub struct KernelsArgs {
     #[arg(long, value_enum, default_value_t = Format::Csv)]
     pub format: Format,
 }
-
-const LEARNED: &[&str] = &["kerple-log", "kerple-power", "t5", "fire", "mep-param"];
 
 fn random_model(variant: &str, n: usize, heads: Option<usize>) -> CliResult<Model> {
     let d = SizePreset::default();
@@ -166,24 +165,35 @@ pub fn run(a: KernelsArgs, json: bool) -> CliResult<()> {
     }
     let spec = model.config().layers[layer].clone();
 
-    if !from_model && LEARNED.contains(&id) {
+    let lowering = model.attention(layer).map(|l| l.lowering());
+    let learned = matches!(lowering, Some(Lowering::Softmax(sl))
+        if matches!(sl.bias, Bias::Table { learned: Some(_), .. } | Bias::Fire { .. }));
+    if !from_model && learned {
         notes.push(format!(
             "`{id}` has a learned bias: these values are the random init (seed 0); pass --model DIR for trained values"
         ));
     }
-    match (spec.family(), &spec) {
-        (Family::Linear, _) => notes.push(format!(
+    match lowering {
+        Some(Lowering::Linear(_)) => notes.push(format!(
             "`{id}` is a linear-attention layer without a distance bias: bias 0 and kernel 1 everywhere \
              (its decay lives in gates; see `attnlab analyze`)"
         )),
-        (_, AttentionSpec::Nope(_) | AttentionSpec::Sinusoidal(_) | AttentionSpec::Rope(_)) => {
-            notes.push(format!("`{id}` adds no position bias to the logits: bias 0 and kernel 1 everywhere"))
-        }
-        (_, AttentionSpec::Fire(_)) => notes.push(format!(
-            "FIRE depends on the query position: values are for the query at position {}",
-            n - 1
-        )),
-        _ => {}
+        Some(Lowering::Softmax(sl)) => match sl.bias {
+            Bias::None => notes
+                .push(format!("`{id}` adds no position bias to the logits: bias 0 and kernel 1 everywhere")),
+            Bias::Fire { .. } => notes.push(format!(
+                "FIRE depends on the query position: values are for the query at position {}",
+                n - 1
+            )),
+            Bias::Contextual { .. } => {
+                return Err(CliError::usage(format!(
+                    "layer {layer} (`{id}`) has a contextual bias that depends on q and k, so it has no \
+                     distance curve; `attnlab dump --attention` records its biased logits"
+                )))
+            }
+            Bias::Table { .. } => {}
+        },
+        None => {}
     }
 
     let curves = analysis::kernel_curves(&model, layer, n)?;
