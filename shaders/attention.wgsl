@@ -18,6 +18,19 @@ override TILE_KEYS: u32 = 32u;
 
 const WG: u32 = 64u;
 
+// Online-softmax step: fold logit `s` with the value row at vc[kb..] into the running max `m`, sum
+// `l` and weighted values `acc`.
+fn softmax_update(s: f32, kb: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, MAX_DH>>) {
+    let m_new = max(*m, s);
+    let corr = exp(*m - m_new);
+    let w = exp(s - m_new);
+    *l = *l * corr + w;
+    for (var c = 0u; c < p.dh; c = c + 1u) {
+        (*acc)[c] = (*acc)[c] * corr + w * vc[kb + c];
+    }
+    *m = m_new;
+}
+
 // One workgroup per (head, query row); its 64 invocations split the keys (j ≡ lid mod 64), each
 // keeping its own running max / sum / weighted values, then the partial states are merged.
 @compute @workgroup_size(64)
@@ -60,14 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
                 acc[c] = acc[c] + w * vc[kb + c];
             }
         } else {
-            let m_new = max(m, s);
-            let corr = exp(m - m_new);
-            let w = exp(s - m_new);
-            l = l * corr + w;
-            for (var c = 0u; c < p.dh; c = c + 1u) {
-                acc[c] = acc[c] * corr + w * vc[kb + c];
-            }
-            m = m_new;
+            softmax_update(s, kb, &m, &l, &acc);
         }
     }
     write_row(lid, m, l, &acc, r * p.a + hh * p.dh);
@@ -136,15 +142,7 @@ fn contextual_attention(lid: u32, hh: u32, r: u32, i: u32, j0: u32) {
         if (j >= j0 && j <= i) {
             let rows = cope_rows(sp.y);
             let s = sp.x + cope_lerp(sp.y, table_qe(&q, rows.x, n_tab), table_qe(&q, rows.y, n_tab));
-            let kb = j * p.a + hh * p.dh;
-            let m_new = max(m, s);
-            let corr = exp(m - m_new);
-            let w = exp(s - m_new);
-            l = l * corr + w;
-            for (var c = 0u; c < p.dh; c = c + 1u) {
-                acc[c] = acc[c] * corr + w * vc[kb + c];
-            }
-            m = m_new;
+            softmax_update(s, j * p.a + hh * p.dh, &m, &l, &acc);
         }
         if (base == first) {
             break;
