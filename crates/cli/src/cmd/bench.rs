@@ -167,7 +167,6 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     } else {
         None
     };
-    let tps = |tokens: usize, s: f64| if s > 0.0 { tokens as f64 / s } else { f64::INFINITY };
     // Decode time per token at the longest context ÷ at the shortest (1 = flat).
     let ratio = match (points.iter().min_by_key(|p| p.context), points.iter().max_by_key(|p| p.context)) {
         (Some(lo), Some(hi)) if lo.decode_s > 0.0 => {
@@ -203,11 +202,11 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             "context": p.context,
             "prefill_tokens": p.context,
             "prefill_s": p.prefill_s,
-            "prefill_tokens_per_s": tps(p.context, p.prefill_s),
+            "prefill_tokens_per_s": tokens_per_s(p.context, p.prefill_s),
             "decode_from": p.context - n,
             "decode_tokens": n,
             "decode_s": p.decode_s,
-            "decode_tokens_per_s": tps(n, p.decode_s),
+            "decode_tokens_per_s": tokens_per_s(n, p.decode_s),
             "state_bytes": p.state_bytes,
         })).collect::<Vec<_>>(),
     });
@@ -260,8 +259,7 @@ fn render_text(
     peer: Option<(f64, f64)>,
 ) -> String {
     let n = a.decode_tokens as usize;
-    let params = model.weights().num_params();
-    let tps = |tokens: usize, s: f64| if s > 0.0 { tokens as f64 / s } else { f64::INFINITY };
+    let params = &report["model"]["params"];
     let device = report["device"].as_str();
     let m = &report["machine"];
     let mut s = format!(
@@ -280,9 +278,9 @@ fn render_text(
         .map(|p| {
             vec![
                 p.context.to_string(),
-                num(tps(p.context, p.prefill_s), 1),
+                num(tokens_per_s(p.context, p.prefill_s), 1),
                 num(p.prefill_s * 1e3, 1),
-                num(tps(n, p.decode_s), 1),
+                num(tokens_per_s(n, p.decode_s), 1),
                 num(p.decode_s * 1e3 / n as f64, 3),
                 format!("{:.1}", p.state_bytes as f64 / 1024.0),
             ]
@@ -315,4 +313,13 @@ fn render_text(
         s.push_str(&format!("report written to {}\n", path.display()));
     }
     s
+}
+
+/// `tokens / s`, infinite for a zero time.
+fn tokens_per_s(tokens: usize, s: f64) -> f64 {
+    if s > 0.0 {
+        tokens as f64 / s
+    } else {
+        f64::INFINITY
+    }
 }

@@ -185,13 +185,7 @@ pub fn run(a: KernelsArgs, json: bool) -> CliResult<()> {
                 "FIRE depends on the query position: values are for the query at position {}",
                 n - 1
             )),
-            Bias::Contextual { .. } => {
-                return Err(CliError::usage(format!(
-                    "layer {layer} (`{id}`) has a contextual bias that depends on q and k, so it has no \
-                     distance curve; `attnlab dump --attention` records its biased logits"
-                )))
-            }
-            Bias::Table { .. } => {}
+            Bias::Table { .. } | Bias::Contextual { .. } => {}
         },
         None => {}
     }

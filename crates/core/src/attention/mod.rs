@@ -201,7 +201,11 @@ impl AttnLayer {
                     Bias::Contextual { .. } => {
                         return Err(Error::arg(
                             "bias",
-                            "a contextual (CoPE) bias depends on q and k: it has no curve",
+                            format!(
+                                "`{}` has a contextual bias that depends on q and k, so it has no distance \
+                                 curve; its biased logits are in the attention trace",
+                                self.spec.variant_id()
+                            ),
                         ))
                     }
                     _ => {}
