@@ -11,8 +11,12 @@ use serde::{Deserialize, Serialize};
 /// part of `config.json`.
 pub use crate::variants::{AttentionSpec, Family, VARIANT_IDS};
 
-/// Format version written by this crate; loading rejects other versions.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version written by this crate. Version 2 added the architecture options of imported
+/// checkpoints (`n_kv_heads`, `biases`, `parallel_residual`, `embedding_norm`, learned absolute
+/// positions, exact GELU, partial and rescaled RoPE); version 1 files are read as they are.
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest format version this build reads.
+pub const MIN_FORMAT_VERSION: u32 = 1;
 
 /// Whole-model configuration (`config.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +34,10 @@ pub struct ModelConfig {
     pub d_model: usize,
     pub n_layers: usize,
     pub n_heads: usize,
+    /// Key/value heads (grouped-query attention; 1 is multi-query; Ainslie et al., "GQA", §2): query
+    /// head h reads key/value head h / (n_heads / n_kv_heads). Absent: n_heads. (v2)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_kv_heads: Option<usize>,
     pub head_dim: usize,
     pub ffn: FfnConfig,
     pub norm: NormConfig,
@@ -42,6 +50,17 @@ pub struct ModelConfig {
     /// Absolute position embedding added to the token embeddings.
     #[serde(default)]
     pub absolute_position: AbsolutePosition,
+    /// Which linear projections carry a bias (v2).
+    #[serde(default, skip_serializing_if = "Biases::is_none")]
+    pub biases: Biases,
+    /// GPT-NeoX's parallel residual, `x + attn(norm₁(x)) + ffn(norm₂(x))`, instead of the sequential
+    /// `x' = x + attn(norm₁(x)); x' + ffn(norm₂(x'))` (v2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parallel_residual: bool,
+    /// A norm of the residual kind right after the embeddings (BLOOM's `word_embeddings_layernorm`),
+    /// tensors `emb_norm.*` (v2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub embedding_norm: bool,
     /// One attention spec per layer (hybrids mix families freely).
     pub layers: Vec<AttentionSpec>,
 }
@@ -60,8 +79,33 @@ pub struct FfnConfig {
 pub enum FfnKind {
     /// `w_down · (silu(w_gate·x) ⊙ (w_up·x))` (TransNormer's GLU with swish).
     Swiglu,
-    /// `w_down · gelu(w_up·x)` (tanh approximation).
+    /// `w_down · gelu(w_up·x)`, tanh approximation (GPT-2's `gelu_new`, BLOOM).
     Gelu,
+    /// `w_down · gelu(w_up·x)`, exact erf form (GPT-NeoX / Pythia's `gelu`) (v2).
+    #[serde(rename = "gelu-exact")]
+    GeluExact,
+}
+
+/// Biases of the linear projections (all absent by default, as in Llama).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Biases {
+    /// `layers.i.attn.{bq,bk,bv}` on the q, k, v projections.
+    #[serde(default)]
+    pub qkv: bool,
+    /// `layers.i.attn.bo` on the attention output projection.
+    #[serde(default)]
+    pub attn_out: bool,
+    /// `layers.i.ffn.{b_gate,b_up,b_down}` on the feed-forward projections.
+    #[serde(default)]
+    pub ffn: bool,
+}
+
+impl Biases {
+    /// No projection has a bias.
+    pub fn is_none(&self) -> bool {
+        *self == Biases::default()
+    }
 }
 
 /// Residual-stream normalization (pre-norm).
@@ -90,6 +134,8 @@ pub enum AbsolutePosition {
     None,
     /// Fixed sinusoidal table (Vaswani et al.), f64 on the CPU.
     Sinusoidal,
+    /// Learned table `pos_emb.weight [max_context, d_model]` (GPT-2's `wpe`) (v2).
+    Learned,
 }
 
 /// Size preset used by `attnlab init` (about 1.1M parameters at the defaults).
@@ -136,6 +182,7 @@ impl ModelConfig {
             d_model: size.d_model,
             n_layers: size.n_layers,
             n_heads: size.n_heads,
+            n_kv_heads: None,
             head_dim: size.head_dim,
             ffn: FfnConfig { kind: FfnKind::Swiglu, hidden: size.ffn_hidden },
             norm: NormConfig { kind: NormKind::Rmsnorm, eps: 1e-5 },
@@ -147,6 +194,9 @@ impl ModelConfig {
             } else {
                 AbsolutePosition::None
             },
+            biases: Biases::default(),
+            parallel_residual: false,
+            embedding_norm: false,
             layers,
         };
         cfg.validate()?;
@@ -182,13 +232,48 @@ impl ModelConfig {
         self.n_heads * self.head_dim
     }
 
+    /// Key/value heads (`n_kv_heads`, else `n_heads`).
+    pub fn kv_heads(&self) -> usize {
+        self.n_kv_heads.unwrap_or(self.n_heads)
+    }
+
+    /// Width of the key and value projections, `kv_heads · head_dim`.
+    pub fn kv_dim(&self) -> usize {
+        self.kv_heads() * self.head_dim
+    }
+
+    /// The version-2 options this config uses, by field name (a version-1 file may use none).
+    pub fn v2_fields(&self) -> Vec<&'static str> {
+        let used = [
+            ("n_kv_heads", self.n_kv_heads.is_some()),
+            ("biases", !self.biases.is_none()),
+            ("parallel_residual", self.parallel_residual),
+            ("embedding_norm", self.embedding_norm),
+            ("absolute_position", self.absolute_position == AbsolutePosition::Learned),
+            ("ffn.kind", self.ffn.kind == FfnKind::GeluExact),
+            (
+                "layers[].rotary_dim / scaling",
+                self.layers.iter().any(
+                    |l| matches!(l, AttentionSpec::Rope(r) if r.rotary_dim.is_some() || r.scaling.is_some()),
+                ),
+            ),
+        ];
+        used.into_iter().filter(|(_, u)| *u).map(|(f, _)| f).collect()
+    }
+
     /// Check every cross-field constraint.
     pub fn validate(&self) -> Result<()> {
-        if self.format_version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&self.format_version) {
             return Err(Error::field(
                 "format_version",
-                format!("unsupported version {}, this build reads {FORMAT_VERSION}", self.format_version),
+                format!(
+                    "unsupported version {}, this build reads {MIN_FORMAT_VERSION} to {FORMAT_VERSION}",
+                    self.format_version
+                ),
             ));
+        }
+        if let (1, Some(f)) = (self.format_version, self.v2_fields().first()) {
+            return Err(Error::field(*f, "needs format_version 2 (version 1 has no such option)"));
         }
         let positive = [
             ("vocab_size", self.vocab_size),
@@ -228,6 +313,14 @@ impl ModelConfig {
                     crate::variants::MAX_BIAS_TABLE
                 ),
             ));
+        }
+        if let Some(kv) = self.n_kv_heads {
+            if kv == 0 || kv > self.n_heads || !self.n_heads.is_multiple_of(kv) {
+                return Err(Error::field(
+                    "n_kv_heads",
+                    format!("{kv} must be > 0 and divide n_heads = {}", self.n_heads),
+                ));
+            }
         }
         if self.train_context > self.max_context {
             return Err(Error::field("train_context", "must be <= max_context"));

@@ -103,8 +103,9 @@ pub struct SoftmaxLowering {
     /// Logit scale, `1/sqrt(head_dim)`.
     pub scale: f32,
     pub bias: Bias,
-    /// RoPE base: q and k rotated by adjacent pairs before the dot product.
-    pub rope_base: Option<f64>,
+    /// RoPE inverse frequencies, one per channel pair (0: the pair is not rotated): q and k rotated
+    /// by adjacent pairs before the dot product (`rotary::rope_rotate`).
+    pub rope: Option<Vec<f64>>,
     pub window: Window,
     /// TransNormer T1 Diag: ReLU instead of softmax, then SimpleRMSNorm over all heads.
     pub relu_with_norm: bool,
@@ -146,8 +147,8 @@ impl Feature {
 /// A relative-position transform applied to both mapped features at their absolute position.
 #[derive(Debug, Clone)]
 pub enum Rotation {
-    /// RoPE, adjacent pairs, angles `s·base^(−2k/d)` (Su et al., "RoFormer", §3.2).
-    Rope { base: f64 },
+    /// RoPE, adjacent pairs, angles `s·inv_freq[k]` (Su et al., "RoFormer", §3.2).
+    Rope { inv_freq: Vec<f64> },
     /// LRPE `T_s(x) = Λ(s) (P x)` (Qin et al., "Linearized Relative Positional Encoding", §3.3), with
     /// the names of its learned angles and Householder vector, if any.
     Lrpe { lrpe: Box<Lrpe>, theta: Option<String>, householder: Option<String> },

@@ -473,7 +473,7 @@ mod tests {
             let x = seeded_normal(d, d as u64);
             for s in [0usize, 1, 17, 511, 123_456] {
                 let mut want = x.clone();
-                rope_rotate(&mut want, s, 10000.0);
+                rope_rotate(&mut want, s, &crate::rotary::rope_inv_freqs(d, 10000.0, d, None));
                 assert_eq!(tf(&l, s, &x), want, "d={d} s={s}");
             }
         }

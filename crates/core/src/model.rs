@@ -4,13 +4,13 @@
 use crate::attention::{AttnLayer, LayerAttention, LayerGates, LayerState, TraceRequest};
 use crate::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
 use crate::error::{Error, Result};
-use crate::ops::{gelu, silu, sinusoidal_embedding, Linear, Norm};
+use crate::ops::{gelu, gelu_exact, silu, sinusoidal_embedding, Linear, Norm};
 use crate::weights::{Init, TensorSpec, Weights};
 
 /// Every tensor a config requires, in a fixed order: embeddings, shared position parameters, then
 /// per layer norms, projections, variant tensors and FFN. docs/model-format.md mirrors this list.
 pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
-    let (d, a, hid) = (cfg.d_model, cfg.attn_dim(), cfg.ffn.hidden);
+    let (d, a, kv, hid) = (cfg.d_model, cfg.attn_dim(), cfg.kv_dim(), cfg.ffn.hidden);
     let std_d = 1.0 / (d as f32).sqrt();
     // Residual-branch outputs are scaled down with depth (GPT-2 style) so random models stay tame.
     let std_out = |inp: usize| 1.0 / (inp as f32).sqrt() / (2.0 * cfg.n_layers as f32).sqrt();
@@ -24,6 +24,12 @@ pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
             v.push(TensorSpec::new(format!("{name}.bias"), &[d], Init::Const(0.0)));
         }
     };
+    if cfg.absolute_position == AbsolutePosition::Learned {
+        v.push(TensorSpec::new("pos_emb.weight", &[cfg.max_context, d], Init::Normal(0.02)));
+    }
+    if cfg.embedding_norm {
+        norm(&mut v, "emb_norm");
+    }
     norm(&mut v, "final_norm");
     // Shared position parameters, once per variant id (KERPLE-style sharing across layers).
     let mut seen = std::collections::BTreeSet::new();
@@ -33,18 +39,26 @@ pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
     for (i, spec) in cfg.layers.iter().enumerate() {
         norm(&mut v, &format!("layers.{i}.attn_norm"));
         norm(&mut v, &format!("layers.{i}.ffn_norm"));
-        for name in ["wq", "wk", "wv"] {
-            v.push(TensorSpec::new(format!("layers.{i}.attn.{name}"), &[a, d], Init::Normal(std_d)));
-        }
-        v.push(TensorSpec::new(format!("layers.{i}.attn.wo"), &[d, a], Init::Normal(std_out(a))));
+        let (attn, ffn) = (|n: &str| format!("layers.{i}.attn.{n}"), |n: &str| format!("layers.{i}.ffn.{n}"));
+        let (qkv, out, fb) = (cfg.biases.qkv, cfg.biases.attn_out, cfg.biases.ffn);
+        push_linear(&mut v, attn("wq"), [a, d], std_d, qkv.then(|| attn("bq")));
+        push_linear(&mut v, attn("wk"), [kv, d], std_d, qkv.then(|| attn("bk")));
+        push_linear(&mut v, attn("wv"), [kv, d], std_d, qkv.then(|| attn("bv")));
+        push_linear(&mut v, attn("wo"), [d, a], std_out(a), out.then(|| attn("bo")));
         v.extend(spec.variant().layer_tensors(cfg, i));
         if cfg.ffn.kind == FfnKind::Swiglu {
-            v.push(TensorSpec::new(format!("layers.{i}.ffn.w_gate"), &[hid, d], Init::Normal(std_d)));
+            push_linear(&mut v, ffn("w_gate"), [hid, d], std_d, fb.then(|| ffn("b_gate")));
         }
-        v.push(TensorSpec::new(format!("layers.{i}.ffn.w_up"), &[hid, d], Init::Normal(std_d)));
-        v.push(TensorSpec::new(format!("layers.{i}.ffn.w_down"), &[d, hid], Init::Normal(std_out(hid))));
+        push_linear(&mut v, ffn("w_up"), [hid, d], std_d, fb.then(|| ffn("b_up")));
+        push_linear(&mut v, ffn("w_down"), [d, hid], std_out(hid), fb.then(|| ffn("b_down")));
     }
     v
+}
+
+/// A weight `[out, in]` and, if `bias` names one, its bias `[out]` (zeros at init).
+fn push_linear(v: &mut Vec<TensorSpec>, name: String, shape: [usize; 2], std: f32, bias: Option<String>) {
+    v.push(TensorSpec::new(name, &shape, Init::Normal(std)));
+    v.extend(bias.map(|b| TensorSpec::new(b, &[shape[0]], Init::Const(0.0))));
 }
 
 #[derive(Debug, Clone)]
@@ -63,10 +77,16 @@ impl Ffn {
                 let gv = g.apply_rows(x, t);
                 u.iter_mut().zip(&gv).for_each(|(u, g)| *u *= silu(*g));
             }
+            (FfnKind::GeluExact, _) => u.iter_mut().for_each(|u| *u = gelu_exact(*u)),
             _ => u.iter_mut().for_each(|u| *u = gelu(*u)),
         }
         self.down.apply_rows(&u, t)
     }
+}
+
+/// `x += y` elementwise.
+fn add_into(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
 }
 
 #[derive(Debug, Clone)]
@@ -77,12 +97,38 @@ struct Block {
     ffn: Ffn,
 }
 
+impl Block {
+    /// One pre-norm block over `t` rows of the residual stream `x` (`[t, d]`); `attend` runs the
+    /// attention on the normed rows. Sequential: `x += attn(n₁(x)); x += ffn(n₂(x))`; parallel
+    /// (GPT-NeoX): `x += attn(n₁(x)) + ffn(n₂(x))`, both read the block's input.
+    fn forward(
+        &self,
+        x: &mut [f32],
+        t: usize,
+        parallel: bool,
+        attend: impl FnOnce(&[f32]) -> Result<Vec<f32>>,
+    ) -> Result<()> {
+        let d = x.len() / t;
+        let a = attend(&self.attn_norm.apply_rows(x, d))?;
+        if !parallel {
+            add_into(x, &a);
+        }
+        let f = self.ffn.apply_rows(&self.ffn_norm.apply_rows(x, d), t);
+        add_into(x, &f);
+        if parallel {
+            add_into(x, &a);
+        }
+        Ok(())
+    }
+}
+
 /// A loaded, validated model ready to run on the CPU.
 #[derive(Debug, Clone)]
 pub struct Model {
     cfg: ModelConfig,
     weights: Weights,
     final_norm: Norm,
+    emb_norm: Option<Norm>,
     blocks: Vec<Block>,
 }
 
@@ -112,7 +158,12 @@ impl Model {
         let mut blocks = Vec::with_capacity(cfg.n_layers);
         for i in 0..cfg.n_layers {
             let lin = |n: &str, out: usize, inp: usize| -> Result<Linear> {
-                Ok(Linear::new(weights.get(&format!("layers.{i}.ffn.{n}"))?.to_vec(), out, inp))
+                let name = |p: &str| format!("layers.{i}.ffn.{p}_{n}");
+                let l = Linear::new(weights.get(&name("w"))?.to_vec(), out, inp);
+                Ok(match cfg.biases.ffn {
+                    true => l.with_bias(weights.get(&name("b"))?.to_vec()),
+                    false => l,
+                })
             };
             blocks.push(Block {
                 attn_norm: norm(&format!("layers.{i}.attn_norm"))?,
@@ -120,14 +171,15 @@ impl Model {
                 attn: AttnLayer::new(&cfg, i, &weights)?,
                 ffn: Ffn {
                     kind: cfg.ffn.kind,
-                    gate: if cfg.ffn.kind == FfnKind::Swiglu { Some(lin("w_gate", hid, d)?) } else { None },
-                    up: lin("w_up", hid, d)?,
-                    down: lin("w_down", d, hid)?,
+                    gate: if cfg.ffn.kind == FfnKind::Swiglu { Some(lin("gate", hid, d)?) } else { None },
+                    up: lin("up", hid, d)?,
+                    down: lin("down", d, hid)?,
                 },
             });
         }
         let final_norm = norm("final_norm")?;
-        Ok(Model { cfg, weights, final_norm, blocks })
+        let emb_norm = if cfg.embedding_norm { Some(norm("emb_norm")?) } else { None };
+        Ok(Model { cfg, weights, final_norm, emb_norm, blocks })
     }
 
     /// Parse `config.json` text and `model.safetensors` bytes, validating everything.
@@ -241,14 +293,20 @@ impl Model {
         let mut pe = vec![0.0f32; d];
         for (r, &id) in tokens.iter().enumerate() {
             let row = &emb[id as usize * d..(id as usize + 1) * d];
-            if self.cfg.absolute_position == AbsolutePosition::Sinusoidal {
-                sinusoidal_embedding(pos0 + r, d, &mut pe);
-                x.extend(row.iter().zip(&pe).map(|(a, b)| a + b));
-            } else {
-                x.extend_from_slice(row);
+            match self.cfg.absolute_position {
+                AbsolutePosition::Sinusoidal => sinusoidal_embedding(pos0 + r, d, &mut pe),
+                AbsolutePosition::Learned => {
+                    let s = (pos0 + r) * d;
+                    pe.copy_from_slice(&self.weights.get("pos_emb.weight")?[s..s + d]);
+                }
+                AbsolutePosition::None => {}
             }
+            x.extend(row.iter().zip(&pe).map(|(a, b)| a + b));
         }
-        Ok(x)
+        Ok(match &self.emb_norm {
+            Some(n) => n.apply_rows(&x, d),
+            None => x,
+        })
     }
 
     fn logits_rows(&self, x: &[f32], t: usize) -> Result<Vec<f32>> {
@@ -317,15 +375,8 @@ impl<'m> Session<'m> {
         m.check_tokens(&[token])?;
         self.check_room(1)?;
         let mut x = m.embed(&[token], self.pos)?;
-        let d = m.cfg.d_model;
-        let mut h = vec![0.0f32; d];
         for (b, st) in m.blocks.iter().zip(self.states.iter_mut()) {
-            b.attn_norm.apply(&x, &mut h);
-            let a = b.attn.step(&h, self.pos, st)?;
-            x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
-            b.ffn_norm.apply(&x, &mut h);
-            let f = b.ffn.apply_rows(&h, 1);
-            x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
+            b.forward(&mut x, 1, m.cfg.parallel_residual, |h| b.attn.step(h, self.pos, st))?;
         }
         self.pos += 1;
         m.logits_rows(&x, 1)
@@ -355,13 +406,13 @@ impl<'m> Session<'m> {
         let (t, d) = (tokens.len(), m.cfg.d_model);
         let mut x = m.embed(tokens, self.pos)?;
         for (li, (b, st)) in m.blocks.iter().zip(self.states.iter_mut()).enumerate() {
-            let h = b.attn_norm.apply_rows(&x, d);
-            let (a, lt) = b.attn.prefill(&h, t, self.pos, st, req, li)?;
-            x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
-            let h = b.ffn_norm.apply_rows(&x, d);
-            let f = b.ffn.apply_rows(&h, t);
-            x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
-            if let Some(tr) = trace.as_deref_mut() {
+            let mut lt = None;
+            b.forward(&mut x, t, m.cfg.parallel_residual, |h| {
+                let (a, l) = b.attn.prefill(h, t, self.pos, st, req, li)?;
+                lt = Some(l);
+                Ok(a)
+            })?;
+            if let (Some(tr), Some(lt)) = (trace.as_deref_mut(), lt) {
                 tr.attention.extend(lt.attention);
                 tr.gates.extend(lt.gates);
             }

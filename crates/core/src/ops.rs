@@ -9,31 +9,60 @@ use crate::config::{NormConfig, NormKind};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Linear {
     pub w: Vec<f32>,
+    /// Optional bias `[out]` (GPT-2, NeoX, BLOOM projections; Qwen-style q/k/v only).
+    pub b: Option<Vec<f32>>,
     pub out: usize,
     pub inp: usize,
 }
 
 impl Linear {
-    /// Wrap a row-major `[out, inp]` buffer (length checked by the loader).
+    /// Wrap a row-major `[out, inp]` buffer (length checked by the loader), without bias.
     pub fn new(w: Vec<f32>, out: usize, inp: usize) -> Linear {
         debug_assert_eq!(w.len(), out * inp);
-        Linear { w, out, inp }
+        Linear { w, b: None, out, inp }
     }
 
-    /// `y = W·x` for one vector.
+    /// This map with a bias `[out]` added to its output.
+    pub fn with_bias(self, b: Vec<f32>) -> Linear {
+        debug_assert_eq!(b.len(), self.out);
+        Linear { b: Some(b), ..self }
+    }
+
+    /// `y = W·x (+ b)` for one vector.
     pub fn apply(&self, x: &[f32], y: &mut [f32]) {
         for (o, row) in y.iter_mut().zip(self.w.chunks_exact(self.inp)) {
             *o = dot(row, x);
         }
+        if let Some(b) = &self.b {
+            y.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+        }
     }
 
-    /// `Y = X·Wᵀ` for `rows` vectors stored row-major in `x`; returns `[rows, out]`.
+    /// `Y = X·Wᵀ (+ b)` for `rows` vectors stored row-major in `x`; returns `[rows, out]`.
     pub fn apply_rows(&self, x: &[f32], rows: usize) -> Vec<f32> {
         let mut y = vec![0.0; rows * self.out];
         for (xr, yr) in x.chunks_exact(self.inp).zip(y.chunks_exact_mut(self.out)).take(rows) {
             self.apply(xr, yr);
         }
         y
+    }
+
+    /// Grouped-query attention as plain multi-head attention: each block of `head_dim` output rows
+    /// (one key/value head) repeated `group` times in place, so that query head h reads key/value
+    /// head h / group (Ainslie et al., "GQA", §2; transformers' `repeat_kv`).
+    pub fn repeat_heads(&self, group: usize, head_dim: usize) -> Linear {
+        if group == 1 {
+            return self.clone();
+        }
+        let repeat = |v: &[f32], width: usize| -> Vec<f32> {
+            v.chunks_exact(head_dim * width).flat_map(|head| head.repeat(group)).collect()
+        };
+        Linear {
+            w: repeat(&self.w, self.inp),
+            b: self.b.as_ref().map(|b| repeat(b, 1)),
+            out: self.out * group,
+            inp: self.inp,
+        }
     }
 }
 
@@ -119,7 +148,14 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// GELU, tanh approximation.
+/// GELU, exact: `x·Φ(x) = ½x(1 + erf(x/√2))` (Hendrycks & Gimpel, "GELUs", §2), erf in f64.
+#[inline]
+pub fn gelu_exact(x: f32) -> f32 {
+    let x = x as f64;
+    (0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2))) as f32
+}
+
+/// GELU, tanh approximation (Hendrycks & Gimpel, §2; GPT-2's `gelu_new`, BLOOM).
 #[inline]
 pub fn gelu(x: f32) -> f32 {
     const C: f32 = 0.797_884_6; // sqrt(2/π)

@@ -109,3 +109,61 @@ pub fn rel_err(a: &[f32], b: &[f32]) -> f32 {
 pub fn model(cfg: &ModelConfig, seed: u64) -> Model {
     Model::random(cfg.clone(), seed).expect("random model")
 }
+
+/// One config per architecture family of the checkpoint importer, each turning on the version-2
+/// options that family needs (docs/model-format.md §2.1): grouped/multi-query attention, projection
+/// biases, LayerNorm, exact and tanh GELU, parallel residual, partial and rescaled RoPE, learned
+/// absolute positions, the embedding norm, untied heads, and GQA on a linear-family layer.
+pub fn architecture_configs() -> Vec<(String, ModelConfig)> {
+    use attnlab_core::config::{AbsolutePosition, Biases, FfnKind, NormKind};
+    use attnlab_core::variants::rope::{Rope, RopeScaling};
+    let base = |variant: &str| {
+        let mut cfg = ModelConfig::preset(variant, tiny()).expect("preset");
+        (cfg.n_heads, cfg.head_dim) = (4, 8);
+        cfg.format_version = attnlab_core::config::FORMAT_VERSION;
+        cfg
+    };
+    let rope = |rotary_dim, scaling| AttentionSpec::Rope(Rope { base: 500.0, rotary_dim, scaling });
+    let all_biases = Biases { qkv: true, attn_out: true, ffn: true };
+    let gpt_style = |mut cfg: ModelConfig| {
+        (cfg.norm.kind, cfg.ffn.kind, cfg.biases) = (NormKind::Layernorm, FfnKind::Gelu, all_biases);
+        cfg
+    };
+
+    let mut llama = base("rope");
+    let llama3 = RopeScaling::Llama3 {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_max_position: 64,
+    };
+    llama.layers = vec![rope(None, Some(llama3)); 2];
+    (llama.n_kv_heads, llama.tie_embeddings) = (Some(2), false);
+
+    let mut qwen = base("rope");
+    qwen.layers = vec![rope(None, Some(RopeScaling::Linear { factor: 2.0 })); 2];
+    (qwen.n_kv_heads, qwen.biases.qkv) = (Some(1), true);
+
+    let mut neox = gpt_style(base("rope"));
+    neox.layers = vec![rope(Some(4), None); 2];
+    (neox.ffn.kind, neox.parallel_residual, neox.tie_embeddings) = (FfnKind::GeluExact, true, false);
+
+    let mut bloom = gpt_style(base("alibi"));
+    bloom.embedding_norm = true;
+
+    let mut gpt2 = gpt_style(base("nope"));
+    gpt2.absolute_position = AbsolutePosition::Learned;
+
+    let mut gqa_linear = base("gla");
+    gqa_linear.layers[1] = AttentionSpec::default_for("hgrn2").expect("hgrn2");
+    (gqa_linear.n_kv_heads, gqa_linear.parallel_residual) = (Some(2), true);
+
+    [("arch-llama-gqa-llama3", llama), ("arch-qwen-mqa-qkv-bias", qwen), ("arch-neox", neox)]
+        .into_iter()
+        .chain([("arch-bloom", bloom), ("arch-gpt2", gpt2), ("arch-gqa-gla-hgrn2-parallel", gqa_linear)])
+        .map(|(n, c)| {
+            c.validate().unwrap_or_else(|e| panic!("{n}: {e}"));
+            (n.to_string(), c)
+        })
+        .collect()
+}

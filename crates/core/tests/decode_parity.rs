@@ -8,7 +8,7 @@ const N: usize = 150; // crosses two linear chunks (64) and many Diag blocks (8)
 
 #[test]
 fn decode_reproduces_prefill_for_every_variant() {
-    for (name, cfg) in all_configs() {
+    for (name, cfg) in all_configs().into_iter().chain(architecture_configs()) {
         let m = model(&cfg, 11);
         let toks = tokens(N, cfg.vocab_size, 5);
         let v = cfg.vocab_size;
@@ -27,7 +27,7 @@ fn decode_reproduces_prefill_for_every_variant() {
 
 #[test]
 fn split_prefill_equals_whole_prefill() {
-    for (name, cfg) in all_configs() {
+    for (name, cfg) in all_configs().into_iter().chain(architecture_configs()) {
         let m = model(&cfg, 12);
         let toks = tokens(N, cfg.vocab_size, 6);
         let v = cfg.vocab_size;

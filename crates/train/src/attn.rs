@@ -45,26 +45,37 @@ const MASKED: f64 = bias::MASKED as f64;
 /// tensor names are read here, never the values of learned tensors).
 pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
     let cfg = m.config();
-    let (h, dh) = (cfg.n_heads, cfg.head_dim);
-    let p = |n: &str| format!("layers.{i}.attn.{n}");
-    let q = heads(&linear(u, m.w(&p("wq"))?)?, h, dh)?;
-    let k = heads(&linear(u, m.w(&p("wk"))?)?, h, dh)?;
-    let v = heads(&linear(u, m.w(&p("wv"))?)?, h, dh)?;
+    let (h, kv, dh) = (cfg.n_heads, cfg.kv_heads(), cfg.head_dim);
+    let (p, b) = (|n: &str| format!("layers.{i}.attn.{n}"), cfg.biases.qkv);
+    let proj = |w: &str, bias: &str| m.linear(u, &p(w), b.then(|| p(bias)).as_deref());
+    let q = heads(&proj("wq", "bq")?, h, dh)?;
+    let k = repeat_kv(&heads(&proj("wk", "bk")?, kv, dh)?, h / kv)?;
+    let v = repeat_kv(&heads(&proj("wv", "bv")?, kv, dh)?, h / kv)?;
     let out = match m.lowering(i)? {
         Lowering::Softmax(sl) => softmax_layer(m, sl, &q, &k, &v)?,
         Lowering::Linear(ll) => linear_layer(m, ll, u, &q, &k, &v)?,
     };
-    linear(&out, m.w(&p("wo"))?)
+    m.linear(&out, &p("wo"), cfg.biases.attn_out.then(|| p("bo")).as_deref())
+}
+
+/// Grouped-query attention: `[B, kv, T, dh]` → `[B, kv·group, T, dh]`, each kv head repeated
+/// `group` times in place (the core's `Linear::repeat_heads`; transformers' `repeat_kv`).
+fn repeat_kv(x: &Tensor, group: usize) -> Result<Tensor> {
+    if group == 1 {
+        return Ok(x.clone());
+    }
+    let (b, kv, t, dh) = x.dims4()?;
+    Ok(x.unsqueeze(2)?.expand((b, kv, group, t, dh))?.reshape((b, kv * group, t, dh))?)
 }
 
 /// Softmax family (§5.4): optional RoPE on q and k, the bias, the window, softmax (or T1's ReLU and
 /// SimpleRMSNorm). Returns `[B, T, H·dh]`.
 fn softmax_layer(m: &TrainModel, sl: &SoftmaxLowering, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-    let (t, dh) = (q.dim(2)?, q.dim(3)?);
+    let t = q.dim(2)?;
     let dev = m.device();
-    let (q, k) = match sl.rope_base {
-        Some(base) => {
-            let (cos, sin) = rope_tables(t, dh, base, dev)?;
+    let (q, k) = match &sl.rope {
+        Some(freqs) => {
+            let (cos, sin) = rope_tables(t, freqs, dev)?;
             (rotate_pairs(q, &cos, &sin)?, rotate_pairs(k, &cos, &sin)?)
         }
         None => (q.clone(), k.clone()),
@@ -119,8 +130,8 @@ fn linear_layer(
     };
     let (fq, fk) = match &ll.rotation {
         None => (fq, fk),
-        Some(Rotation::Rope { base }) => {
-            let (cos, sin) = rope_tables(t, dh, *base, dev)?;
+        Some(Rotation::Rope { inv_freq }) => {
+            let (cos, sin) = rope_tables(t, inv_freq, dev)?;
             (rotate_pairs(&fq, &cos, &sin)?, rotate_pairs(&fk, &cos, &sin)?)
         }
         Some(Rotation::Lrpe { lrpe, theta, householder }) => {
@@ -446,13 +457,13 @@ fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64], t: usize) -> 
     })
 }
 
-/// RoPE `(cos, sin)` tables `[T, dh/2]` of `s·base^(−2k/dh)`, evaluated in f64 (§5.4).
-fn rope_tables(t: usize, dh: usize, base: f64, dev: &Device) -> Result<(Tensor, Tensor)> {
-    let n = dh / 2;
+/// RoPE `(cos, sin)` tables `[T, dh/2]` of `s·inv_freq[k]`, evaluated in f64 (§5.4).
+fn rope_tables(t: usize, inv_freq: &[f64], dev: &Device) -> Result<(Tensor, Tensor)> {
+    let n = inv_freq.len();
     let (mut c, mut s) = (Vec::with_capacity(t * n), Vec::with_capacity(t * n));
     for pos in 0..t {
-        for k in 0..n {
-            let (sn, cs) = (pos as f64 * attnlab_core::rotary::inv_freq(base, k, dh)).sin_cos();
+        for f in inv_freq {
+            let (sn, cs) = (pos as f64 * f).sin_cos();
             c.push(cs);
             s.push(sn);
         }

@@ -139,18 +139,26 @@ impl TrainModel {
         }
         let emb = self.w("tok_emb.weight")?;
         let mut x = emb.index_select(&tokens.flatten_all()?, 0)?.reshape((b, t, d))?;
-        if cfg.absolute_position == AbsolutePosition::Sinusoidal {
-            let mut pe = vec![0.0f32; t * d];
-            for (p, row) in pe.chunks_exact_mut(d).enumerate() {
-                attnlab_core::ops::sinusoidal_embedding(p, d, row);
+        match cfg.absolute_position {
+            AbsolutePosition::Sinusoidal => {
+                let mut pe = vec![0.0f32; t * d];
+                for (p, row) in pe.chunks_exact_mut(d).enumerate() {
+                    attnlab_core::ops::sinusoidal_embedding(p, d, row);
+                }
+                x = x.broadcast_add(&Tensor::from_vec(pe, (t, d), &self.device)?)?;
             }
-            x = x.broadcast_add(&Tensor::from_vec(pe, (t, d), &self.device)?)?;
+            AbsolutePosition::Learned => x = x.broadcast_add(&self.w("pos_emb.weight")?.narrow(0, 0, t)?)?,
+            AbsolutePosition::None => {}
+        }
+        if cfg.embedding_norm {
+            x = self.norm(&x, "emb_norm")?;
         }
         for i in 0..cfg.n_layers {
-            let h = self.norm(&x, &format!("layers.{i}.attn_norm"))?;
-            x = (x + attn::forward(self, i, &h)?)?;
-            let h = self.norm(&x, &format!("layers.{i}.ffn_norm"))?;
-            x = (x + self.ffn(i, &h)?)?;
+            let a = attn::forward(self, i, &self.norm(&x, &format!("layers.{i}.attn_norm"))?)?;
+            // Parallel residual (GPT-NeoX): the FFN reads the block input, not x + attn.
+            let mid = if cfg.parallel_residual { x.clone() } else { (&x + &a)? };
+            let f = self.ffn(i, &self.norm(&mid, &format!("layers.{i}.ffn_norm"))?)?;
+            x = if cfg.parallel_residual { ((x + a)? + f)? } else { (mid + f)? };
         }
         let h = self.norm(&x, "final_norm")?;
         let head = if cfg.tie_embeddings { self.w("tok_emb.weight")? } else { self.w("lm_head.weight")? };
@@ -196,13 +204,27 @@ impl TrainModel {
     }
 
     fn ffn(&self, i: usize, x: &Tensor) -> Result<Tensor> {
-        let p = |n: &str| format!("layers.{i}.ffn.{n}");
-        let up = linear(x, self.w(&p("w_up"))?)?;
-        let hidden = match self.cfg.ffn.kind {
-            FfnKind::Swiglu => (linear(x, self.w(&p("w_gate"))?)?.silu()? * up)?,
-            FfnKind::Gelu => up.gelu()?,
+        let bias = self.cfg.biases.ffn;
+        let lin = |x: &Tensor, n: &str| {
+            let b = format!("layers.{i}.ffn.b_{n}");
+            self.linear(x, &format!("layers.{i}.ffn.w_{n}"), bias.then_some(b.as_str()))
         };
-        linear(&hidden, self.w(&p("w_down"))?)
+        let up = lin(x, "up")?;
+        let hidden = match self.cfg.ffn.kind {
+            FfnKind::Swiglu => (lin(x, "gate")?.silu()? * up)?,
+            FfnKind::Gelu => up.gelu()?,
+            FfnKind::GeluExact => up.gelu_erf()?,
+        };
+        lin(&hidden, "down")
+    }
+
+    /// `x·Wᵀ (+ b)` with the parameters named `w` and, if given, `b`.
+    pub(crate) fn linear(&self, x: &Tensor, w: &str, b: Option<&str>) -> Result<Tensor> {
+        let y = linear(x, self.w(w)?)?;
+        Ok(match b {
+            Some(b) => y.broadcast_add(self.w(b)?)?,
+            None => y,
+        })
     }
 }
 

@@ -11,7 +11,7 @@ use candle_core::Tensor;
 // The same small configs as the core's integration tests (every catalog id plus sub-options).
 #[path = "../../core/tests/common.rs"]
 mod common;
-use common::{all_configs, tiny};
+use common::{all_configs, architecture_configs, tiny};
 
 /// An untied LayerNorm + GELU hybrid (docs/model-format.md §2.6 shape) over T5, FIRE and mep-param.
 fn layernorm_hybrid() -> ModelConfig {
@@ -72,6 +72,7 @@ fn parity_error(cfg: &ModelConfig, seed: u64, t: usize) -> f32 {
 fn trainer_logits_match_core_for_every_variant() {
     let mut configs = all_configs();
     configs.push(("hybrid-layernorm-gelu-untied".into(), layernorm_hybrid()));
+    configs.extend(architecture_configs());
     let ids: Vec<&str> = VARIANT_IDS.to_vec();
     for id in &ids {
         assert!(configs.iter().any(|(n, _)| n == id), "variant {id} is missing from the parity list");

@@ -63,9 +63,9 @@ fn apply_feature(
     }
     match rotation {
         None => out.copy_from_slice(buf),
-        Some(Rotation::Rope { base }) => {
+        Some(Rotation::Rope { inv_freq }) => {
             out.copy_from_slice(buf);
-            rope_rotate(out, pos, *base);
+            rope_rotate(out, pos, inv_freq);
         }
         Some(Rotation::Lrpe { lrpe, .. }) => lrpe.apply(pos, buf, out),
     }

@@ -130,15 +130,21 @@ impl AttnLayer {
     /// Prepare layer `i` from the config and the (validated) weights.
     pub fn new(cfg: &ModelConfig, i: usize, w: &Weights) -> Result<AttnLayer> {
         let spec = cfg.layers[i].clone();
-        let (d, a) = (cfg.d_model, cfg.attn_dim());
+        let (d, a, kv) = (cfg.d_model, cfg.attn_dim(), cfg.kv_dim());
         let ctx = LowerCtx { cfg, layer: i, weights: w };
         let lowering = spec.variant().lower(&ctx)?;
+        let proj = |w: &str, b: &str, out: usize, inp: usize, bias: bool| -> Result<Linear> {
+            let l = ctx.linear(w, out, inp)?;
+            Ok(if bias { l.with_bias(ctx.tensor(b)?) } else { l })
+        };
+        let (qkv, group) = (cfg.biases.qkv, cfg.n_heads / cfg.kv_heads());
         Ok(AttnLayer {
             spec,
-            wq: ctx.linear("wq", a, d)?,
-            wk: ctx.linear("wk", a, d)?,
-            wv: ctx.linear("wv", a, d)?,
-            wo: ctx.linear("wo", d, a)?,
+            wq: proj("wq", "bq", a, d, qkv)?,
+            // Grouped-query attention runs as multi-head attention with each kv head repeated.
+            wk: proj("wk", "bk", kv, d, qkv)?.repeat_heads(group, cfg.head_dim),
+            wv: proj("wv", "bv", kv, d, qkv)?.repeat_heads(group, cfg.head_dim),
+            wo: proj("wo", "bo", d, a, cfg.biases.attn_out)?,
             lowering,
             n_heads: cfg.n_heads,
             head_dim: cfg.head_dim,

@@ -95,12 +95,12 @@ impl AttnLayer {
         let (h, dh) = (self.n_heads, self.head_dim);
         let a = h * dh;
         let Rows { mut q, mut k, v, t, pos0 } = rows;
-        if let Some(base) = sl.rope_base {
+        if let Some(freqs) = &sl.rope {
             for r in 0..t {
                 for hh in 0..h {
                     let s = r * a + hh * dh;
-                    rope_rotate(&mut q[s..s + dh], pos0 + r, base);
-                    rope_rotate(&mut k[s..s + dh], pos0 + r, base);
+                    rope_rotate(&mut q[s..s + dh], pos0 + r, freqs);
+                    rope_rotate(&mut k[s..s + dh], pos0 + r, freqs);
                 }
             }
         }

@@ -219,12 +219,12 @@ impl LowerCtx<'_> {
         1.0 / (self.cfg.head_dim as f32).sqrt()
     }
 
-    /// A causal softmax layer with `bias` and an optional RoPE base.
-    pub fn softmax(&self, bias: Bias, rope_base: Option<f64>) -> Lowering {
+    /// A causal softmax layer with `bias` and optional RoPE inverse frequencies (one per pair).
+    pub fn softmax(&self, bias: Bias, rope: Option<Vec<f64>>) -> Lowering {
         Lowering::Softmax(SoftmaxLowering {
             scale: self.scale(),
             bias,
-            rope_base,
+            rope,
             window: Window::Causal,
             relu_with_norm: false,
         })

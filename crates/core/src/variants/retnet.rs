@@ -8,6 +8,7 @@ use crate::attention::HEAD_NORM_EPS;
 use crate::config::ModelConfig;
 use crate::error::Result;
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Lowering, Post, Rotation};
+use crate::rotary::rope_inv_freqs;
 use crate::weights::{Init, TensorSpec};
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +47,7 @@ impl Variant for Retnet {
         let (d, a, h, dh) = (ctx.cfg.d_model, ctx.cfg.attn_dim(), ctx.cfg.n_heads, ctx.cfg.head_dim);
         let q = Feature { map: FeatureMap::Identity, scale: ctx.scale() };
         let mut l = LinearLowering::plain(dh, q, Feature::plain(FeatureMap::Identity));
-        l.rotation = Some(Rotation::Rope { base: 10000.0 });
+        l.rotation = Some(Rotation::Rope { inv_freq: rope_inv_freqs(dh, 10000.0, dh, None) });
         l.gate = Gate::PerHead { log_gamma: (0..h).map(|hh| retnet_gamma(hh).ln() as f32).collect() };
         l.post = Post::RmsNormGate {
             gain: ctx.learned("retnet.head_norm")?,

@@ -78,7 +78,7 @@ impl Variant for Transnormer {
             TransnormerRole::Diag => Lowering::Softmax(SoftmaxLowering {
                 scale: ctx.scale(),
                 bias: Bias::None,
-                rope_base: None,
+                rope: None,
                 window: Window::Block(self.block_size),
                 relu_with_norm: t1,
             }),

@@ -10,7 +10,6 @@ use attnlab_core::lowering::{
     self as lw, Bias, FeatureMap, LinearLowering, Lowering, Rotation, SoftmaxLowering, Window,
 };
 use attnlab_core::lrpe::Lrpe;
-use attnlab_core::rotary::inv_freq;
 use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
 use attnlab_core::{Error as CoreError, Model};
 
@@ -51,7 +50,7 @@ pub(super) fn attention(model: &Model, i: usize) -> Result<Attention> {
 }
 
 fn softmax(s: Shape, sl: &SoftmaxLowering) -> Result<SoftmaxLayer<Vec<f32>>> {
-    let (scale, rope_base, relu_with_norm) = (sl.scale, sl.rope_base, sl.relu_with_norm);
+    let (scale, relu_with_norm) = (sl.scale, sl.relu_with_norm);
     let block = match sl.window {
         Window::Causal => None,
         Window::Block(w) => Some(w),
@@ -89,7 +88,7 @@ fn softmax(s: Shape, sl: &SoftmaxLowering) -> Result<SoftmaxLayer<Vec<f32>>> {
             (BiasKind::Contextual, pos_emb.to_vec())
         }
     };
-    let rope = rope_base.map(|base| rope_table(s.ctx, s.dh, base));
+    let rope = sl.rope.as_ref().map(|freqs| cos_sin_table(s.ctx, freqs));
     Ok(SoftmaxLayer { bias: kind, params, aux, rope, relu_norm: relu_with_norm })
 }
 
@@ -129,11 +128,11 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
             aux.extend_from_slice(br);
             (FeatKind::Regla, Gate::Regla { wgr: [wg.w.as_slice(), wr.w.as_slice()].concat() })
         }
-        (Some(Rotation::Rope { base }), lw::Gate::PerHead { log_gamma }, FeatureMap::Identity) => {
+        (Some(Rotation::Rope { inv_freq }), lw::Gate::PerHead { log_gamma }, FeatureMap::Identity) => {
             p.scale = l.q.scale;
             aux.extend_from_slice(log_gamma);
             p.off_tab = usize_u32("aux", aux.len())?;
-            aux.extend(rope_table(s.ctx, dh, *base));
+            aux.extend(cos_sin_table(s.ctx, inv_freq));
             (FeatKind::Retnet, Gate::None)
         }
         (None, lw::Gate::KeyForget { lower_bound, .. }, FeatureMap::Swish) => {
@@ -250,9 +249,4 @@ fn cos_sin_table(ctx: usize, angles: &[f64]) -> Vec<f32> {
         }
     }
     t
-}
-
-fn rope_table(ctx: usize, dh: usize, base: f64) -> Vec<f32> {
-    let angles: Vec<f64> = (0..dh / 2).map(|k| inv_freq(base, k, dh)).collect();
-    cos_sin_table(ctx, &angles)
 }

@@ -77,6 +77,14 @@ impl HostModel {
     pub fn gather(model: &Model) -> Result<HostModel> {
         let cfg = model.config();
         let w = model.weights();
+        // Grouped-query attention and partial/rescaled RoPE arrive lowered (repeated kv rows, a
+        // frequency vector); the other version-2 options need kernels this backend does not have.
+        let unsupported = ["biases", "parallel_residual", "embedding_norm", "absolute_position", "ffn.kind"];
+        if let Some(f) = cfg.v2_fields().into_iter().find(|f| unsupported.contains(f)) {
+            return Err(GpuError::Unsupported(format!(
+                "config option `{f}` is not implemented on the GPU backend"
+            )));
+        }
         let emb = w.get("tok_emb.weight")?.to_vec();
         let head = if cfg.tie_embeddings { None } else { Some(w.get("lm_head.weight")?.to_vec()) };
         let final_norm = norm(model, "final_norm")?;
