@@ -47,6 +47,13 @@ pub enum Error {
     /// A token id outside the vocabulary.
     #[error("token id {id} is outside the vocabulary (size {vocab})")]
     TokenOutOfRange { id: u32, vocab: usize },
+    /// A file of a Hugging Face checkpoint is unusable (`file` names it; the reason names the field or
+    /// tensor).
+    #[error("{file}: {reason}")]
+    Import { file: String, reason: String },
+    /// An architecture or option the importer does not implement; refused, never approximated.
+    #[error("{0}")]
+    Unsupported(String),
     /// An invalid argument to a runtime call (sampling settings, overrides, lengths).
     #[error("invalid argument `{name}`: {reason}")]
     InvalidArgument { name: String, reason: String },
@@ -63,6 +70,10 @@ impl Error {
     /// Convenience constructor for [`Error::InvalidArgument`].
     pub fn arg(name: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::InvalidArgument { name: name.into(), reason: reason.into() }
+    }
+    /// Convenience constructor for [`Error::Import`].
+    pub fn import(file: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Import { file: file.into(), reason: reason.into() }
     }
     /// Convenience constructor for [`Error::Io`].
     pub fn io(path: impl AsRef<std::path::Path>, err: impl std::fmt::Display) -> Self {

@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod gates;
+pub mod hf;
 pub mod lowering;
 pub mod lrpe;
 pub mod model;

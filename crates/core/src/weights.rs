@@ -102,8 +102,18 @@ impl StorageDtype {
     }
 }
 
+/// The storage dtype of a safetensors dtype, if the format allows it.
+pub(crate) fn storage_dtype(dtype: Dtype) -> Option<StorageDtype> {
+    match dtype {
+        Dtype::F32 => Some(StorageDtype::F32),
+        Dtype::F16 => Some(StorageDtype::F16),
+        Dtype::BF16 => Some(StorageDtype::Bf16),
+        _ => None,
+    }
+}
+
 /// Widen stored bytes to f32, or `None` for a dtype the format does not allow.
-fn decode(dtype: Dtype, raw: &[u8]) -> Option<(usize, Vec<f32>)> {
+pub(crate) fn decode(dtype: Dtype, raw: &[u8]) -> Option<(usize, Vec<f32>)> {
     match dtype {
         Dtype::F32 => {
             Some((4, raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))

@@ -1,0 +1,368 @@
+//! The four architectures: each reads its config fields (with the defaults of its transformers
+//! config class), refuses what it cannot map, and renames, splits, transposes and permutes its
+//! tensors into attnlab's names (docs/model-format.md §7 has the table).
+
+use super::{HfConfig, ImportOptions, TensorStore};
+use crate::config::{
+    AbsolutePosition, AttentionSpec, Biases, FfnConfig, FfnKind, ModelConfig, NormConfig, NormKind, FORMAT_VERSION,
+};
+use crate::error::{Error, Result};
+use crate::variants::{alibi::Alibi, nope::Nope, rope::Rope};
+use crate::weights::Tensor;
+use std::collections::BTreeMap;
+
+/// Converted tensors by attnlab name.
+type Tensors = BTreeMap<String, Tensor>;
+
+/// Default context for architectures without a position limit (ALiBi).
+const DEFAULT_UNBOUNDED_CONTEXT: usize = 8192;
+
+pub(super) fn convert(
+    arch: &str,
+    c: &HfConfig,
+    s: &mut TensorStore,
+    opts: ImportOptions,
+) -> Result<(ModelConfig, Tensors)> {
+    let mut out = Out { t: BTreeMap::new(), s };
+    let cfg = match arch {
+        "LlamaForCausalLM" => llama(c, &mut out, opts)?,
+        "GPTNeoXForCausalLM" => neox(c, &mut out, opts)?,
+        "BloomForCausalLM" => bloom(c, &mut out, opts)?,
+        _ => gpt2(c, &mut out, opts)?,
+    };
+    Ok((cfg, out.t))
+}
+
+/// Sizes every architecture has.
+struct Dims {
+    vocab: usize,
+    d: usize,
+    layers: usize,
+    heads: usize,
+    kv: usize,
+    dh: usize,
+    hidden: usize,
+}
+
+/// An attnlab config with `dims`, the same attention spec in every layer, and the common defaults
+/// (LayerNorm, untied, sequential residual, no biases) that each architecture then overrides.
+fn base(arch: &str, c: &HfConfig, d: &Dims, layer: AttentionSpec, eps: f64, context: (usize, usize)) -> Result<ModelConfig> {
+    Ok(ModelConfig {
+        format_version: FORMAT_VERSION,
+        name: c.str_or("_name_or_path", "")?,
+        description: format!("imported from a Hugging Face {arch} checkpoint"),
+        vocab_size: d.vocab,
+        d_model: d.d,
+        n_layers: d.layers,
+        n_heads: d.heads,
+        n_kv_heads: (d.kv != d.heads).then_some(d.kv),
+        head_dim: d.dh,
+        ffn: FfnConfig { kind: FfnKind::Gelu, hidden: d.hidden },
+        norm: NormConfig { kind: NormKind::Layernorm, eps },
+        tie_embeddings: false,
+        train_context: context.0.min(context.1),
+        max_context: context.1,
+        absolute_position: AbsolutePosition::None,
+        biases: Biases::default(),
+        parallel_residual: false,
+        embedding_norm: false,
+        layers: vec![layer; d.layers],
+    })
+}
+
+/// `hidden / heads`, refused when it does not divide.
+fn head_dim(c: &HfConfig, d: usize, heads: usize) -> Result<usize> {
+    match d.is_multiple_of(heads) {
+        true => Ok(d / heads),
+        false => Err(HfConfig::err("num_attention_heads", format!("{heads} does not divide hidden_size {d}"))),
+    }
+    .and_then(|dh| c.opt_usize(&["head_dim"]).map(|h| h.unwrap_or(dh)))
+}
+
+/// The GELU of an activation name: exact erf form or one of the tanh approximations.
+fn gelu_kind(act: &str, key: &str, arch: &str) -> Result<FfnKind> {
+    match act {
+        "gelu" => Ok(FfnKind::GeluExact),
+        "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(FfnKind::Gelu),
+        other => Err(Error::Unsupported(format!(
+            "{key} {other} is not supported for {arch} (supported: gelu, gelu_new, gelu_pytorch_tanh, gelu_fast)"
+        ))),
+    }
+}
+
+fn llama(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
+    let arch = "LlamaForCausalLM";
+    let act = c.str_or("hidden_act", "silu")?;
+    if act != "silu" {
+        return Err(Error::Unsupported(format!("hidden_act {act} is not supported for {arch} (only silu)")));
+    }
+    let (d, heads) = (c.usize(&["hidden_size"])?, c.usize(&["num_attention_heads"])?);
+    let dims = Dims {
+        vocab: c.usize(&["vocab_size"])?,
+        d,
+        layers: c.usize(&["num_hidden_layers"])?,
+        heads,
+        kv: c.opt_usize(&["num_key_value_heads"])?.unwrap_or(heads),
+        dh: head_dim(c, d, heads)?,
+        hidden: c.usize(&["intermediate_size"])?,
+    };
+    let rope = c.rope(dims.dh)?;
+    let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
+    let eps = c.f64_or(&["rms_norm_eps"], 1e-6)?;
+    let mut cfg = base(arch, c, &dims, AttentionSpec::Rope(rope.clone()), eps, (native, opts.max_context.unwrap_or(native)))?;
+    (cfg.norm.kind, cfg.ffn.kind) = (NormKind::Rmsnorm, FfnKind::Swiglu);
+    let attn_bias = c.bool_or("attention_bias", false)?;
+    cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: c.bool_or("mlp_bias", false)? };
+    cfg.tie_embeddings = c.bool_or("tie_word_embeddings", false)?;
+    o.embeddings("model.embed_tokens.weight", "model.norm", "lm_head.weight", &cfg)?;
+    for i in 0..dims.layers {
+        let (p, q) = (format!("model.layers.{i}."), format!("layers.{i}."));
+        o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
+        o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
+        let (a, kvd, b) = (dims.heads * dims.dh, dims.kv * dims.dh, cfg.biases);
+        // (checkpoint name, ours, rows, inputs, RoPE heads to permute, has a bias)
+        for (hf, ours, rows, inp, rot, bias) in [
+            ("self_attn.q_proj", "attn.q", a, d, Some(dims.heads), b.qkv),
+            ("self_attn.k_proj", "attn.k", kvd, d, Some(dims.kv), b.qkv),
+            ("self_attn.v_proj", "attn.v", kvd, d, None, b.qkv),
+            ("self_attn.o_proj", "attn.o", d, a, None, b.attn_out),
+            ("mlp.gate_proj", "ffn._gate", dims.hidden, d, None, b.ffn),
+            ("mlp.up_proj", "ffn._up", dims.hidden, d, None, b.ffn),
+            ("mlp.down_proj", "ffn._down", d, dims.hidden, None, b.ffn),
+        ] {
+            let permute = |x: Vec<f32>, row| match rot {
+                Some(h) => rotate_half_to_pairs(x, h, dims.dh, &rope, row),
+                None => x,
+            };
+            let (module, rest) = ours.split_at(ours.find('.').unwrap_or(0) + 1);
+            let w = o.s.take(&format!("{p}{hf}.weight"), &[rows, inp])?;
+            o.put(format!("{q}{module}w{rest}"), &[rows, inp], permute(w, inp));
+            if bias {
+                let bv = o.s.take(&format!("{p}{hf}.bias"), &[rows])?;
+                o.put(format!("{q}{module}b{rest}"), &[rows], permute(bv, 1));
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+fn neox(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
+    let arch = "GPTNeoXForCausalLM";
+    let (d, heads) = (c.usize(&["hidden_size"])?, c.usize(&["num_attention_heads"])?);
+    let dims = Dims {
+        vocab: c.usize(&["vocab_size"])?,
+        d,
+        layers: c.usize(&["num_hidden_layers"])?,
+        heads,
+        kv: heads,
+        dh: head_dim(c, d, heads)?,
+        hidden: c.usize(&["intermediate_size"])?,
+    };
+    let rope = c.rope(dims.dh)?;
+    let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
+    let eps = c.f64_or(&["layer_norm_eps"], 1e-5)?;
+    let mut cfg = base(arch, c, &dims, AttentionSpec::Rope(rope.clone()), eps, (native, opts.max_context.unwrap_or(native)))?;
+    cfg.ffn.kind = gelu_kind(&c.str_or("hidden_act", "gelu")?, "hidden_act", arch)?;
+    let attn_bias = c.bool_or("attention_bias", true)?;
+    cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: true };
+    cfg.parallel_residual = c.bool_or("use_parallel_residual", true)?;
+    cfg.tie_embeddings = c.bool_or("tie_word_embeddings", false)?;
+    o.embeddings("gpt_neox.embed_in.weight", "gpt_neox.final_layer_norm", "embed_out.weight", &cfg)?;
+    for i in 0..dims.layers {
+        let (p, q) = (format!("gpt_neox.layers.{i}."), format!("layers.{i}."));
+        o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
+        o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
+        o.fused_qkv(&format!("{p}attention.query_key_value"), &q, &dims, Some(&rope), attn_bias)?;
+        o.linear(&format!("{p}attention.dense"), &format!("{q}attn.wo"), &format!("{q}attn.bo"), [d, d], attn_bias)?;
+        o.linear(&format!("{p}mlp.dense_h_to_4h"), &format!("{q}ffn.w_up"), &format!("{q}ffn.b_up"), [dims.hidden, d], true)?;
+        o.linear(&format!("{p}mlp.dense_4h_to_h"), &format!("{q}ffn.w_down"), &format!("{q}ffn.b_down"), [d, dims.hidden], true)?;
+    }
+    Ok(cfg)
+}
+
+fn bloom(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
+    let arch = "BloomForCausalLM";
+    c.refuse_if("apply_residual_connection_post_layernorm", true, arch)?;
+    let (d, heads) = (c.usize(&["hidden_size", "n_embed"])?, c.usize(&["n_head", "num_attention_heads"])?);
+    let dims = Dims {
+        vocab: c.usize(&["vocab_size"])?,
+        d,
+        layers: c.usize(&["n_layer", "num_hidden_layers"])?,
+        heads,
+        kv: heads,
+        dh: head_dim(c, d, heads)?,
+        hidden: 4 * d,
+    };
+    let native = c.opt_usize(&["seq_length"])?.unwrap_or(2048);
+    let max = opts.max_context.unwrap_or(DEFAULT_UNBOUNDED_CONTEXT);
+    let eps = c.f64_or(&["layer_norm_epsilon"], 1e-5)?;
+    // BLOOM's `build_alibi_tensor` uses the ALiBi paper's slopes (Press et al., §3), our default.
+    let mut cfg = base(arch, c, &dims, AttentionSpec::Alibi(Alibi { slopes: None }), eps, (native, max))?;
+    cfg.biases = Biases { qkv: true, attn_out: true, ffn: true };
+    (cfg.embedding_norm, cfg.tie_embeddings) = (true, c.bool_or("tie_word_embeddings", true)?);
+    let p0 = if o.s.has("transformer.word_embeddings.weight") { "transformer." } else { "" };
+    o.embeddings(&format!("{p0}word_embeddings.weight"), &format!("{p0}ln_f"), "lm_head.weight", &cfg)?;
+    o.norm(&format!("{p0}word_embeddings_layernorm"), "emb_norm", &cfg)?;
+    for i in 0..dims.layers {
+        let (p, q) = (format!("{p0}h.{i}."), format!("layers.{i}."));
+        o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
+        o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
+        o.fused_qkv(&format!("{p}self_attention.query_key_value"), &q, &dims, None, true)?;
+        o.linear(&format!("{p}self_attention.dense"), &format!("{q}attn.wo"), &format!("{q}attn.bo"), [d, d], true)?;
+        o.linear(&format!("{p}mlp.dense_h_to_4h"), &format!("{q}ffn.w_up"), &format!("{q}ffn.b_up"), [dims.hidden, d], true)?;
+        o.linear(&format!("{p}mlp.dense_4h_to_h"), &format!("{q}ffn.w_down"), &format!("{q}ffn.b_down"), [d, dims.hidden], true)?;
+    }
+    Ok(cfg)
+}
+
+fn gpt2(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
+    let arch = "GPT2LMHeadModel";
+    c.refuse_if("scale_attn_by_inverse_layer_idx", true, arch)?;
+    c.refuse_if("scale_attn_weights", false, arch)?;
+    c.refuse_if("add_cross_attention", true, arch)?;
+    let (d, heads) = (c.usize(&["n_embd", "hidden_size"])?, c.usize(&["n_head", "num_attention_heads"])?);
+    let dims = Dims {
+        vocab: c.usize(&["vocab_size"])?,
+        d,
+        layers: c.usize(&["n_layer", "num_hidden_layers"])?,
+        heads,
+        kv: heads,
+        dh: head_dim(c, d, heads)?,
+        hidden: c.opt_usize(&["n_inner"])?.unwrap_or(4 * d),
+    };
+    let positions = c.usize(&["n_positions", "max_position_embeddings"])?;
+    let eps = c.f64_or(&["layer_norm_epsilon"], 1e-5)?;
+    // Learned positions end at n_positions: a longer max_context has no rows to read.
+    let max = opts.max_context.unwrap_or(positions).min(positions);
+    let mut cfg = base(arch, c, &dims, AttentionSpec::Nope(Nope {}), eps, (positions, max))?;
+    cfg.ffn.kind = gelu_kind(&c.str_or("activation_function", "gelu_new")?, "activation_function", arch)?;
+    cfg.biases = Biases { qkv: true, attn_out: true, ffn: true };
+    (cfg.absolute_position, cfg.tie_embeddings) = (AbsolutePosition::Learned, c.bool_or("tie_word_embeddings", true)?);
+    let p0 = if o.s.has("transformer.wte.weight") { "transformer." } else { "" };
+    o.embeddings(&format!("{p0}wte.weight"), &format!("{p0}ln_f"), "lm_head.weight", &cfg)?;
+    let wpe = o.s.take(&format!("{p0}wpe.weight"), &[positions, d])?;
+    o.put("pos_emb.weight".into(), &[max, d], wpe[..max * d].to_vec());
+    for i in 0..dims.layers {
+        let (p, q) = (format!("{p0}h.{i}."), format!("layers.{i}."));
+        o.norm(&format!("{p}ln_1"), &format!("{q}attn_norm"), &cfg)?;
+        o.norm(&format!("{p}ln_2"), &format!("{q}ffn_norm"), &cfg)?;
+        // Conv1D stores [in, out]: transpose, then q | k | v are consecutive row blocks.
+        let w = transpose(&o.s.take(&format!("{p}attn.c_attn.weight"), &[d, 3 * d])?, d, 3 * d);
+        let b = o.s.take(&format!("{p}attn.c_attn.bias"), &[3 * d])?;
+        for (k, name) in ["q", "k", "v"].iter().enumerate() {
+            o.put(format!("{q}attn.w{name}"), &[d, d], w[k * d * d..(k + 1) * d * d].to_vec());
+            o.put(format!("{q}attn.b{name}"), &[d], b[k * d..(k + 1) * d].to_vec());
+        }
+        for (hf, ours, shape) in [
+            ("attn.c_proj", "attn.wo", [d, d]),
+            ("mlp.c_fc", "ffn.w_up", [dims.hidden, d]),
+            ("mlp.c_proj", "ffn.w_down", [d, dims.hidden]),
+        ] {
+            let w = o.s.take(&format!("{p}{hf}.weight"), &[shape[1], shape[0]])?;
+            o.put(format!("{q}{ours}"), &shape, transpose(&w, shape[1], shape[0]));
+            let bias = ours.replace(".w", ".b");
+            let b = o.s.take(&format!("{p}{hf}.bias"), &[shape[0]])?;
+            o.put(format!("{q}{bias}"), &[shape[0]], b);
+        }
+    }
+    Ok(cfg)
+}
+
+/// The converted tensors, filled from the store.
+struct Out<'a> {
+    t: Tensors,
+    s: &'a mut TensorStore,
+}
+
+impl Out<'_> {
+    fn put(&mut self, name: String, shape: &[usize], data: Vec<f32>) {
+        self.t.insert(name, Tensor { shape: shape.to_vec(), data });
+    }
+
+    /// Token embedding, final norm, and the output head unless tied (a tied checkpoint that also
+    /// stores the head copy has it dropped).
+    fn embeddings(&mut self, emb: &str, final_norm: &str, head: &str, cfg: &ModelConfig) -> Result<()> {
+        let shape = [cfg.vocab_size, cfg.d_model];
+        let e = self.s.take(emb, &shape)?;
+        self.put("tok_emb.weight".into(), &shape, e);
+        self.norm(final_norm, "final_norm", cfg)?;
+        match (cfg.tie_embeddings, self.s.has(head)) {
+            (false, _) => {
+                let h = self.s.take(head, &shape)?;
+                self.put("lm_head.weight".into(), &shape, h);
+            }
+            (true, true) => drop(self.s.take(head, &shape)?),
+            (true, false) => {}
+        }
+        Ok(())
+    }
+
+    /// A residual norm `{hf}.weight` (and `.bias` for LayerNorm) as `{ours}.*`.
+    fn norm(&mut self, hf: &str, ours: &str, cfg: &ModelConfig) -> Result<()> {
+        let d = cfg.d_model;
+        let w = self.s.take(&format!("{hf}.weight"), &[d])?;
+        self.put(format!("{ours}.weight"), &[d], w);
+        if cfg.norm.kind == NormKind::Layernorm {
+            let b = self.s.take(&format!("{hf}.bias"), &[d])?;
+            self.put(format!("{ours}.bias"), &[d], b);
+        }
+        Ok(())
+    }
+
+    /// `{hf}.weight` `[out, in]` (and `.bias` if `bias`) copied as they are.
+    fn linear(&mut self, hf: &str, w: &str, b: &str, shape: [usize; 2], bias: bool) -> Result<()> {
+        let data = self.s.take(&format!("{hf}.weight"), &shape)?;
+        self.put(w.to_string(), &shape, data);
+        if bias {
+            let data = self.s.take(&format!("{hf}.bias"), &[shape[0]])?;
+            self.put(b.to_string(), &[shape[0]], data);
+        }
+        Ok(())
+    }
+
+    /// NeoX/BLOOM fused QKV: rows grouped per head as `[H, 3, dh]` (q, k, v of head 0, then head
+    /// 1, …); split into `wq`, `wk`, `wv` (and biases), q and k permuted for RoPE.
+    fn fused_qkv(&mut self, hf: &str, q: &str, d: &Dims, rope: Option<&Rope>, bias: bool) -> Result<()> {
+        let (a, inp) = (d.heads * d.dh, d.d);
+        let w = self.s.take(&format!("{hf}.weight"), &[3 * a, inp])?;
+        let b = if bias { Some(self.s.take(&format!("{hf}.bias"), &[3 * a])?) } else { None };
+        for (k, name) in ["q", "k", "v"].iter().enumerate() {
+            // Rows k·dh..(k+1)·dh of each head's block of 3·dh rows, each `row` values wide.
+            let part = |data: &[f32], row: usize| -> Vec<f32> {
+                let rows = data.chunks_exact(3 * d.dh * row).flat_map(|h| h[k * d.dh * row..(k + 1) * d.dh * row].to_vec());
+                match rope {
+                    Some(r) if k < 2 => rotate_half_to_pairs(rows.collect(), d.heads, d.dh, r, row),
+                    _ => rows.collect(),
+                }
+            };
+            self.put(format!("{q}attn.w{name}"), &[a, inp], part(&w, inp));
+            if let Some(b) = &b {
+                self.put(format!("{q}attn.b{name}"), &[a], part(b, 1));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `[rows, cols]` → `[cols, rows]`.
+fn transpose(w: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..cols).flat_map(|c| (0..rows).map(move |r| w[r * cols + c])).collect()
+}
+
+/// Hugging Face rotates channel j with channel j + r/2 of a head (`rotate_half`, over the first r =
+/// rotary_dim channels); `rotary.rs` rotates adjacent pairs (2j, 2j + 1) with the same frequency.
+/// Reordering the rows of q and k (each `row` values wide) so that row 2j is the old row j and row
+/// 2j + 1 the old row j + r/2 makes the two identical; q·k is unchanged because both are reordered.
+fn rotate_half_to_pairs(w: Vec<f32>, heads: usize, dh: usize, rope: &Rope, row: usize) -> Vec<f32> {
+    let r = rope.rotary_dim.unwrap_or(dh);
+    let mut out = w.clone();
+    for h in 0..heads {
+        for j in 0..r / 2 {
+            for (new, old) in [(2 * j, j), (2 * j + 1, j + r / 2)] {
+                let (dst, src) = ((h * dh + new) * row, (h * dh + old) * row);
+                out[dst..dst + row].copy_from_slice(&w[src..src + row]);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,340 @@
+//! Import of Hugging Face checkpoints: `config.json` with `architectures`, `model.safetensors` or a
+//! sharded `model.safetensors.index.json`, F32/F16/BF16 (docs/model-format.md §7).
+//!
+//! [`import`] maps one of the supported architectures ([`SUPPORTED`]) onto an attnlab config and
+//! weight set, exactly: fused QKV layouts are split, GPT-2's `Conv1D` weights transposed, and the
+//! rows of q and k permuted from Hugging Face's rotate-half RoPE layout to the adjacent pairs of
+//! `rotary.rs`. Every option that would change the math and is not implemented is refused by name
+//! ([`Error::Unsupported`]); every tensor is accounted for (missing, unexpected and misshapen tensors
+//! are errors naming the shard file and the tensor). The result is then validated like any model.
+
+mod arch;
+
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::variants::rope::{Rope, RopeScaling};
+use crate::weights::{decode, storage_dtype, StorageDtype, Tensor, Weights};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The `architectures` the importer maps, by their Hugging Face class names.
+pub const SUPPORTED: &[&str] = &["LlamaForCausalLM", "GPTNeoXForCausalLM", "BloomForCausalLM", "GPT2LMHeadModel"];
+
+/// The index file of a sharded checkpoint.
+pub const INDEX_FILE: &str = "model.safetensors.index.json";
+/// The single-file checkpoint.
+pub const SINGLE_FILE: &str = "model.safetensors";
+
+/// Choices the checkpoint does not make.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImportOptions {
+    /// Longest context to accept where the architecture has no position limit (ALiBi); otherwise
+    /// capped at the checkpoint's own `max_position_embeddings` / `n_positions`. Default 8192.
+    pub max_context: Option<usize>,
+}
+
+/// A converted checkpoint.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub config: ModelConfig,
+    pub weights: Weights,
+    /// The widest dtype the checkpoint stores (write the model back in it to keep F16/BF16).
+    pub dtype: StorageDtype,
+    /// The Hugging Face class that was mapped.
+    pub architecture: String,
+}
+
+/// Whether `config.json` text is a Hugging Face config rather than an attnlab one (it has
+/// `architectures` or `model_type` and no `format_version`).
+pub fn is_hf_config(config_json: &str) -> bool {
+    serde_json::from_str::<Value>(config_json).is_ok_and(|v| {
+        v.get("format_version").is_none() && (v.get("architectures").is_some() || v.get("model_type").is_some())
+    })
+}
+
+/// The safetensors files holding the weights: the shards named by the index (in order, once each),
+/// or [`SINGLE_FILE`] when there is no index.
+pub fn shard_files(index_json: Option<&str>) -> Result<Vec<String>> {
+    let Some(text) = index_json else { return Ok(vec![SINGLE_FILE.to_string()]) };
+    let map = weight_map(text)?;
+    let mut files: Vec<String> = Vec::new();
+    for f in map.values() {
+        if !files.contains(f) {
+            files.push(f.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// `weight_map` of an index: tensor name → shard file name (a plain file name, no path).
+fn weight_map(text: &str) -> Result<BTreeMap<String, String>> {
+    let bad = |r: String| Error::import(INDEX_FILE, r);
+    let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+    let map = v.get("weight_map").and_then(Value::as_object).ok_or_else(|| bad("no `weight_map` object".into()))?;
+    let mut out = BTreeMap::new();
+    for (tensor, file) in map {
+        let file = file.as_str().ok_or_else(|| bad(format!("weight_map[`{tensor}`] is not a string")))?;
+        if file.is_empty() || file.contains(['/', '\\']) || file.starts_with('.') || !file.ends_with(".safetensors") {
+            return Err(bad(format!("weight_map[`{tensor}`] = `{file}` is not a .safetensors file name")));
+        }
+        out.insert(tensor.clone(), file.to_string());
+    }
+    if out.is_empty() {
+        return Err(bad("`weight_map` is empty".into()));
+    }
+    Ok(out)
+}
+
+/// Convert a checkpoint: its `config.json`, its index (if sharded) and every shard as `(file name,
+/// bytes)`, in any order.
+pub fn import(
+    config_json: &str,
+    index_json: Option<&str>,
+    shards: &[(String, Vec<u8>)],
+    opts: ImportOptions,
+) -> Result<Imported> {
+    let cfg = HfConfig::parse(config_json)?;
+    let mut store = TensorStore::read(shards)?;
+    if let Some(index) = index_json {
+        store.check_index(&weight_map(index)?)?;
+    }
+    let architecture = cfg.architecture()?;
+    let (config, tensors) = arch::convert(&architecture, &cfg, &mut store, opts)?;
+    store.check_all_used()?;
+    let weights = Weights { tensors };
+    let config = crate::Model::new(config, weights.clone())?.config().clone();
+    Ok(Imported { config, weights, dtype: store.widest, architecture })
+}
+
+/// Typed access to a Hugging Face `config.json`; errors name the field.
+pub(crate) struct HfConfig {
+    v: Value,
+}
+
+impl HfConfig {
+    fn parse(text: &str) -> Result<HfConfig> {
+        let v: Value = serde_json::from_str(text).map_err(|e| Error::import("config.json", format!("not valid JSON: {e}")))?;
+        if !v.is_object() {
+            return Err(Error::import("config.json", "not a JSON object"));
+        }
+        Ok(HfConfig { v })
+    }
+
+    fn err(key: &str, reason: impl std::fmt::Display) -> Error {
+        Error::import("config.json", format!("field `{key}`: {reason}"))
+    }
+
+    /// The mapped class: `architectures[0]`, refused by name unless it is in [`SUPPORTED`].
+    fn architecture(&self) -> Result<String> {
+        let arch = match self.v.get("architectures").and_then(Value::as_array).and_then(|a| a.first()) {
+            Some(Value::String(s)) => s.clone(),
+            _ => return Err(Self::err("architectures", "missing; it names the model class, e.g. LlamaForCausalLM")),
+        };
+        match SUPPORTED.contains(&arch.as_str()) {
+            true => Ok(arch),
+            false => Err(Error::Unsupported(format!("{arch} is not supported (supported: {})", SUPPORTED.join(", ")))),
+        }
+    }
+
+    /// The first of `keys` present (aliases across versions), as a positive integer.
+    pub(crate) fn usize(&self, keys: &[&str]) -> Result<usize> {
+        self.opt_usize(keys)?.ok_or_else(|| Self::err(keys[0], "missing"))
+    }
+
+    pub(crate) fn opt_usize(&self, keys: &[&str]) -> Result<Option<usize>> {
+        match keys.iter().find_map(|k| self.v.get(*k).filter(|v| !v.is_null()).map(|v| (*k, v))) {
+            None => Ok(None),
+            Some((k, v)) => match v.as_u64() {
+                Some(n) if n > 0 => usize::try_from(n).map(Some).map_err(|_| Self::err(k, "too large")),
+                _ => Err(Self::err(k, format!("{v} is not a positive integer"))),
+            },
+        }
+    }
+
+    pub(crate) fn f64_or(&self, keys: &[&str], default: f64) -> Result<f64> {
+        match keys.iter().find_map(|k| self.v.get(*k).filter(|v| !v.is_null()).map(|v| (*k, v))) {
+            None => Ok(default),
+            Some((k, v)) => v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| Self::err(k, format!("{v} is not a number"))),
+        }
+    }
+
+    pub(crate) fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
+        match self.v.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v.as_bool().ok_or_else(|| Self::err(key, format!("{v} is not true or false"))),
+        }
+    }
+
+    pub(crate) fn str_or(&self, key: &str, default: &str) -> Result<String> {
+        match self.v.get(key) {
+            None | Some(Value::Null) => Ok(default.to_string()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(v) => Err(Self::err(key, format!("{v} is not a string"))),
+        }
+    }
+
+    /// Refuse a boolean option whose non-default value changes the math and is not implemented.
+    pub(crate) fn refuse_if(&self, key: &str, refused: bool, arch: &str) -> Result<()> {
+        match self.bool_or(key, !refused)? == refused {
+            true => Err(Error::Unsupported(format!("{key} = {refused} is not supported for {arch}"))),
+            false => Ok(()),
+        }
+    }
+
+    /// RoPE settings of a head of width `head_dim`, from transformers 5's `rope_parameters` or the
+    /// older `rope_theta` / `rotary_emb_base`, `rope_scaling`, `rotary_pct` / `partial_rotary_factor`.
+    pub(crate) fn rope(&self, head_dim: usize) -> Result<Rope> {
+        let params = self.v.get("rope_parameters").filter(|p| p.is_object());
+        let sub = |p: Option<&Value>| p.map(|p| HfConfig { v: p.clone() });
+        let (rp, scaling) = (sub(params), sub(self.v.get("rope_scaling").filter(|p| p.is_object())));
+        let from = |keys: &[&str], default: f64| -> Result<f64> {
+            match &rp {
+                Some(p) if keys.iter().any(|k| p.v.get(*k).is_some()) => p.f64_or(keys, default),
+                _ => self.f64_or(keys, default),
+            }
+        };
+        let base = from(&["rope_theta", "rotary_emb_base"], 10000.0)?;
+        let fraction = from(&["partial_rotary_factor", "rotary_pct"], 1.0)?;
+        let rotary_dim = (head_dim as f64 * fraction) as usize;
+        if !(fraction > 0.0 && fraction <= 1.0) || rotary_dim == 0 || rotary_dim % 2 != 0 {
+            return Err(Self::err("rotary_pct", format!("{fraction} of head_dim {head_dim} is not an even number of channels")));
+        }
+        let scaling = match rp.as_ref().or(scaling.as_ref()) {
+            Some(s) => s.rope_scaling()?,
+            None => None,
+        };
+        Ok(Rope { base, rotary_dim: (rotary_dim < head_dim).then_some(rotary_dim), scaling })
+    }
+
+    fn rope_scaling(&self) -> Result<Option<RopeScaling>> {
+        let kind = match self.v.get("rope_type").or_else(|| self.v.get("type")) {
+            Some(Value::String(s)) => s.clone(),
+            None | Some(Value::Null) => "default".into(),
+            Some(v) => return Err(Self::err("rope_scaling.rope_type", format!("{v} is not a string"))),
+        };
+        let factor = || self.f64_or(&["factor"], f64::NAN).and_then(|f| positive("rope_scaling.factor", f));
+        match kind.as_str() {
+            "default" => Ok(None),
+            "linear" => Ok(Some(RopeScaling::Linear { factor: factor()? })),
+            "llama3" => Ok(Some(RopeScaling::Llama3 {
+                factor: factor()?,
+                low_freq_factor: self.f64_or(&["low_freq_factor"], 1.0)?,
+                high_freq_factor: self.f64_or(&["high_freq_factor"], 4.0)?,
+                original_max_position: self.usize(&["original_max_position_embeddings"])?,
+            })),
+            other => Err(Error::Unsupported(format!(
+                "rope_scaling type {other} is not supported (supported: default, linear, llama3)"
+            ))),
+        }
+    }
+}
+
+fn positive(key: &str, v: f64) -> Result<f64> {
+    match v.is_finite() && v > 0.0 {
+        true => Ok(v),
+        false => Err(HfConfig::err(key, "missing or not a positive number")),
+    }
+}
+
+/// Every tensor of every shard, widened to f32, with the file it came from.
+pub(crate) struct TensorStore {
+    tensors: BTreeMap<String, (String, Tensor)>,
+    widest: StorageDtype,
+}
+
+/// Buffers some checkpoints carry that are not parameters (recomputed by every runtime).
+const IGNORED_BUFFERS: &[&str] = &[".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias"];
+
+impl TensorStore {
+    fn read(shards: &[(String, Vec<u8>)]) -> Result<TensorStore> {
+        let mut store = TensorStore { tensors: BTreeMap::new(), widest: StorageDtype::Bf16 };
+        let mut seen = Vec::new();
+        for (file, bytes) in shards {
+            let st = safetensors::SafeTensors::deserialize(bytes)
+                .map_err(|e| Error::import(file, format!("not a readable safetensors file (truncated?): {e}")))?;
+            for (name, view) in st.tensors() {
+                if IGNORED_BUFFERS.iter().any(|b| name.ends_with(b)) {
+                    continue;
+                }
+                let dtype = storage_dtype(view.dtype()).ok_or_else(|| {
+                    Error::import(file, format!("tensor `{name}` has dtype {:?}, expected F32, F16 or BF16", view.dtype()))
+                })?;
+                seen.push(dtype);
+                let (_, data) = decode(view.dtype(), view.data()).unwrap_or_default();
+                if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+                    return Err(Error::import(file, format!("tensor `{name}` has a non-finite value at flat index {i}")));
+                }
+                let t = Tensor { shape: view.shape().to_vec(), data };
+                if store.tensors.insert(name.clone(), (file.clone(), t)).is_some() {
+                    return Err(Error::import(file, format!("tensor `{name}` appears in more than one shard")));
+                }
+            }
+        }
+        store.widest = match () {
+            _ if seen.contains(&StorageDtype::F32) => StorageDtype::F32,
+            _ if seen.contains(&StorageDtype::F16) && seen.contains(&StorageDtype::Bf16) => StorageDtype::F32,
+            _ if seen.contains(&StorageDtype::F16) => StorageDtype::F16,
+            _ => StorageDtype::Bf16,
+        };
+        Ok(store)
+    }
+
+    /// Every tensor the index names is in the shard it names.
+    fn check_index(&self, map: &BTreeMap<String, String>) -> Result<()> {
+        for (name, file) in map {
+            match self.tensors.get(name) {
+                Some((f, _)) if f == file => {}
+                Some((f, _)) => return Err(Error::import(INDEX_FILE, format!("tensor `{name}` is in {f}, the index says {file}"))),
+                None if IGNORED_BUFFERS.iter().any(|b| name.ends_with(b)) => {}
+                None => return Err(Error::import(file, format!("tensor `{name}` named by the index is missing"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Take tensor `name`, checking its shape.
+    pub(crate) fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        let (file, t) = self.tensors.remove(name).ok_or_else(|| Error::import("checkpoint", format!("missing tensor `{name}`")))?;
+        if t.shape != shape {
+            return Err(Error::import(
+                file,
+                format!("tensor `{name}` has shape {:?}, config.json implies {shape:?}", t.shape),
+            ));
+        }
+        Ok(t.data)
+    }
+
+    /// Whether tensor `name` exists (optional heads and biases).
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    fn check_all_used(&self) -> Result<()> {
+        match self.tensors.iter().next() {
+            Some((name, (file, _))) => Err(Error::import(file, format!("unexpected tensor `{name}` (not used by this architecture and config)"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// [`import`] of a checkpoint folder on disk (native only): `config.json`, the index if present,
+/// and the shards it names (or `model.safetensors`).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn import_dir(dir: &std::path::Path, opts: ImportOptions) -> Result<Imported> {
+    let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| Error::io(dir.join(name), e));
+    let text = |name: &str| String::from_utf8(read(name)?).map_err(|_| Error::import(name, "not UTF-8 text"));
+    let config = text("config.json")?;
+    let index = match dir.join(INDEX_FILE).exists() {
+        true => Some(text(INDEX_FILE)?),
+        false => None,
+    };
+    let shards = shard_files(index.as_deref())?
+        .into_iter()
+        .map(|f| read(&f).map(|bytes| (f, bytes)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut imported = import(&config, index.as_deref(), &shards, opts)?;
+    if imported.config.name.is_empty() {
+        imported.config.name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    }
+    Ok(imported)
+}
