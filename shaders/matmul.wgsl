@@ -1,5 +1,6 @@
-// matmul / gemv family: y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i]
-// (w is a row-major [out, inp] torch-style Linear); Step comes from step.wgsl (prepended). 16×16 output tiles with shared-memory K tiles.
+// matmul / gemv family: y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i] (+ b[o])
+// (w is a row-major [out, inp] torch-style Linear, b its optional bias, added when `bias` is set);
+// Step comes from step.wgsl (prepended). 16×16 output tiles with shared-memory K tiles.
 // `last_only`: run only the last row of the step (logits of a prefill), written to output row 0.
 
 // `MatmulParams` is generated from its Rust twin (crates/gpu/src/params.rs).
@@ -8,6 +9,7 @@
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> w: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<storage, read> b: array<f32>;
 
 const TILE: u32 = 16u;
 var<workgroup> xs: array<array<f32, 16>, 16>;
@@ -45,6 +47,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         workgroupBarrier();
     }
     if (r < rows && o < p.outd) {
+        if (p.bias != 0u) {
+            acc = acc + b[o];
+        }
         let idx = r * p.y_stride + p.y_off + o;
         if (p.accumulate != 0u) {
             y[idx] = y[idx] + acc;

@@ -48,6 +48,8 @@ pub struct GpuModel {
     head: wgpu::Buffer,
     pe: wgpu::Buffer,
     final_norm: layers::Norm<wgpu::Buffer>,
+    /// Norm of the embeddings (`embedding_norm`).
+    emb_norm: Option<layers::Norm<wgpu::Buffer>>,
     layers: Vec<layers::Layer<wgpu::Buffer>>,
     dummy: wgpu::Buffer,
 }
@@ -79,6 +81,7 @@ impl GpuModel {
             head: up.head,
             pe: up.pe,
             final_norm: up.final_norm,
+            emb_norm: up.emb_norm,
             layers: up.layers,
             dummy: up.dummy,
         })

@@ -72,7 +72,7 @@ gpu_params! {
         pad1: u32,
     }
 
-    /// matmul.wgsl: `y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i]`.
+    /// matmul.wgsl: `y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i] (+ b[o])`.
     struct MatmulParams {
         outd: u32,
         inp: u32,
@@ -82,6 +82,11 @@ gpu_params! {
         y_off: u32,
         accumulate: u32,
         last_only: u32,
+        /// Add the bias `b[o]` (binding 5).
+        bias: u32,
+        pad0: u32,
+        pad1: u32,
+        pad2: u32,
     }
 
     /// norm.wgsl: a norm over groups of `gsz` values.
@@ -296,8 +301,10 @@ gpu_kinds! {
 
     /// elementwise.wgsl's epilogues.
     enum EwOp {
-        /// y = gelu(y).
+        /// y = gelu(y), tanh approximation.
         Gelu => EW_GELU,
+        /// y = gelu(y), erf form.
+        GeluExact => EW_GELU_EXACT,
         /// y = y · silu(a).
         SiluGate => EW_SILU_GATE,
     }

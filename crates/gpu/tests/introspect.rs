@@ -8,8 +8,8 @@ use attnlab_core::analysis::downsample_attention;
 use attnlab_core::attention::{AttnStage, LayerAttention, TraceRequest};
 use attnlab_core::config::ModelConfig;
 use attnlab_core::Model;
-use attnlab_gpu::{GpuModel, MAX_MAP_SIDE};
-use common::{configs_with, context, tokens};
+use attnlab_gpu::{GpuContext, GpuModel, MAX_MAP_SIDE};
+use common::{architecture_configs, configs_with, context, tokens, with_random_biases};
 
 mod common;
 
@@ -43,34 +43,52 @@ fn compare_maps(what: &str, cpu: &[LayerAttention], gpu: &[LayerAttention], tol:
 #[test]
 fn maps_and_gates_match_the_cpu_trace_for_every_variant() {
     let Some(ctx) = context() else { return };
-    let n = 37;
     for (name, cfg) in configs() {
         let model = Model::random(cfg.clone(), 5).expect("model");
-        let toks = tokens(n, cfg.vocab_size, 11);
-        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
-        for stage in [AttnStage::Logits, AttnStage::Biased, AttnStage::Probabilities] {
-            let req = TraceRequest { attention: true, stage, gates: true };
-            let cpu = model.trace(&toks, req).expect("cpu trace");
-            let gpu = pollster::block_on(gm.trace(&toks, req, MAX_MAP_SIDE)).expect("gpu trace");
-            assert_eq!((gpu.tokens, gpu.stride), (n, 1));
-            compare_maps(&format!("{name} {stage:?}"), &cpu.attention, &gpu.trace.attention, TOL);
-            let v = cfg.vocab_size;
-            let last = &cpu.logits[(n - 1) * v..n * v];
-            let e = max_abs_diff(last, &gpu.trace.logits);
-            assert!(e < 1e-3, "{name}: last-token logits differ by {e}");
-            assert_eq!(cpu.gates.len(), gpu.trace.gates.len(), "{name}: gated layers");
-            for (c, g) in cpu.gates.iter().zip(&gpu.trace.gates) {
-                assert_eq!(
-                    (c.layer, &c.variant, c.n, c.n_heads, c.dim),
-                    (g.layer, &g.variant, g.n, g.n_heads, g.dim)
-                );
-                let e = max_abs_diff(&c.f, &g.f);
-                assert!(e < 1e-4, "{name}: layer {} F differs by {e}", c.layer);
-                for (cq, gq) in [(&c.g, &g.g), (&c.r, &g.r)] {
-                    assert_eq!(cq.is_some(), gq.is_some());
-                    if let (Some(a), Some(b)) = (cq, gq) {
-                        assert!(max_abs_diff(a, b) < 1e-4, "{name}: ReGLA g/r differ");
-                    }
+        let stages = [AttnStage::Logits, AttnStage::Biased, AttnStage::Probabilities];
+        check_trace(&ctx, &name, &model, &stages);
+    }
+}
+
+/// The architecture options of imported checkpoints (biases randomized) in a trace: exact maps at
+/// every stage, gates and the last logits.
+#[test]
+fn maps_and_gates_match_the_cpu_trace_for_every_architecture_config() {
+    let Some(ctx) = context() else { return };
+    for (name, cfg) in architecture_configs() {
+        let (model, _) = with_random_biases(&Model::random(cfg.clone(), 5).expect("model"), 3);
+        let stages = [AttnStage::Logits, AttnStage::Biased, AttnStage::Probabilities];
+        check_trace(&ctx, &name, &model, &stages);
+    }
+}
+
+/// GPU trace ≡ CPU trace of 37 tokens at each of `stages`: maps, gates, last-token logits.
+fn check_trace(ctx: &GpuContext, name: &str, model: &Model, stages: &[AttnStage]) {
+    let (n, cfg) = (37, model.config());
+    let toks = tokens(n, cfg.vocab_size, 11);
+    let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), model)).expect("upload");
+    for &stage in stages {
+        let req = TraceRequest { attention: true, stage, gates: true };
+        let cpu = model.trace(&toks, req).expect("cpu trace");
+        let gpu = pollster::block_on(gm.trace(&toks, req, MAX_MAP_SIDE)).expect("gpu trace");
+        assert_eq!((gpu.tokens, gpu.stride), (n, 1));
+        compare_maps(&format!("{name} {stage:?}"), &cpu.attention, &gpu.trace.attention, TOL);
+        let v = cfg.vocab_size;
+        let last = &cpu.logits[(n - 1) * v..n * v];
+        let e = max_abs_diff(last, &gpu.trace.logits);
+        assert!(e < 1e-3, "{name}: last-token logits differ by {e}");
+        assert_eq!(cpu.gates.len(), gpu.trace.gates.len(), "{name}: gated layers");
+        for (c, g) in cpu.gates.iter().zip(&gpu.trace.gates) {
+            assert_eq!(
+                (c.layer, &c.variant, c.n, c.n_heads, c.dim),
+                (g.layer, &g.variant, g.n, g.n_heads, g.dim)
+            );
+            let e = max_abs_diff(&c.f, &g.f);
+            assert!(e < 1e-4, "{name}: layer {} F differs by {e}", c.layer);
+            for (cq, gq) in [(&c.g, &g.g), (&c.r, &g.r)] {
+                assert_eq!(cq.is_some(), gq.is_some());
+                if let (Some(a), Some(b)) = (cq, gq) {
+                    assert!(max_abs_diff(a, b) < 1e-4, "{name}: ReGLA g/r differ");
                 }
             }
         }

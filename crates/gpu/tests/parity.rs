@@ -1,12 +1,13 @@
 //! GPU ≡ CPU parity for every catalog variant (plus TransNormer T1, LRPE cores × P, the LRPE
-//! denominator and hybrids): prefill logits of every row and step-by-step decode logits must match the
-//! CPU reference within relative error 1e-3. Runs on any adapter (CI: Mesa lavapipe). Without an
-//! adapter the tests fail unless `ATTNLAB_SKIP_GPU=1`.
+//! denominator and hybrids) and the architecture configs of imported checkpoints: prefill logits of
+//! every row and step-by-step decode logits must match the CPU reference within relative error
+//! 1e-3. Runs on any adapter (CI: Mesa lavapipe). Without an adapter the tests fail unless
+//! `ATTNLAB_SKIP_GPU=1`.
 
-use attnlab_core::config::{AttentionSpec, ModelConfig, SizePreset};
+use attnlab_core::config::{AbsolutePosition, AttentionSpec, FfnConfig, FfnKind, ModelConfig, SizePreset};
 use attnlab_core::Model;
 use attnlab_gpu::{GpuContext, GpuError, GpuModel};
-use common::{configs_with, context, rel_err, tiny, tokens};
+use common::{architecture_configs, configs_with, context, rel_err, tiny, tokens, with_random_biases};
 
 mod common;
 
@@ -97,6 +98,81 @@ fn every_variant_matches_the_cpu_reference() {
     assert!(failures.is_empty(), "GPU/CPU parity failures:\n{}", failures.join("\n"));
 }
 
+/// The architecture options of imported checkpoints (GQA/MQA, partial and rescaled RoPE, projection
+/// and LayerNorm biases, parallel residual, embedding norm, learned positions, exact GELU) on the
+/// core's six architecture configs, every bias randomized (a random model's are zeros, which would
+/// hide a missing bias add): the parity of the catalog test (prefill in steps of 48, prefill then
+/// decode), and every row of a 200-row prefill in one step (chunked scan, tiled attention).
+#[test]
+fn architecture_options_match_the_cpu_reference() {
+    let Some(ctx) = context() else { return };
+    let (mut report, mut failures) = (Vec::new(), Vec::new());
+    for (name, cfg) in architecture_configs() {
+        let base = Model::random(cfg.clone(), 11).expect("random model");
+        let (model, biases) = with_random_biases(&base, 7);
+        let toks = tokens(40, cfg.vocab_size, 3);
+        let effect = rel_err(
+            &base.session().prefill(&toks).expect("cpu prefill"),
+            &model.session().prefill(&toks).expect("cpu prefill"),
+        );
+        assert!(biases == 0 || effect > 0.01, "{name}: the biases barely move the logits ({effect})");
+        let one_step = parity_one_step(&ctx, &name, &model, 200);
+        match parity_of(&ctx, &name, &model, 100, 20).and_then(|(p, d)| Ok((p.max(one_step?), d))) {
+            Ok((p, d)) => report.push(format!("{name:28} {biases:2} biases prefill {p:.2e} decode {d:.2e}")),
+            Err(e) => failures.push(e),
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(failures.is_empty(), "architecture options, GPU/CPU parity failures:\n{}", failures.join("\n"));
+}
+
+/// Exact GELU moves the logits of a random model by less than the parity tolerance from the tanh
+/// form: on the config that uses it (GPT-NeoX), the GPU must be at least 10× closer to the CPU's erf
+/// form than the tanh form is, on every row of a prefill.
+#[test]
+fn exact_gelu_is_not_the_tanh_approximation() {
+    let Some(ctx) = context() else { return };
+    let (name, cfg) = architecture_configs()
+        .into_iter()
+        .find(|(_, c)| c.ffn.kind == FfnKind::GeluExact)
+        .expect("an architecture config with exact GELU");
+    let (model, _) = with_random_biases(&Model::random(cfg.clone(), 11).expect("random model"), 7);
+    let tanh_cfg = ModelConfig { ffn: FfnConfig { kind: FfnKind::Gelu, ..cfg.ffn }, ..cfg.clone() };
+    let tanh = Model::new(tanh_cfg, model.weights().clone()).expect("tanh model");
+    let (v, n) = (cfg.vocab_size, 64);
+    let toks = tokens(n, v, 4);
+    let exact = model.session().prefill_all(&toks).expect("cpu prefill");
+    let approx = tanh.session().prefill_all(&toks).expect("cpu prefill");
+    let mut gm = pollster::block_on(GpuModel::new(ctx, &model)).expect("upload");
+    let mut s = pollster::block_on(gm.session()).expect("session");
+    let gpu = pollster::block_on(s.prefill_all(&toks)).expect("gpu prefill");
+    let worst = |other: &[f32]| {
+        (0..n).map(|r| rel_err(&exact[r * v..(r + 1) * v], &other[r * v..(r + 1) * v])).fold(0.0, f32::max)
+    };
+    let (gap, err) = (worst(&approx), worst(&gpu));
+    eprintln!("{name}: tanh vs erf GELU {gap:.2e}, GPU vs CPU {err:.2e}");
+    assert!(err * 10.0 < gap, "{name}: GPU error {err:.2e} is not well below the tanh/erf gap {gap:.2e}");
+}
+
+/// Worst error of every row of an `n`-row prefill in one step.
+fn parity_one_step(ctx: &GpuContext, name: &str, model: &Model, n: usize) -> Result<f32, String> {
+    let v = model.config().vocab_size;
+    let toks = tokens(n, v, 9);
+    let cpu = model.session().prefill_all(&toks).expect("cpu prefill");
+    let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), model)).expect("upload");
+    let mut s = pollster::block_on(gm.session_with_chunk(n)).expect("session");
+    let gpu = pollster::block_on(s.prefill_all(&toks)).expect("gpu prefill");
+    let mut worst = 0.0f32;
+    for r in 0..n {
+        let e = rel_err(&cpu[r * v..(r + 1) * v], &gpu[r * v..(r + 1) * v]);
+        if e.is_nan() || e > TOL {
+            return Err(format!("{name}: {n}-row prefill row {r} rel err {e}"));
+        }
+        worst = worst.max(e);
+    }
+    Ok(worst)
+}
+
 /// Every shipped checkpoint listed in www/models/index.json (issue 4: parity "on every shipped
 /// checkpoint present"): 48 prefilled rows and 8 decode steps each, F16 weights widened on load.
 #[test]
@@ -168,6 +244,27 @@ fn model_too_large_and_device_loss_are_typed_errors() {
         cpu.step(t).expect("cpu continues after the GPU is lost");
     }
     assert_eq!(cpu.len(), 24);
+}
+
+/// The learned position table (`pos_emb.weight`, `[max_context, d]`) is checked against the
+/// adapter's binding limit too: just under its size, upload is refused naming it.
+#[test]
+fn learned_position_table_is_size_checked() {
+    let Some(ctx) = context() else { return };
+    let (_, cfg) = architecture_configs()
+        .into_iter()
+        .find(|(_, c)| c.absolute_position == AbsolutePosition::Learned)
+        .expect("an architecture config with learned positions");
+    let model = Model::random(cfg.clone(), 1).expect("model");
+    let table = 4 * (cfg.max_context * cfg.d_model) as u64;
+    match pollster::block_on(GpuModel::new(ctx.with_binding_limit(table - 4), &model)) {
+        Err(GpuError::ModelTooLarge { what, bytes, .. }) => {
+            assert!(what.contains("position") && bytes == table, "{what} {bytes}");
+        }
+        Err(e) => panic!("expected ModelTooLarge, got {e}"),
+        Ok(_) => panic!("expected ModelTooLarge, got a model"),
+    }
+    assert!(pollster::block_on(GpuModel::new(ctx.with_binding_limit(table), &model)).is_ok());
 }
 
 /// Issue 4 "all state on the GPU": a decode step is one queue submission and reads back only the

@@ -12,16 +12,22 @@ pub(super) struct Norm<B> {
     pub b: Option<B>,
 }
 
+/// A linear projection: weight `[out, in]` and optional bias `[out]` (added by the matmul kernel).
+pub(super) struct Proj<B> {
+    pub w: B,
+    pub b: Option<B>,
+}
+
 /// One transformer block.
 pub(super) struct Layer<B> {
     pub attn_norm: Norm<B>,
     pub ffn_norm: Norm<B>,
-    /// `wq | wk | wv` fused into one `[3a, d]` matrix.
-    pub wqkv: B,
-    pub wo: B,
-    pub ffn_gate: Option<B>,
-    pub ffn_up: B,
-    pub ffn_down: B,
+    /// `wq | wk | wv` fused into one `[3a, d]` matrix (biases `bq | bk | bv`).
+    pub wqkv: Proj<B>,
+    pub wo: Proj<B>,
+    pub ffn_gate: Option<Proj<B>>,
+    pub ffn_up: Proj<B>,
+    pub ffn_down: Proj<B>,
     pub kind: Kind<B>,
 }
 
@@ -97,17 +103,32 @@ impl<B> Norm<B> {
     }
 }
 
+impl<B> Proj<B> {
+    pub fn map<C>(&self, label: &'static str, f: &mut impl FnMut(&'static str, &B) -> C) -> Proj<C> {
+        Proj { w: f(label, &self.w), b: self.b.as_ref().map(|b| f(label, b)) }
+    }
+}
+
 impl<B> Layer<B> {
+    /// The block's projections by name (`w_gate` only with SwiGLU).
+    pub fn projections(&self) -> impl Iterator<Item = (&'static str, &Proj<B>)> {
+        let gate = self.ffn_gate.as_ref().map(|g| ("ffn.w_gate", g));
+        [("attn.wqkv", &self.wqkv), ("attn.wo", &self.wo), ("ffn.w_up", &self.ffn_up)]
+            .into_iter()
+            .chain(gate)
+            .chain([("ffn.w_down", &self.ffn_down)])
+    }
+
     /// The same layer with every array passed through `f(label, array)`.
     pub fn map<C>(&self, f: &mut impl FnMut(&'static str, &B) -> C) -> Layer<C> {
         Layer {
             attn_norm: self.attn_norm.map("attn_norm", f),
             ffn_norm: self.ffn_norm.map("ffn_norm", f),
-            wqkv: f("wqkv", &self.wqkv),
-            wo: f("wo", &self.wo),
-            ffn_gate: self.ffn_gate.as_ref().map(|g| f("w_gate", g)),
-            ffn_up: f("w_up", &self.ffn_up),
-            ffn_down: f("w_down", &self.ffn_down),
+            wqkv: self.wqkv.map("wqkv", f),
+            wo: self.wo.map("wo", f),
+            ffn_gate: self.ffn_gate.as_ref().map(|g| g.map("w_gate", f)),
+            ffn_up: self.ffn_up.map("w_up", f),
+            ffn_down: self.ffn_down.map("w_down", f),
             kind: match &self.kind {
                 Kind::Softmax(s) => Kind::Softmax(SoftmaxLayer {
                     bias: s.bias,

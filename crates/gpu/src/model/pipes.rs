@@ -39,7 +39,7 @@ const fn spec(
 }
 
 pub(super) const MATMUL: PipeSpec =
-    spec(&shaders::MATMUL, "main", &[], &[(0, U), (1, U), (2, R), (3, R), (4, W)]);
+    spec(&shaders::MATMUL, "main", &[], &[(0, U), (1, U), (2, R), (3, R), (4, W), (5, R)]);
 pub(super) const ELEMENTWISE: PipeSpec =
     spec(&shaders::ELEMENTWISE, "main", &[], &[(0, U), (1, U), (2, R), (3, W)]);
 pub(super) const NORM: PipeSpec =

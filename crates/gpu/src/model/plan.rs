@@ -2,7 +2,7 @@
 //! `projections()`) and turns it into GPU parameter blocks and host arrays: the GPU dispatches on
 //! the lowering (feature map, position transform, gate, post step), never on the variant.
 
-use super::layers::{Gate, Kind, LinearLayer, Post, SoftmaxLayer};
+use super::layers::{Gate, Kind, LinearLayer, Post, Proj, SoftmaxLayer};
 use super::usize_u32;
 use crate::error::{GpuError, Result};
 use crate::params::{AttnParams, BiasKind, FeatKind, FeatParams, LrpeCoreKind, LrpePKind};
@@ -10,6 +10,7 @@ use attnlab_core::lowering::{
     self as lw, Bias, FeatureMap, LinearLowering, Lowering, Rotation, SoftmaxLowering, Window,
 };
 use attnlab_core::lrpe::Lrpe;
+use attnlab_core::ops::Linear;
 use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
 use attnlab_core::{Error as CoreError, Model};
 
@@ -24,9 +25,9 @@ struct Shape {
 
 /// A layer's attention as the GPU runs it.
 pub(super) struct Attention {
-    /// `wq | wk | wv` fused, `[3a, d]`.
-    pub wqkv: Vec<f32>,
-    pub wo: Vec<f32>,
+    /// `wq | wk | wv` fused, `[3a, d]`, with `bq | bk | bv` if any of them has a bias.
+    pub wqkv: Proj<Vec<f32>>,
+    pub wo: Proj<Vec<f32>>,
     pub kind: Kind<Vec<f32>>,
 }
 
@@ -38,15 +39,35 @@ pub(super) fn attention(model: &Model, i: usize) -> Result<Attention> {
         .attention(i)
         .ok_or_else(|| CoreError::arg("layer", format!("layer {i} is missing from the model")))?;
     let [wq, wk, wv, wo] = attn.projections();
-    let mut wqkv = Vec::with_capacity(3 * shape.h * shape.dh * cfg.d_model);
-    wqkv.extend_from_slice(&wq.w);
-    wqkv.extend_from_slice(&wk.w);
-    wqkv.extend_from_slice(&wv.w);
     let kind = match attn.lowering() {
         Lowering::Softmax(sl) => Kind::Softmax(softmax(shape, sl)?),
         Lowering::Linear(l) => Kind::Linear(linear(shape, l)?),
     };
-    Ok(Attention { wqkv, wo: wo.w.clone(), kind })
+    Ok(Attention { wqkv: fused([wq, wk, wv]), wo: proj(wo), kind })
+}
+
+/// A projection as uploaded (weight and bias as they are).
+fn proj(l: &Linear) -> Proj<Vec<f32>> {
+    Proj { w: l.w.clone(), b: l.b.clone() }
+}
+
+/// Projections stacked along their outputs into one matmul; a missing bias is zeros when another
+/// has one.
+fn fused(ls: [&Linear; 3]) -> Proj<Vec<f32>> {
+    let w = ls.iter().flat_map(|l| l.w.iter().copied()).collect();
+    let b = ls
+        .iter()
+        .any(|l| l.b.is_some())
+        .then(|| ls.iter().flat_map(|l| l.b.clone().unwrap_or_else(|| vec![0.0; l.out])).collect());
+    Proj { w, b }
+}
+
+/// The weight of a gate projection, whose kernels add no bias: one with a bias is refused.
+fn unbiased(l: &Linear, what: &str) -> Result<Vec<f32>> {
+    match l.b {
+        None => Ok(l.w.clone()),
+        Some(_) => Err(GpuError::Unsupported(format!("a bias on the {what} projection"))),
+    }
 }
 
 fn softmax(s: Shape, sl: &SoftmaxLowering) -> Result<SoftmaxLayer<Vec<f32>>> {
@@ -119,14 +140,16 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
             p.normalizer = *normalizer as f32;
             p.gpre_stride = usize_u32("attn_dim", a)?;
             aux.extend_from_slice(bias);
-            (FeatKind::Gla, Gate::Gla { down: down.w.clone(), up: up.w.clone(), rank: down.out })
+            let (down_w, up_w) = (unbiased(down, "GLA gate")?, unbiased(up, "GLA gate")?);
+            (FeatKind::Gla, Gate::Gla { down: down_w, up: up_w, rank: down.out })
         }
         (None, lw::Gate::Refined { wg, bg, wr, br }, FeatureMap::ExpMax) => {
             p.scale = l.q.scale;
             p.gpre_stride = usize_u32("attn_dim", 2 * a)?;
             aux.extend_from_slice(bg);
             aux.extend_from_slice(br);
-            (FeatKind::Regla, Gate::Regla { wgr: [wg.w.as_slice(), wr.w.as_slice()].concat() })
+            let wgr = [unbiased(wg, "ReGLA gate")?, unbiased(wr, "ReGLA gate")?].concat();
+            (FeatKind::Regla, Gate::Regla { wgr })
         }
         (Some(Rotation::Rope { inv_freq }), lw::Gate::PerHead { log_gamma }, FeatureMap::Identity) => {
             p.scale = l.q.scale;
@@ -195,7 +218,7 @@ fn post(post: &lw::Post, a: usize) -> Result<Post<Vec<f32>>> {
             group: group(gain)?,
             eps: *eps,
             gain: gain.to_vec(),
-            out_gate: out_gate.w.clone(),
+            out_gate: unbiased(out_gate, "output gate")?,
         },
     })
 }

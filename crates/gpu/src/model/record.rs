@@ -3,7 +3,7 @@
 //! shape) that `GpuSession::encode` replays at every step.
 
 use super::introspect::Capture;
-use super::layers::{Gate, Kind, Layer, LinearLayer, Norm, Post, SoftmaxLayer};
+use super::layers::{Gate, Kind, Layer, LinearLayer, Norm, Post, Proj, SoftmaxLayer};
 use super::pipes::{BlockPipes, LinearPipes, PipeIds, SoftmaxPipes};
 use super::session::{Acts, BlockMem, LinearState, SessionMem};
 use super::{bind, uniform, GpuModel};
@@ -12,7 +12,7 @@ use crate::params::{
     BiasKind, EmbedParams, EwOp, EwParams, MatmulParams, NormOp, NormParams, RotaryParams, SampleParams,
     ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
 };
-use attnlab_core::config::AbsolutePosition;
+use attnlab_core::config::{AbsolutePosition, FfnKind};
 use attnlab_core::ops::SIMPLE_RMS_EPS;
 
 /// Loop iterations one tiled-attention invocation may spend (Mesa llvmpipe stops a loop nest after
@@ -77,7 +77,7 @@ pub(super) fn record(
 ) -> Result<Recorded> {
     let mut b = Builder { m, ids, step: &mem.step, ops: Vec::new() };
     let (acts, p) = (&mem.acts, &mem.plan);
-    b.embedding(&mem.tok, &acts.x);
+    b.embedding(&mem.tok, acts);
     for (i, ((l, pipes), state)) in m.layers.iter().zip(&ids.blocks).zip(&mem.blocks).enumerate() {
         b.block(l, pipes, state, mem, capture.as_deref_mut())
             .ok_or_else(|| GpuError::Unsupported(format!("layer {i}: no pipeline or state for its kind")))?;
@@ -119,16 +119,22 @@ impl<'a> Builder<'a> {
         self.ops.push(Op { pipe, bind: bind(self.m, pipe, &all), disp });
     }
 
-    fn embedding(&mut self, tok: &wgpu::Buffer, x: &wgpu::Buffer) {
-        let cfg = &self.m.cfg;
+    /// Token (+ absolute position) embeddings into `acts.x`; with an embedding norm, into `acts.h`
+    /// first, then normed into `acts.x`.
+    fn embedding(&mut self, tok: &wgpu::Buffer, acts: &Acts) {
+        let (m, d) = (self.m, self.m.cfg.d_model);
         let p = EmbedParams {
-            d: cfg.d_model as u32,
-            use_pe: u32::from(cfg.absolute_position == AbsolutePosition::Sinusoidal),
-            vocab: cfg.vocab_size as u32,
+            d: d as u32,
+            use_pe: u32::from(m.cfg.absolute_position != AbsolutePosition::None),
+            vocab: m.cfg.vocab_size as u32,
             ..EmbedParams::default()
         };
-        let p = uniform(&self.m.ctx.device, &p);
-        self.op(self.ids.embed, &[&p, tok, &self.m.emb, &self.m.pe, x], Disp::Threads(cfg.d_model as u32));
+        let p = uniform(&m.ctx.device, &p);
+        let out = if m.emb_norm.is_some() { &acts.h } else { &acts.x };
+        self.op(self.ids.embed, &[&p, tok, &m.emb, &m.pe, out], Disp::Threads(d as u32));
+        if let Some(n) = &m.emb_norm {
+            self.norm(n, &acts.h, &acts.x, d);
+        }
     }
 
     /// One transformer block; `None` if its pipelines or state are of another kind than the layer.
@@ -143,7 +149,7 @@ impl<'a> Builder<'a> {
         let (acts, p) = (&mem.acts, &mem.plan);
         let (d, a) = (p.d, p.a);
         self.norm(&l.attn_norm, &acts.x, &acts.h, d);
-        self.matmul(&acts.h, &l.wqkv, &acts.qkv, 3 * a, d, Out::Write);
+        self.project(&acts.h, &l.wqkv, &acts.qkv, [3 * a, d], Out::Write);
         let attn_out = match (&l.kind, pipes, state) {
             (Kind::Softmax(s), BlockPipes::Softmax(sp), BlockMem::Kv { k, v }) => {
                 self.softmax_attention(s, sp, [k, v], acts, capture)
@@ -153,8 +159,15 @@ impl<'a> Builder<'a> {
             }
             _ => return None,
         };
-        self.matmul(attn_out, &l.wo, &acts.x, d, a, Out::Accumulate);
-        self.ffn(l, acts, d, p.hid);
+        // Parallel residual (GPT-NeoX): the FFN's norm reads the block input, so the attention output
+        // (which the FFN ops do not touch) is added after the FFN's, as in the core.
+        if self.m.cfg.parallel_residual {
+            self.ffn(l, acts, d, p.hid);
+            self.project(attn_out, &l.wo, &acts.x, [d, a], Out::Accumulate);
+        } else {
+            self.project(attn_out, &l.wo, &acts.x, [d, a], Out::Accumulate);
+            self.ffn(l, acts, d, p.hid);
+        }
         Some(())
     }
 
@@ -295,18 +308,33 @@ impl<'a> Builder<'a> {
         &acts.an
     }
 
-    /// Pre-norm FFN (GELU, or SwiGLU with a gate) added to the residual.
+    /// Pre-norm FFN (GELU, tanh or erf form, or SwiGLU with a gate) added to the residual.
     fn ffn(&mut self, l: &Layer<wgpu::Buffer>, acts: &Acts, d: usize, hid: usize) {
         self.norm(&l.ffn_norm, &acts.x, &acts.h, d);
-        self.matmul(&acts.h, &l.ffn_up, &acts.ffu, hid, d, Out::Write);
+        self.project(&acts.h, &l.ffn_up, &acts.ffu, [hid, d], Out::Write);
         match &l.ffn_gate {
             Some(g) => {
-                self.matmul(&acts.h, g, &acts.ffg, hid, d, Out::Write);
+                self.project(&acts.h, g, &acts.ffg, [hid, d], Out::Write);
                 self.ew(EwOp::SiluGate, hid, &acts.ffg, &acts.ffu);
+            }
+            None if self.m.cfg.ffn.kind == FfnKind::GeluExact => {
+                self.ew(EwOp::GeluExact, hid, &acts.ffg, &acts.ffu)
             }
             None => self.ew(EwOp::Gelu, hid, &acts.ffg, &acts.ffu),
         }
-        self.matmul(&acts.ffu, &l.ffn_down, &acts.x, d, hid, Out::Accumulate);
+        self.project(&acts.ffu, &l.ffn_down, &acts.x, [d, hid], Out::Accumulate);
+    }
+
+    /// `y (+)= x Wᵀ (+ b)` for a projection `p` of shape `[outd, inp]`.
+    fn project(
+        &mut self,
+        x: &wgpu::Buffer,
+        p: &Proj<wgpu::Buffer>,
+        y: &wgpu::Buffer,
+        shape: [usize; 2],
+        out: Out,
+    ) {
+        self.linear(x, &p.w, p.b.as_ref(), y, shape, out);
     }
 
     /// `y (+)= x Wᵀ` with `W` `[outd, inp]`, rows of x `inp` wide and of y `outd` wide.
@@ -319,6 +347,19 @@ impl<'a> Builder<'a> {
         inp: usize,
         out: Out,
     ) {
+        self.linear(x, w, None, y, [outd, inp], out);
+    }
+
+    /// `y (+)= x Wᵀ (+ b)` with `W` `[outd, inp]` and `b` `[outd]`, added by the matmul kernel.
+    fn linear(
+        &mut self,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        b: Option<&wgpu::Buffer>,
+        y: &wgpu::Buffer,
+        [outd, inp]: [usize; 2],
+        out: Out,
+    ) {
         let p = MatmulParams {
             outd: outd as u32,
             inp: inp as u32,
@@ -328,10 +369,13 @@ impl<'a> Builder<'a> {
             y_off: 0,
             accumulate: u32::from(out == Out::Accumulate),
             last_only: u32::from(out == Out::LastRow),
+            bias: u32::from(b.is_some()),
+            ..MatmulParams::default()
         };
         let p = uniform(&self.m.ctx.device, &p);
         let last = out == Out::LastRow;
-        self.op(self.ids.matmul, &[&p, x, w, y], Disp::Mat { outd: outd as u32, last });
+        let b = b.unwrap_or(&self.m.dummy);
+        self.op(self.ids.matmul, &[&p, x, w, y, b], Disp::Mat { outd: outd as u32, last });
     }
 
     /// A residual norm over rows of `d`.

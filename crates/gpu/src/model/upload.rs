@@ -1,12 +1,12 @@
 //! Gathering a core [`Model`]'s weights and prepared data on the host, checking every buffer
 //! against the adapter's limits, then uploading.
 
-use super::layers::{Kind, Layer, Norm};
+use super::layers::{Kind, Layer, Norm, Proj};
 use super::{plan, storage};
 use crate::context::GpuContext;
 use crate::error::{GpuError, Result};
 use crate::params::{NormOp, MAX_DK};
-use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
+use attnlab_core::config::{AbsolutePosition, FfnKind, NormKind};
 use attnlab_core::{ops, Model};
 
 /// A model's arrays on the host, before upload.
@@ -15,7 +15,9 @@ pub(super) struct HostModel {
     /// `None`: tied to the embedding.
     head: Option<Vec<f32>>,
     final_norm: Norm<Vec<f32>>,
-    /// Sinusoidal table `[max_context, d]` (empty without absolute positions).
+    /// Norm of the embeddings (`embedding_norm`).
+    emb_norm: Option<Norm<Vec<f32>>>,
+    /// Absolute position table `[max_context, d]`, sinusoidal or learned (empty without).
     pe: Vec<f32>,
     layers: Vec<Layer<Vec<f32>>>,
 }
@@ -26,6 +28,7 @@ pub(super) struct Uploaded {
     pub head: wgpu::Buffer,
     pub pe: wgpu::Buffer,
     pub final_norm: Norm<wgpu::Buffer>,
+    pub emb_norm: Option<Norm<wgpu::Buffer>>,
     pub layers: Vec<Layer<wgpu::Buffer>>,
     /// Bound where a kernel's optional input is absent.
     pub dummy: wgpu::Buffer,
@@ -46,30 +49,39 @@ fn norm(model: &Model, name: &str) -> Result<Norm<Vec<f32>>> {
 fn layer(model: &Model, i: usize) -> Result<Layer<Vec<f32>>> {
     let cfg = model.config();
     let plan::Attention { wqkv, wo, kind } = plan::attention(model, i)?;
-    let ffn =
-        |n: &str| -> Result<Vec<f32>> { Ok(model.weights().get(&format!("layers.{i}.ffn.{n}"))?.to_vec()) };
+    // FFN projection `w_{n}` and, with `biases.ffn`, its bias `b_{n}`.
+    let ffn = |n: &str| -> Result<Proj<Vec<f32>>> {
+        let get = |p: &str| model.weights().get(&format!("layers.{i}.ffn.{p}_{n}")).map(<[f32]>::to_vec);
+        Ok(Proj { w: get("w")?, b: if cfg.biases.ffn { Some(get("b")?) } else { None } })
+    };
     Ok(Layer {
         attn_norm: norm(model, &format!("layers.{i}.attn_norm"))?,
         ffn_norm: norm(model, &format!("layers.{i}.ffn_norm"))?,
         wqkv,
         wo,
-        ffn_gate: if cfg.ffn.kind == FfnKind::Swiglu { Some(ffn("w_gate")?) } else { None },
-        ffn_up: ffn("w_up")?,
-        ffn_down: ffn("w_down")?,
+        ffn_gate: if cfg.ffn.kind == FfnKind::Swiglu { Some(ffn("gate")?) } else { None },
+        ffn_up: ffn("up")?,
+        ffn_down: ffn("down")?,
         kind,
     })
 }
 
-fn sinusoidal(cfg: &ModelConfig) -> Vec<f32> {
-    if cfg.absolute_position != AbsolutePosition::Sinusoidal {
-        return Vec::new();
-    }
+/// The absolute position table added to the embeddings: sinusoidal (built in f64 like the core's),
+/// learned (`pos_emb.weight`), or empty.
+fn position_table(model: &Model) -> Result<Vec<f32>> {
+    let cfg = model.config();
     let d = cfg.d_model;
-    let mut t = vec![0.0f32; cfg.max_context * d];
-    for (s, row) in t.chunks_exact_mut(d).enumerate() {
-        ops::sinusoidal_embedding(s, d, row);
-    }
-    t
+    Ok(match cfg.absolute_position {
+        AbsolutePosition::None => Vec::new(),
+        AbsolutePosition::Learned => model.weights().get("pos_emb.weight")?.to_vec(),
+        AbsolutePosition::Sinusoidal => {
+            let mut t = vec![0.0f32; cfg.max_context * d];
+            for (s, row) in t.chunks_exact_mut(d).enumerate() {
+                ops::sinusoidal_embedding(s, d, row);
+            }
+            t
+        }
+    })
 }
 
 impl HostModel {
@@ -77,20 +89,13 @@ impl HostModel {
     pub fn gather(model: &Model) -> Result<HostModel> {
         let cfg = model.config();
         let w = model.weights();
-        // Grouped-query attention and partial/rescaled RoPE arrive lowered (repeated kv rows, a
-        // frequency vector); the other version-2 options need kernels this backend does not have.
-        let unsupported = ["biases", "parallel_residual", "embedding_norm", "absolute_position", "ffn.kind"];
-        if let Some(f) = cfg.v2_fields().into_iter().find(|f| unsupported.contains(f)) {
-            return Err(GpuError::Unsupported(format!(
-                "config option `{f}` is not implemented on the GPU backend"
-            )));
-        }
         let emb = w.get("tok_emb.weight")?.to_vec();
         let head = if cfg.tie_embeddings { None } else { Some(w.get("lm_head.weight")?.to_vec()) };
         let final_norm = norm(model, "final_norm")?;
-        let pe = sinusoidal(cfg);
+        let emb_norm = if cfg.embedding_norm { Some(norm(model, "emb_norm")?) } else { None };
+        let pe = position_table(model)?;
         let layers = (0..cfg.n_layers).map(|i| layer(model, i)).collect::<Result<_>>()?;
-        Ok(HostModel { emb, head, final_norm, pe, layers })
+        Ok(HostModel { emb, head, final_norm, emb_norm, pe, layers })
     }
 
     /// Fail with [`GpuError::ModelTooLarge`] (or `Unsupported` for a feature width over the
@@ -101,11 +106,12 @@ impl HostModel {
         if let Some(hd) = &self.head {
             check("lm_head.weight".into(), hd.len())?;
         }
-        check("sinusoidal table".into(), self.pe.len())?;
+        check("absolute position table".into(), self.pe.len())?;
         for (i, l) in self.layers.iter().enumerate() {
-            check(format!("layers.{i}.attn.wqkv"), l.wqkv.len())?;
-            check(format!("layers.{i}.ffn.w_up"), l.ffn_up.len())?;
-            check(format!("layers.{i}.ffn.w_down"), l.ffn_down.len())?;
+            for (name, p) in l.projections() {
+                check(format!("layers.{i}.{name}"), p.w.len())?;
+                check(format!("layers.{i}.{name} bias"), p.b.as_ref().map_or(0, Vec::len))?;
+            }
             match &l.kind {
                 Kind::Softmax(s) => {
                     check(format!("layers.{i} bias table"), s.aux.len())?;
@@ -139,6 +145,7 @@ impl HostModel {
             head,
             pe: buf("pe", &self.pe),
             final_norm: self.final_norm.map("final_norm", &mut buf),
+            emb_norm: self.emb_norm.as_ref().map(|n| n.map("emb_norm", &mut buf)),
             layers,
             dummy: storage(dev, "dummy", &[]),
         }
