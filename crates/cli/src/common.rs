@@ -70,7 +70,7 @@ pub enum Backend {
 /// `--backend`, shared by every command that runs a model.
 #[derive(Debug, Clone, Args)]
 pub struct BackendArg {
-    /// Compute backend: `cpu` (the reference runtime) or `gpu` (wgpu; generate, eval, analyze and bench)
+    /// Compute backend: `cpu` (the reference runtime) or `gpu` (wgpu; generate, eval, analyze, dump and bench)
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
 }
@@ -81,7 +81,7 @@ impl BackendArg {
         match self.backend {
             Backend::Cpu => Ok(()),
             Backend::Gpu => Err(CliError::usage(
-                "this command runs on the CPU reference only (--backend gpu is for generate, eval, analyze and bench); \
+                "this command runs on the CPU reference only (--backend gpu is for generate, eval, analyze, dump and bench); \
                  use --backend cpu",
             )),
         }
@@ -109,12 +109,6 @@ impl ModelArgs {
     /// The model folder: `--model`, else the default model.
     pub fn dir(&self) -> PathBuf {
         self.model.clone().unwrap_or_else(default_model_dir)
-    }
-
-    /// Check the backend (CPU-only commands), then load and validate the model folder.
-    pub fn load(&self) -> CliResult<Model> {
-        self.backend.check()?;
-        load_model_dir(&self.dir())
     }
 
     /// Load and validate the model folder for a command that runs on either backend.

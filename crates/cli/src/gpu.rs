@@ -1,6 +1,7 @@
 //! `--backend gpu`: one session type over the CPU reference and the wgpu backend.
 
 use crate::common::{Backend, CliError, CliResult};
+use attnlab_core::attention::TraceRequest;
 use attnlab_core::sampling::Sampler;
 use attnlab_core::{Model, Session};
 use attnlab_gpu::{GpuContext, GpuError, GpuModel, GpuSampling, GpuSession};
@@ -46,22 +47,26 @@ impl<'m> Engine<'m> {
         match self {
             Engine::Cpu(m) => Ok(attnlab_core::analysis::trace_for_analysis(m, tokens, n)?),
             Engine::Gpu(g) => {
-                let n = n.min(tokens.len());
-                if n > attnlab_gpu::MAX_MAP_SIDE {
-                    return Err(CliError::usage(format!(
-                        "the GPU records exact attention maps for at most {} tokens (longer traces are \
-                         downsampled); lower --max-tokens",
-                        attnlab_gpu::MAX_MAP_SIDE
-                    )));
-                }
-                let req = attnlab_core::attention::TraceRequest {
-                    attention: true,
-                    gates: true,
-                    ..Default::default()
+                let req = TraceRequest { attention: true, gates: true, ..Default::default() };
+                gpu_maps(g, &tokens[..n.min(tokens.len())], req)
+            }
+        }
+    }
+
+    /// Logits of every token of `tokens` and what `req` asks for, exact: the CPU reference's
+    /// `Model::trace`, or on the GPU a prefill plus (for maps or gates) a trace of at most
+    /// [`attnlab_gpu::MAX_MAP_SIDE`] tokens.
+    pub fn trace_all(&mut self, tokens: &[u32], req: TraceRequest) -> CliResult<attnlab_core::model::Trace> {
+        match self {
+            Engine::Cpu(m) => Ok(m.trace(tokens, req)?),
+            Engine::Gpu(g) => {
+                let mut trace = match req.attention || req.gates {
+                    true => gpu_maps(g, tokens, req)?,
+                    false => Default::default(),
                 };
-                let t = pollster::block_on(g.trace(&tokens[..n], req, attnlab_gpu::MAX_MAP_SIDE))
-                    .map_err(gpu_err)?;
-                Ok(t.trace)
+                let mut session = pollster::block_on(g.session()).map_err(gpu_err)?;
+                trace.logits = pollster::block_on(session.prefill_all(tokens)).map_err(gpu_err)?;
+                Ok(trace)
             }
         }
     }
@@ -73,6 +78,19 @@ impl<'m> Engine<'m> {
             Engine::Gpu(g) => Some(g.context().caps().adapter.clone()),
         }
     }
+}
+
+/// Exact GPU attention maps and gates of `tokens` (refused over [`attnlab_gpu::MAX_MAP_SIDE`]).
+fn gpu_maps(g: &mut GpuModel, tokens: &[u32], req: TraceRequest) -> CliResult<attnlab_core::model::Trace> {
+    if tokens.len() > attnlab_gpu::MAX_MAP_SIDE {
+        return Err(CliError::usage(format!(
+            "the GPU records exact attention maps for at most {} tokens (longer traces are downsampled); \
+             lower --max-tokens",
+            attnlab_gpu::MAX_MAP_SIDE
+        )));
+    }
+    let t = pollster::block_on(g.trace(tokens, req, attnlab_gpu::MAX_MAP_SIDE)).map_err(gpu_err)?;
+    Ok(t.trace)
 }
 
 /// A decode session on either backend.

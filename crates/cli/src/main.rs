@@ -44,6 +44,7 @@ enum Command {
     Dump(cmd::dump::DumpArgs),
     Bench(cmd::bench::BenchArgs),
     Convert(cmd::convert::ConvertArgs),
+    Import(cmd::import::ImportArgs),
     Data(cmd::data::DataArgs),
     Train(cmd::train::TrainArgs),
     Report(cmd::report::ReportArgs),
@@ -60,6 +61,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Dump(a) => cmd::dump::run(a, json),
         Command::Bench(a) => cmd::bench::run(a, json),
         Command::Convert(a) => cmd::convert::run(a, json),
+        Command::Import(a) => cmd::import::run(a, json),
         Command::Data(a) => cmd::data::run(a, json),
         Command::Train(a) => cmd::train::run(a, json),
         Command::Report(a) => cmd::report::run(a, json),
@@ -77,8 +79,8 @@ fn clap_message(err: &clap::Error) -> String {
     let first = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
     const COMMANDS: &[&str] = &[
-        "init", "generate", "eval", "kernels", "analyze", "dump", "bench", "convert", "data", "train",
-        "report",
+        "init", "generate", "eval", "kernels", "analyze", "dump", "bench", "convert", "import", "data",
+        "train", "report",
     ];
     let sub = std::env::args().skip(1).find(|a| COMMANDS.contains(&a.as_str()));
     let help = sub.map_or("attnlab --help".to_string(), |s| format!("attnlab {s} --help"));

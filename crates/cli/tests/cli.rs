@@ -30,8 +30,11 @@ was loud with carts and voices. She wrote each number in a small book: seven boa
 eleven on Tuesday, none at all on the day of the storm. Years later the book was found in a drawer, \
 its pages soft with age, and the numbers read like a quiet song about the weather and the trade.\n";
 
+/// The binary, with XDG_RUNTIME_DIR set (Mesa's Vulkan loader complains on stderr without it).
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_attnlab"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_attnlab"));
+    c.env("XDG_RUNTIME_DIR", std::env::temp_dir());
+    c
 }
 
 /// A fresh, unique folder under the system temp dir.
@@ -324,8 +327,8 @@ fn kernel_overrides_change_the_bias() {
 #[test]
 fn every_subcommand_has_help() {
     for cmd in [
-        "init", "generate", "eval", "kernels", "analyze", "dump", "bench", "convert", "data", "train",
-        "report",
+        "init", "generate", "eval", "kernels", "analyze", "dump", "bench", "convert", "import", "data",
+        "train", "report",
     ] {
         let s = ok(&[cmd, "--help"]);
         assert!(s.contains("Usage: attnlab"), "{cmd}: {s}");
@@ -745,7 +748,6 @@ fn analyze_on_the_gpu_matches_the_cpu() {
     std::fs::write(&text, TEXT).expect("write text");
     let analyze = |backend: &str| -> serde_json::Value {
         let o = bin()
-            .env("XDG_RUNTIME_DIR", std::env::temp_dir())
             .args(["analyze", "--json", "--model", p(&model), "--text", p(&text), "--max-tokens", "48"])
             .args(["--backend", backend])
             .output()
@@ -821,4 +823,74 @@ fn generate_samples_on_the_gpu_reproducibly() {
     assert_eq!(ids(&a), ids(&b), "same seed, same tokens");
     assert_ne!(ids(&a), ids(&c), "another seed, other tokens");
     assert_eq!(a["backend"], "gpu");
+}
+
+/// `reference.safetensors` of an import fixture: the token ids and transformers' logits.
+fn hf_reference(dir: &Path) -> (Vec<u32>, Vec<f32>) {
+    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("reference safetensors");
+    let f32s = |name: &str| -> Vec<f32> {
+        let t = st.tensor(name).expect("tensor");
+        t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    };
+    (f32s("ids").into_iter().map(|x| x as u32).collect(), f32s("logits"))
+}
+
+/// The `logits` tensor of a dump file.
+fn dump_logits(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).expect("dump written");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("dump loads");
+    let t = st.tensor("logits").expect("logits");
+    t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// Issue 13: `import` converts a Hugging Face folder, `dump --ids` gives logits without a tokenizer on
+/// both backends, and every command opens the Hugging Face folder directly; all equal transformers'
+/// own logits.
+#[test]
+fn import_then_dump_ids_matches_the_reference_library_on_both_backends() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/fixtures/hf/neox-partial-parallel");
+    let dir = temp_dir("import");
+    let out = dir.join("neox");
+    let j = ok_json(&["import", "--from", p(&fixture), "--out", p(&out)]);
+    assert_eq!(j["architecture"], "GPTNeoXForCausalLM", "{j}");
+    assert_eq!(j["variant"], "rope");
+    let opts: Vec<&str> =
+        j["options"].as_array().expect("options").iter().filter_map(|o| o.as_str()).collect();
+    for o in ["biases", "parallel_residual", "ffn.kind"] {
+        assert!(opts.contains(&o), "{o} missing from {opts:?}");
+    }
+    let e = fails(&["import", "--from", p(&fixture), "--out", p(&out)], 2);
+    assert!(e.contains("--force"), "{e}");
+
+    let (ids, want) = hf_reference(&fixture);
+    let ids_file = dir.join("ids.json");
+    std::fs::write(&ids_file, serde_json::to_string(&ids).expect("json")).expect("write ids");
+    for (model, backend) in [(&out, "cpu"), (&out, "gpu"), (&fixture, "cpu")] {
+        let dump = dir.join(format!("dump-{backend}.safetensors"));
+        ok(&["dump", "--model", p(model), "--ids", p(&ids_file), "--out", p(&dump), "--backend", backend]);
+        let got = dump_logits(&dump);
+        assert_eq!(got.len(), want.len());
+        let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let err = got.iter().zip(&want).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
+        assert!(err <= 1e-4, "{} on {backend}: relative error {err:e}", model.display());
+    }
+
+    std::fs::write(&ids_file, "[1, 2, 4000]").expect("write ids");
+    let e = fails(&["dump", "--model", p(&out), "--ids", p(&ids_file), "--out", p(&dir.join("x"))], 2);
+    assert!(e.contains("element 2 is 4000") && e.contains("vocab_size 96"), "{e}");
+    std::fs::write(&ids_file, "[1, \"a\"]").expect("write ids");
+    let e = fails(&["dump", "--model", p(&out), "--ids", p(&ids_file), "--out", p(&dir.join("x"))], 2);
+    assert!(e.contains("element 1"), "{e}");
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).expect("config"))
+            .expect("json");
+    cfg["architectures"] = serde_json::json!(["MptForCausalLM"]);
+    let bad = dir.join("mpt");
+    std::fs::create_dir_all(&bad).expect("mkdir");
+    std::fs::write(bad.join("config.json"), cfg.to_string()).expect("write");
+    let e = fails(&["import", "--from", p(&bad), "--out", p(&dir.join("y"))], 1);
+    assert!(e.contains("MptForCausalLM is not supported"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

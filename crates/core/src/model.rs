@@ -196,12 +196,17 @@ impl Model {
         Model::new(cfg, weights)
     }
 
-    /// Load `config.json` and `model.safetensors` from a model folder (native only).
+    /// Load a model folder (native only): an attnlab folder (`config.json` and `model.safetensors`),
+    /// or a supported Hugging Face checkpoint folder, converted on load ([`crate::hf`]).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_dir(dir: &std::path::Path) -> Result<Model> {
         let cpath = dir.join("config.json");
-        let wpath = dir.join("model.safetensors");
         let text = std::fs::read_to_string(&cpath).map_err(|e| Error::io(&cpath, e))?;
+        if crate::hf::is_hf_config(&text) {
+            let imported = crate::hf::import_dir(dir, crate::hf::ImportOptions::default())?;
+            return Model::new(imported.config, imported.weights);
+        }
+        let wpath = dir.join("model.safetensors");
         let bytes = std::fs::read(&wpath).map_err(|e| Error::io(&wpath, e))?;
         Model::from_bytes(&text, &bytes)
     }

@@ -5,12 +5,13 @@ use crate::common::{
     encode_text, layer_variants, load_tokenizer, out, print_json, read_text, spinner, table, to_value,
     write_file, CliError, CliResult, ModelArgs,
 };
+use crate::gpu::Engine;
 use attnlab_core::attention::{AttnStage, TraceRequest};
 use attnlab_core::weights::{Tensor, Weights};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Which stage of the softmax scores `--attention` records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -34,8 +35,12 @@ pub struct DumpArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// Input text [default: www/eval/heldout.txt when present]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "ids")]
     pub text: Option<PathBuf>,
+    /// Token ids instead of a text: a JSON array of integers (no tokenizer needed, e.g. to compare
+    /// logits with another implementation)
+    #[arg(long, value_name = "FILE")]
+    pub ids: Option<PathBuf>,
     /// Output file (.safetensors)
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
@@ -54,12 +59,38 @@ pub struct DumpArgs {
     pub max_tokens: u32,
 }
 
+/// Token ids from a JSON array file, each checked against the vocabulary.
+fn read_ids(path: &Path, vocab: usize) -> CliResult<Vec<u32>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::runtime(format!("cannot read `{}`: {e}", path.display())))?;
+    let bad = |why: String| CliError::usage(format!("--ids `{}`: {why}", path.display()));
+    let values: Vec<serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON array of integers: {e}")))?;
+    if values.is_empty() {
+        return Err(bad("the array is empty".into()));
+    }
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v.as_u64() {
+            Some(id) if (id as usize) < vocab => Ok(id as u32),
+            Some(id) => Err(bad(format!("element {i} is {id}, outside the vocabulary (vocab_size {vocab})"))),
+            None => Err(bad(format!("element {i} ({v}) is not a non-negative integer"))),
+        })
+        .collect()
+}
+
 pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
-    a.model.backend.check()?;
-    let (path, text) = read_text(a.text.as_deref())?;
-    let model = a.model.load()?;
-    let tok = load_tokenizer(&a.model.dir(), &model)?;
-    let all = encode_text(&tok, &text, &path)?;
+    let model = a.model.load_any_backend()?;
+    let (path, all) = match &a.ids {
+        Some(p) => (p.clone(), read_ids(p, model.config().vocab_size)?),
+        None => {
+            let (path, text) = read_text(a.text.as_deref())?;
+            let tok = load_tokenizer(&a.model.dir(), &model)?;
+            let ids = encode_text(&tok, &text, &path)?;
+            (path, ids)
+        }
+    };
     let cfg = model.config();
     let n = all.len().min(a.max_tokens as usize);
     if n > cfg.max_context {
@@ -83,7 +114,8 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
         Stage::Probabilities => AttnStage::Probabilities,
     };
     let pb = spinner(&format!("running {n} tokens"), json);
-    let trace = model.trace(tokens, TraceRequest { attention: a.attention, stage, gates: a.gates })?;
+    let mut engine = Engine::new(&model, a.model.backend.backend)?;
+    let trace = engine.trace_all(tokens, TraceRequest { attention: a.attention, stage, gates: a.gates })?;
     pb.finish_and_clear();
 
     let mut tensors = BTreeMap::new();
@@ -95,7 +127,8 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
     let mut meta = HashMap::from([
         ("format".to_string(), "attnlab-dump".to_string()),
         ("model".to_string(), a.model.dir().display().to_string()),
-        ("text".to_string(), path.display().to_string()),
+        (if a.ids.is_some() { "ids" } else { "text" }.to_string(), path.display().to_string()),
+        ("backend".to_string(), a.model.backend.name().to_string()),
         ("variants".to_string(), layer_variants(&model).join(",")),
     ]);
     for la in trace.attention {

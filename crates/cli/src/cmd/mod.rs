@@ -7,6 +7,7 @@ pub mod data;
 pub mod dump;
 pub mod eval;
 pub mod generate;
+pub mod import;
 pub mod init;
 pub mod kernels;
 pub mod report;
