@@ -63,7 +63,7 @@ pub type CliResult<T> = Result<T, CliError>;
 pub enum Backend {
     /// The CPU reference runtime of attnlab-core.
     Cpu,
-    /// The wgpu backend of attnlab-gpu (generate, eval, analyze, bench).
+    /// The wgpu backend of attnlab-gpu (generate, eval, analyze, dump, bench).
     Gpu,
 }
 

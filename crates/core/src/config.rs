@@ -408,4 +408,27 @@ mod tests {
         cfg.absolute_position = AbsolutePosition::None;
         assert!(cfg.validate().unwrap_err().to_string().contains("absolute_position"));
     }
+
+    /// Version 1 files keep their meaning: a v2 option in a v1 file is refused by name; n_kv_heads
+    /// must divide n_heads.
+    #[test]
+    fn version_two_options_need_version_two_and_kv_heads_divide_heads() {
+        let mut cfg = ModelConfig::preset("rope", SizePreset::default()).unwrap();
+        assert_eq!(cfg.format_version, 2);
+        cfg.parallel_residual = true;
+        cfg.validate().unwrap();
+        cfg.format_version = 1;
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("parallel_residual") && err.contains("format_version 2"), "{err}");
+        let mut cfg = ModelConfig::preset("rope", SizePreset::default()).unwrap();
+        for (kv, ok) in [(1, true), (2, true), (4, true), (3, false), (8, false)] {
+            cfg.n_kv_heads = Some(kv);
+            assert_eq!(cfg.validate().is_ok(), ok, "n_kv_heads {kv}");
+        }
+        let v1 = ModelConfig::preset("alibi", SizePreset::default())
+            .unwrap()
+            .to_json()
+            .replace("\"format_version\": 2", "\"format_version\": 1");
+        assert_eq!(ModelConfig::from_json(&v1).unwrap().format_version, 1);
+    }
 }
