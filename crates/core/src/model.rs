@@ -100,7 +100,8 @@ struct Block {
 impl Block {
     /// One pre-norm block over `t` rows of the residual stream `x` (`[t, d]`); `attend` runs the
     /// attention on the normed rows. Sequential: `x += attn(n₁(x)); x += ffn(n₂(x))`; parallel
-    /// (GPT-NeoX): `x += attn(n₁(x)) + ffn(n₂(x))`, both read the block's input.
+    /// (Black et al., "GPT-NeoX-20B", §2.1): `x += attn(n₁(x)) + ffn(n₂(x))`, both read the block's
+    /// input.
     fn forward(
         &self,
         x: &mut [f32],
