@@ -5,7 +5,7 @@
 
 mod common;
 use attnlab_core::hf::{import_dir, ImportOptions};
-use attnlab_core::weights::{StorageDtype, Weights, TensorSpec, Init};
+use attnlab_core::weights::StorageDtype;
 use attnlab_core::Model;
 use common::rel_err;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,11 @@ fn fixtures() -> Vec<PathBuf> {
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    assert!(dirs.len() >= 9 || std::env::var_os("ATTNLAB_HF_FIXTURES").is_some(), "expected the committed fixtures in {}", root.display());
+    assert!(
+        dirs.len() >= 9 || std::env::var_os("ATTNLAB_HF_FIXTURES").is_some(),
+        "expected the committed fixtures in {}",
+        root.display()
+    );
     dirs
 }
 
@@ -62,7 +66,10 @@ fn imported_checkpoints_match_the_reference_library_on_prefill_and_decode() {
             e_prefill = e_prefill.max(rel_err(row, &prefill[t * v..(t + 1) * v]));
             e_decode = e_decode.max(rel_err(row, &s.step(id).expect("step")));
         }
-        table.push(format!("{name:<36} {:<20} prefill {e_prefill:.1e}  decode {e_decode:.1e}", imported.architecture));
+        table.push(format!(
+            "{name:<36} {:<20} prefill {e_prefill:.1e}  decode {e_decode:.1e}",
+            imported.architecture
+        ));
         eprintln!("{}", table.last().map_or("", |s| s.as_str()));
     }
     for line in &table {

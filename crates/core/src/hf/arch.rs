@@ -4,7 +4,8 @@
 
 use super::{HfConfig, ImportOptions, TensorStore};
 use crate::config::{
-    AbsolutePosition, AttentionSpec, Biases, FfnConfig, FfnKind, ModelConfig, NormConfig, NormKind, FORMAT_VERSION,
+    AbsolutePosition, AttentionSpec, Biases, FfnConfig, FfnKind, ModelConfig, NormConfig, NormKind,
+    FORMAT_VERSION,
 };
 use crate::error::{Error, Result};
 use crate::variants::{alibi::Alibi, nope::Nope, rope::Rope};
@@ -46,7 +47,14 @@ struct Dims {
 
 /// An attnlab config with `dims`, the same attention spec in every layer, and the common defaults
 /// (LayerNorm, untied, sequential residual, no biases) that each architecture then overrides.
-fn base(arch: &str, c: &HfConfig, d: &Dims, layer: AttentionSpec, eps: f64, context: (usize, usize)) -> Result<ModelConfig> {
+fn base(
+    arch: &str,
+    c: &HfConfig,
+    d: &Dims,
+    layer: AttentionSpec,
+    eps: f64,
+    context: (usize, usize),
+) -> Result<ModelConfig> {
     Ok(ModelConfig {
         format_version: FORMAT_VERSION,
         name: c.str_or("_name_or_path", "")?,
@@ -74,7 +82,9 @@ fn base(arch: &str, c: &HfConfig, d: &Dims, layer: AttentionSpec, eps: f64, cont
 fn head_dim(c: &HfConfig, d: usize, heads: usize) -> Result<usize> {
     match d.is_multiple_of(heads) {
         true => Ok(d / heads),
-        false => Err(HfConfig::err("num_attention_heads", format!("{heads} does not divide hidden_size {d}"))),
+        false => {
+            Err(HfConfig::err("num_attention_heads", format!("{heads} does not divide hidden_size {d}")))
+        }
     }
     .and_then(|dh| c.opt_usize(&["head_dim"]).map(|h| h.unwrap_or(dh)))
 }
@@ -109,7 +119,14 @@ fn llama(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
     let rope = c.rope(dims.dh)?;
     let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
     let eps = c.f64_or(&["rms_norm_eps"], 1e-6)?;
-    let mut cfg = base(arch, c, &dims, AttentionSpec::Rope(rope.clone()), eps, (native, opts.max_context.unwrap_or(native)))?;
+    let mut cfg = base(
+        arch,
+        c,
+        &dims,
+        AttentionSpec::Rope(rope.clone()),
+        eps,
+        (native, opts.max_context.unwrap_or(native)),
+    )?;
     (cfg.norm.kind, cfg.ffn.kind) = (NormKind::Rmsnorm, FfnKind::Swiglu);
     let attn_bias = c.bool_or("attention_bias", false)?;
     cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: c.bool_or("mlp_bias", false)? };
@@ -161,7 +178,14 @@ fn neox(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     let rope = c.rope(dims.dh)?;
     let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
     let eps = c.f64_or(&["layer_norm_eps"], 1e-5)?;
-    let mut cfg = base(arch, c, &dims, AttentionSpec::Rope(rope.clone()), eps, (native, opts.max_context.unwrap_or(native)))?;
+    let mut cfg = base(
+        arch,
+        c,
+        &dims,
+        AttentionSpec::Rope(rope.clone()),
+        eps,
+        (native, opts.max_context.unwrap_or(native)),
+    )?;
     cfg.ffn.kind = gelu_kind(&c.str_or("hidden_act", "gelu")?, "hidden_act", arch)?;
     let attn_bias = c.bool_or("attention_bias", true)?;
     cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: true };
@@ -173,9 +197,27 @@ fn neox(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
         o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
         o.fused_qkv(&format!("{p}attention.query_key_value"), &q, &dims, Some(&rope), attn_bias)?;
-        o.linear(&format!("{p}attention.dense"), &format!("{q}attn.wo"), &format!("{q}attn.bo"), [d, d], attn_bias)?;
-        o.linear(&format!("{p}mlp.dense_h_to_4h"), &format!("{q}ffn.w_up"), &format!("{q}ffn.b_up"), [dims.hidden, d], true)?;
-        o.linear(&format!("{p}mlp.dense_4h_to_h"), &format!("{q}ffn.w_down"), &format!("{q}ffn.b_down"), [d, dims.hidden], true)?;
+        o.linear(
+            &format!("{p}attention.dense"),
+            &format!("{q}attn.wo"),
+            &format!("{q}attn.bo"),
+            [d, d],
+            attn_bias,
+        )?;
+        o.linear(
+            &format!("{p}mlp.dense_h_to_4h"),
+            &format!("{q}ffn.w_up"),
+            &format!("{q}ffn.b_up"),
+            [dims.hidden, d],
+            true,
+        )?;
+        o.linear(
+            &format!("{p}mlp.dense_4h_to_h"),
+            &format!("{q}ffn.w_down"),
+            &format!("{q}ffn.b_down"),
+            [d, dims.hidden],
+            true,
+        )?;
     }
     Ok(cfg)
 }
@@ -208,9 +250,27 @@ fn bloom(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
         o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
         o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
         o.fused_qkv(&format!("{p}self_attention.query_key_value"), &q, &dims, None, true)?;
-        o.linear(&format!("{p}self_attention.dense"), &format!("{q}attn.wo"), &format!("{q}attn.bo"), [d, d], true)?;
-        o.linear(&format!("{p}mlp.dense_h_to_4h"), &format!("{q}ffn.w_up"), &format!("{q}ffn.b_up"), [dims.hidden, d], true)?;
-        o.linear(&format!("{p}mlp.dense_4h_to_h"), &format!("{q}ffn.w_down"), &format!("{q}ffn.b_down"), [d, dims.hidden], true)?;
+        o.linear(
+            &format!("{p}self_attention.dense"),
+            &format!("{q}attn.wo"),
+            &format!("{q}attn.bo"),
+            [d, d],
+            true,
+        )?;
+        o.linear(
+            &format!("{p}mlp.dense_h_to_4h"),
+            &format!("{q}ffn.w_up"),
+            &format!("{q}ffn.b_up"),
+            [dims.hidden, d],
+            true,
+        )?;
+        o.linear(
+            &format!("{p}mlp.dense_4h_to_h"),
+            &format!("{q}ffn.w_down"),
+            &format!("{q}ffn.b_down"),
+            [d, dims.hidden],
+            true,
+        )?;
     }
     Ok(cfg)
 }
@@ -237,7 +297,8 @@ fn gpt2(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     let mut cfg = base(arch, c, &dims, AttentionSpec::Nope(Nope {}), eps, (positions, max))?;
     cfg.ffn.kind = gelu_kind(&c.str_or("activation_function", "gelu_new")?, "activation_function", arch)?;
     cfg.biases = Biases { qkv: true, attn_out: true, ffn: true };
-    (cfg.absolute_position, cfg.tie_embeddings) = (AbsolutePosition::Learned, c.bool_or("tie_word_embeddings", true)?);
+    (cfg.absolute_position, cfg.tie_embeddings) =
+        (AbsolutePosition::Learned, c.bool_or("tie_word_embeddings", true)?);
     let p0 = if o.s.has("transformer.wte.weight") { "transformer." } else { "" };
     o.embeddings(&format!("{p0}wte.weight"), &format!("{p0}ln_f"), "lm_head.weight", &cfg)?;
     let wpe = o.s.take(&format!("{p0}wpe.weight"), &[positions, d])?;
@@ -329,7 +390,9 @@ impl Out<'_> {
         for (k, name) in ["q", "k", "v"].iter().enumerate() {
             // Rows k·dh..(k+1)·dh of each head's block of 3·dh rows, each `row` values wide.
             let part = |data: &[f32], row: usize| -> Vec<f32> {
-                let rows = data.chunks_exact(3 * d.dh * row).flat_map(|h| h[k * d.dh * row..(k + 1) * d.dh * row].to_vec());
+                let rows = data
+                    .chunks_exact(3 * d.dh * row)
+                    .flat_map(|h| h[k * d.dh * row..(k + 1) * d.dh * row].to_vec());
                 match rope {
                     Some(r) if k < 2 => rotate_half_to_pairs(rows.collect(), d.heads, d.dh, r, row),
                     _ => rows.collect(),

@@ -18,7 +18,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The `architectures` the importer maps, by their Hugging Face class names.
-pub const SUPPORTED: &[&str] = &["LlamaForCausalLM", "GPTNeoXForCausalLM", "BloomForCausalLM", "GPT2LMHeadModel"];
+pub const SUPPORTED: &[&str] =
+    &["LlamaForCausalLM", "GPTNeoXForCausalLM", "BloomForCausalLM", "GPT2LMHeadModel"];
 
 /// The index file of a sharded checkpoint.
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
@@ -48,7 +49,8 @@ pub struct Imported {
 /// `architectures` or `model_type` and no `format_version`).
 pub fn is_hf_config(config_json: &str) -> bool {
     serde_json::from_str::<Value>(config_json).is_ok_and(|v| {
-        v.get("format_version").is_none() && (v.get("architectures").is_some() || v.get("model_type").is_some())
+        v.get("format_version").is_none()
+            && (v.get("architectures").is_some() || v.get("model_type").is_some())
     })
 }
 
@@ -70,11 +72,16 @@ pub fn shard_files(index_json: Option<&str>) -> Result<Vec<String>> {
 fn weight_map(text: &str) -> Result<BTreeMap<String, String>> {
     let bad = |r: String| Error::import(INDEX_FILE, r);
     let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
-    let map = v.get("weight_map").and_then(Value::as_object).ok_or_else(|| bad("no `weight_map` object".into()))?;
+    let map =
+        v.get("weight_map").and_then(Value::as_object).ok_or_else(|| bad("no `weight_map` object".into()))?;
     let mut out = BTreeMap::new();
     for (tensor, file) in map {
         let file = file.as_str().ok_or_else(|| bad(format!("weight_map[`{tensor}`] is not a string")))?;
-        if file.is_empty() || file.contains(['/', '\\']) || file.starts_with('.') || !file.ends_with(".safetensors") {
+        if file.is_empty()
+            || file.contains(['/', '\\'])
+            || file.starts_with('.')
+            || !file.ends_with(".safetensors")
+        {
             return Err(bad(format!("weight_map[`{tensor}`] = `{file}` is not a .safetensors file name")));
         }
         out.insert(tensor.clone(), file.to_string());
@@ -113,7 +120,8 @@ pub(crate) struct HfConfig {
 
 impl HfConfig {
     fn parse(text: &str) -> Result<HfConfig> {
-        let v: Value = serde_json::from_str(text).map_err(|e| Error::import("config.json", format!("not valid JSON: {e}")))?;
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| Error::import("config.json", format!("not valid JSON: {e}")))?;
         if !v.is_object() {
             return Err(Error::import("config.json", "not a JSON object"));
         }
@@ -128,11 +136,19 @@ impl HfConfig {
     fn architecture(&self) -> Result<String> {
         let arch = match self.v.get("architectures").and_then(Value::as_array).and_then(|a| a.first()) {
             Some(Value::String(s)) => s.clone(),
-            _ => return Err(Self::err("architectures", "missing; it names the model class, e.g. LlamaForCausalLM")),
+            _ => {
+                return Err(Self::err(
+                    "architectures",
+                    "missing; it names the model class, e.g. LlamaForCausalLM",
+                ))
+            }
         };
         match SUPPORTED.contains(&arch.as_str()) {
             true => Ok(arch),
-            false => Err(Error::Unsupported(format!("{arch} is not supported (supported: {})", SUPPORTED.join(", ")))),
+            false => Err(Error::Unsupported(format!(
+                "{arch} is not supported (supported: {})",
+                SUPPORTED.join(", ")
+            ))),
         }
     }
 
@@ -154,7 +170,10 @@ impl HfConfig {
     pub(crate) fn f64_or(&self, keys: &[&str], default: f64) -> Result<f64> {
         match keys.iter().find_map(|k| self.v.get(*k).filter(|v| !v.is_null()).map(|v| (*k, v))) {
             None => Ok(default),
-            Some((k, v)) => v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| Self::err(k, format!("{v} is not a number"))),
+            Some((k, v)) => v
+                .as_f64()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| Self::err(k, format!("{v} is not a number"))),
         }
     }
 
@@ -197,7 +216,10 @@ impl HfConfig {
         let fraction = from(&["partial_rotary_factor", "rotary_pct"], 1.0)?;
         let rotary_dim = (head_dim as f64 * fraction) as usize;
         if !(fraction > 0.0 && fraction <= 1.0) || rotary_dim == 0 || rotary_dim % 2 != 0 {
-            return Err(Self::err("rotary_pct", format!("{fraction} of head_dim {head_dim} is not an even number of channels")));
+            return Err(Self::err(
+                "rotary_pct",
+                format!("{fraction} of head_dim {head_dim} is not an even number of channels"),
+            ));
         }
         let scaling = match rp.as_ref().or(scaling.as_ref()) {
             Some(s) => s.rope_scaling()?,
@@ -243,30 +265,41 @@ pub(crate) struct TensorStore {
 }
 
 /// Buffers some checkpoints carry that are not parameters (recomputed by every runtime).
-const IGNORED_BUFFERS: &[&str] = &[".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias"];
+const IGNORED_BUFFERS: &[&str] =
+    &[".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias"];
 
 impl TensorStore {
     fn read(shards: &[(String, Vec<u8>)]) -> Result<TensorStore> {
         let mut store = TensorStore { tensors: BTreeMap::new(), widest: StorageDtype::Bf16 };
         let mut seen = Vec::new();
         for (file, bytes) in shards {
-            let st = safetensors::SafeTensors::deserialize(bytes)
-                .map_err(|e| Error::import(file, format!("not a readable safetensors file (truncated?): {e}")))?;
+            let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
+                Error::import(file, format!("not a readable safetensors file (truncated?): {e}"))
+            })?;
             for (name, view) in st.tensors() {
                 if IGNORED_BUFFERS.iter().any(|b| name.ends_with(b)) {
                     continue;
                 }
                 let dtype = storage_dtype(view.dtype()).ok_or_else(|| {
-                    Error::import(file, format!("tensor `{name}` has dtype {:?}, expected F32, F16 or BF16", view.dtype()))
+                    Error::import(
+                        file,
+                        format!("tensor `{name}` has dtype {:?}, expected F32, F16 or BF16", view.dtype()),
+                    )
                 })?;
                 seen.push(dtype);
                 let (_, data) = decode(view.dtype(), view.data()).unwrap_or_default();
                 if let Some(i) = data.iter().position(|x| !x.is_finite()) {
-                    return Err(Error::import(file, format!("tensor `{name}` has a non-finite value at flat index {i}")));
+                    return Err(Error::import(
+                        file,
+                        format!("tensor `{name}` has a non-finite value at flat index {i}"),
+                    ));
                 }
                 let t = Tensor { shape: view.shape().to_vec(), data };
                 if store.tensors.insert(name.clone(), (file.clone(), t)).is_some() {
-                    return Err(Error::import(file, format!("tensor `{name}` appears in more than one shard")));
+                    return Err(Error::import(
+                        file,
+                        format!("tensor `{name}` appears in more than one shard"),
+                    ));
                 }
             }
         }
@@ -284,9 +317,16 @@ impl TensorStore {
         for (name, file) in map {
             match self.tensors.get(name) {
                 Some((f, _)) if f == file => {}
-                Some((f, _)) => return Err(Error::import(INDEX_FILE, format!("tensor `{name}` is in {f}, the index says {file}"))),
+                Some((f, _)) => {
+                    return Err(Error::import(
+                        INDEX_FILE,
+                        format!("tensor `{name}` is in {f}, the index says {file}"),
+                    ))
+                }
                 None if IGNORED_BUFFERS.iter().any(|b| name.ends_with(b)) => {}
-                None => return Err(Error::import(file, format!("tensor `{name}` named by the index is missing"))),
+                None => {
+                    return Err(Error::import(file, format!("tensor `{name}` named by the index is missing")))
+                }
             }
         }
         Ok(())
@@ -294,7 +334,10 @@ impl TensorStore {
 
     /// Take tensor `name`, checking its shape.
     pub(crate) fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let (file, t) = self.tensors.remove(name).ok_or_else(|| Error::import("checkpoint", format!("missing tensor `{name}`")))?;
+        let (file, t) = self
+            .tensors
+            .remove(name)
+            .ok_or_else(|| Error::import("checkpoint", format!("missing tensor `{name}`")))?;
         if t.shape != shape {
             return Err(Error::import(
                 file,
@@ -311,7 +354,10 @@ impl TensorStore {
 
     fn check_all_used(&self) -> Result<()> {
         match self.tensors.iter().next() {
-            Some((name, (file, _))) => Err(Error::import(file, format!("unexpected tensor `{name}` (not used by this architecture and config)"))),
+            Some((name, (file, _))) => Err(Error::import(
+                file,
+                format!("unexpected tensor `{name}` (not used by this architecture and config)"),
+            )),
             None => Ok(()),
         }
     }
