@@ -5,7 +5,7 @@
 
 mod common;
 use attnlab_core::hf::{import_dir, ImportOptions};
-use attnlab_core::weights::{Init, StorageDtype, TensorSpec, Weights};
+use attnlab_core::weights::StorageDtype;
 use attnlab_core::Model;
 use common::rel_err;
 use std::path::{Path, PathBuf};

@@ -25,12 +25,15 @@ pub(super) fn convert(
     opts: ImportOptions,
 ) -> Result<(ModelConfig, Tensors)> {
     let mut out = Out { t: BTreeMap::new(), s };
-    let cfg = match arch {
+    let mut cfg = match arch {
         "LlamaForCausalLM" => llama(c, &mut out, opts)?,
         "GPTNeoXForCausalLM" => neox(c, &mut out, opts)?,
         "BloomForCausalLM" => bloom(c, &mut out, opts)?,
         _ => gpt2(c, &mut out, opts)?,
     };
+    // One attention spec per layer, made only now that every layer's tensors were found: an absurd
+    // layer count fails on a missing tensor, never on this allocation.
+    cfg.layers = cfg.layers.first().map_or_else(Vec::new, |spec| vec![spec.clone(); cfg.n_layers]);
     Ok((cfg, out.t))
 }
 
@@ -45,8 +48,12 @@ struct Dims {
     hidden: usize,
 }
 
-/// An attnlab config with `dims`, the same attention spec in every layer, and the common defaults
-/// (LayerNorm, untied, sequential residual, no biases) that each architecture then overrides.
+/// An attnlab config with `dims`, the attention spec of every layer (`layers` holds it once until
+/// [`convert`] repeats it), and the common defaults (LayerNorm, untied, sequential residual, no
+/// biases) that each architecture then overrides.
+///
+/// Sizes come from the config unchecked until the tensors are compared with them, so products of
+/// sizes saturate: an absurd size yields a shape no tensor has, never an overflow.
 fn base(
     arch: &str,
     c: &HfConfig,
@@ -74,16 +81,16 @@ fn base(
         biases: Biases::default(),
         parallel_residual: false,
         embedding_norm: false,
-        layers: vec![layer; d.layers],
+        layers: vec![layer],
     })
 }
 
-/// `hidden / heads`, refused when it does not divide.
-fn head_dim(c: &HfConfig, d: usize, heads: usize) -> Result<usize> {
+/// `hidden / heads`, refused when it does not divide (`heads_keys`: the aliases of the head count).
+fn head_dim(c: &HfConfig, d: usize, heads: usize, heads_keys: &[&str]) -> Result<usize> {
     match d.is_multiple_of(heads) {
         true => Ok(d / heads),
         false => {
-            Err(HfConfig::err("num_attention_heads", format!("{heads} does not divide hidden_size {d}")))
+            Err(HfConfig::err(&c.key_of(heads_keys), format!("{heads} does not divide hidden_size {d}")))
         }
     }
     .and_then(|dh| c.opt_usize(&["head_dim"]).map(|h| h.unwrap_or(dh)))
@@ -113,7 +120,7 @@ fn llama(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
         layers: c.usize(&["num_hidden_layers"])?,
         heads,
         kv: c.opt_usize(&["num_key_value_heads"])?.unwrap_or(heads),
-        dh: head_dim(c, d, heads)?,
+        dh: head_dim(c, d, heads, &["num_attention_heads"])?,
         hidden: c.usize(&["intermediate_size"])?,
     };
     let rope = c.rope(dims.dh)?;
@@ -136,7 +143,7 @@ fn llama(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
         let (p, q) = (format!("model.layers.{i}."), format!("layers.{i}."));
         o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
         o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
-        let (a, kvd, b) = (dims.heads * dims.dh, dims.kv * dims.dh, cfg.biases);
+        let (a, kvd, b) = (dims.heads.saturating_mul(dims.dh), dims.kv.saturating_mul(dims.dh), cfg.biases);
         // (checkpoint name, ours, rows, inputs, RoPE heads to permute, has a bias)
         for (hf, ours, rows, inp, rot, bias) in [
             ("self_attn.q_proj", "attn.q", a, d, Some(dims.heads), b.qkv),
@@ -172,7 +179,7 @@ fn neox(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         layers: c.usize(&["num_hidden_layers"])?,
         heads,
         kv: heads,
-        dh: head_dim(c, d, heads)?,
+        dh: head_dim(c, d, heads, &["num_attention_heads"])?,
         hidden: c.usize(&["intermediate_size"])?,
     };
     let rope = c.rope(dims.dh)?;
@@ -232,8 +239,8 @@ fn bloom(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
         layers: c.usize(&["n_layer", "num_hidden_layers"])?,
         heads,
         kv: heads,
-        dh: head_dim(c, d, heads)?,
-        hidden: 4 * d,
+        dh: head_dim(c, d, heads, &["n_head", "num_attention_heads"])?,
+        hidden: d.saturating_mul(4),
     };
     let native = c.opt_usize(&["seq_length"])?.unwrap_or(2048);
     let max = opts.max_context.unwrap_or(DEFAULT_UNBOUNDED_CONTEXT);
@@ -287,8 +294,8 @@ fn gpt2(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         layers: c.usize(&["n_layer", "num_hidden_layers"])?,
         heads,
         kv: heads,
-        dh: head_dim(c, d, heads)?,
-        hidden: c.opt_usize(&["n_inner"])?.unwrap_or(4 * d),
+        dh: head_dim(c, d, heads, &["n_head", "num_attention_heads"])?,
+        hidden: c.opt_usize(&["n_inner"])?.unwrap_or(d.saturating_mul(4)),
     };
     let positions = c.usize(&["n_positions", "max_position_embeddings"])?;
     let eps = c.f64_or(&["layer_norm_epsilon"], 1e-5)?;
@@ -308,8 +315,9 @@ fn gpt2(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         o.norm(&format!("{p}ln_1"), &format!("{q}attn_norm"), &cfg)?;
         o.norm(&format!("{p}ln_2"), &format!("{q}ffn_norm"), &cfg)?;
         // Conv1D stores [in, out]: transpose, then q | k | v are consecutive row blocks.
-        let w = transpose(&o.s.take(&format!("{p}attn.c_attn.weight"), &[d, 3 * d])?, d, 3 * d);
-        let b = o.s.take(&format!("{p}attn.c_attn.bias"), &[3 * d])?;
+        let d3 = d.saturating_mul(3);
+        let w = transpose(&o.s.take(&format!("{p}attn.c_attn.weight"), &[d, d3])?, d, d3);
+        let b = o.s.take(&format!("{p}attn.c_attn.bias"), &[d3])?;
         for (k, name) in ["q", "k", "v"].iter().enumerate() {
             o.put(format!("{q}attn.w{name}"), &[d, d], w[k * d * d..(k + 1) * d * d].to_vec());
             o.put(format!("{q}attn.b{name}"), &[d], b[k * d..(k + 1) * d].to_vec());
@@ -384,9 +392,9 @@ impl Out<'_> {
     /// NeoX/BLOOM fused QKV: rows grouped per head as `[H, 3, dh]` (q, k, v of head 0, then head
     /// 1, …); split into `wq`, `wk`, `wv` (and biases), q and k permuted for RoPE.
     fn fused_qkv(&mut self, hf: &str, q: &str, d: &Dims, rope: Option<&Rope>, bias: bool) -> Result<()> {
-        let (a, inp) = (d.heads * d.dh, d.d);
-        let w = self.s.take(&format!("{hf}.weight"), &[3 * a, inp])?;
-        let b = if bias { Some(self.s.take(&format!("{hf}.bias"), &[3 * a])?) } else { None };
+        let (a, inp) = (d.heads.saturating_mul(d.dh), d.d);
+        let w = self.s.take(&format!("{hf}.weight"), &[a.saturating_mul(3), inp])?;
+        let b = if bias { Some(self.s.take(&format!("{hf}.bias"), &[a.saturating_mul(3)])?) } else { None };
         for (k, name) in ["q", "k", "v"].iter().enumerate() {
             // Rows k·dh..(k+1)·dh of each head's block of 3·dh rows, each `row` values wide.
             let part = |data: &[f32], row: usize| -> Vec<f32> {

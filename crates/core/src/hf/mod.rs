@@ -113,9 +113,12 @@ pub fn import(
     Ok(Imported { config, weights, dtype: store.widest, architecture })
 }
 
-/// Typed access to a Hugging Face `config.json`; errors name the field.
+/// Typed access to a Hugging Face `config.json`; errors name the field (with its path, e.g.
+/// `rope_parameters.factor`, inside a nested object).
 pub(crate) struct HfConfig {
     v: Value,
+    /// `""` at the top level, `"rope_parameters."` or `"rope_scaling."` inside those objects.
+    prefix: String,
 }
 
 impl HfConfig {
@@ -125,7 +128,18 @@ impl HfConfig {
         if !v.is_object() {
             return Err(Error::import("config.json", "not a JSON object"));
         }
-        Ok(HfConfig { v })
+        Ok(HfConfig { v, prefix: String::new() })
+    }
+
+    /// The path of `key` in `config.json`.
+    fn at(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// The path of the first of `keys` present (aliases across versions), else of the first.
+    pub(crate) fn key_of(&self, keys: &[&str]) -> String {
+        let present = keys.iter().find(|k| self.v.get(**k).is_some_and(|v| !v.is_null()));
+        present.or(keys.first()).map_or_else(String::new, |k| self.at(k))
     }
 
     fn err(key: &str, reason: impl std::fmt::Display) -> Error {
@@ -154,15 +168,17 @@ impl HfConfig {
 
     /// The first of `keys` present (aliases across versions), as a positive integer.
     pub(crate) fn usize(&self, keys: &[&str]) -> Result<usize> {
-        self.opt_usize(keys)?.ok_or_else(|| Self::err(keys[0], "missing"))
+        self.opt_usize(keys)?.ok_or_else(|| Self::err(&self.at(keys[0]), "missing"))
     }
 
     pub(crate) fn opt_usize(&self, keys: &[&str]) -> Result<Option<usize>> {
         match keys.iter().find_map(|k| self.v.get(*k).filter(|v| !v.is_null()).map(|v| (*k, v))) {
             None => Ok(None),
             Some((k, v)) => match v.as_u64() {
-                Some(n) if n > 0 => usize::try_from(n).map(Some).map_err(|_| Self::err(k, "too large")),
-                _ => Err(Self::err(k, format!("{v} is not a positive integer"))),
+                Some(n) if n > 0 => {
+                    usize::try_from(n).map(Some).map_err(|_| Self::err(&self.at(k), "too large"))
+                }
+                _ => Err(Self::err(&self.at(k), format!("{v} is not a positive integer"))),
             },
         }
     }
@@ -173,14 +189,16 @@ impl HfConfig {
             Some((k, v)) => v
                 .as_f64()
                 .filter(|x| x.is_finite())
-                .ok_or_else(|| Self::err(k, format!("{v} is not a number"))),
+                .ok_or_else(|| Self::err(&self.at(k), format!("{v} is not a number"))),
         }
     }
 
     pub(crate) fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
         match self.v.get(key) {
             None | Some(Value::Null) => Ok(default),
-            Some(v) => v.as_bool().ok_or_else(|| Self::err(key, format!("{v} is not true or false"))),
+            Some(v) => {
+                v.as_bool().ok_or_else(|| Self::err(&self.at(key), format!("{v} is not true or false")))
+            }
         }
     }
 
@@ -188,7 +206,7 @@ impl HfConfig {
         match self.v.get(key) {
             None | Some(Value::Null) => Ok(default.to_string()),
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(v) => Err(Self::err(key, format!("{v} is not a string"))),
+            Some(v) => Err(Self::err(&self.at(key), format!("{v} is not a string"))),
         }
     }
 
@@ -204,20 +222,23 @@ impl HfConfig {
     /// older `rope_theta` / `rotary_emb_base`, `rope_scaling`, `rotary_pct` / `partial_rotary_factor`.
     pub(crate) fn rope(&self, head_dim: usize) -> Result<Rope> {
         let params = self.v.get("rope_parameters").filter(|p| p.is_object());
-        let sub = |p: Option<&Value>| p.map(|p| HfConfig { v: p.clone() });
-        let (rp, scaling) = (sub(params), sub(self.v.get("rope_scaling").filter(|p| p.is_object())));
-        let from = |keys: &[&str], default: f64| -> Result<f64> {
-            match &rp {
-                Some(p) if keys.iter().any(|k| p.v.get(*k).is_some()) => p.f64_or(keys, default),
-                _ => self.f64_or(keys, default),
-            }
+        let sub =
+            |p: Option<&Value>, key: &str| p.map(|p| HfConfig { v: p.clone(), prefix: format!("{key}.") });
+        let rp = sub(params, "rope_parameters");
+        let scaling = sub(self.v.get("rope_scaling").filter(|p| p.is_object()), "rope_scaling");
+        // The object a setting is read from: `rope_parameters` where it has one of `keys`.
+        let holder = |keys: &[&str]| match &rp {
+            Some(p) if keys.iter().any(|k| p.v.get(*k).is_some()) => p,
+            _ => self,
         };
-        let base = from(&["rope_theta", "rotary_emb_base"], 10000.0)?;
-        let fraction = from(&["partial_rotary_factor", "rotary_pct"], 1.0)?;
+        let (base_keys, fraction_keys) =
+            (["rope_theta", "rotary_emb_base"], ["partial_rotary_factor", "rotary_pct"]);
+        let base = holder(&base_keys).f64_or(&base_keys, 10000.0)?;
+        let fraction = holder(&fraction_keys).f64_or(&fraction_keys, 1.0)?;
         let rotary_dim = (head_dim as f64 * fraction) as usize;
-        if !(fraction > 0.0 && fraction <= 1.0) || rotary_dim == 0 || rotary_dim % 2 != 0 {
+        if !(fraction > 0.0 && fraction <= 1.0) || rotary_dim == 0 || !rotary_dim.is_multiple_of(2) {
             return Err(Self::err(
-                "rotary_pct",
+                &holder(&fraction_keys).key_of(&fraction_keys),
                 format!("{fraction} of head_dim {head_dim} is not an even number of channels"),
             ));
         }
@@ -232,9 +253,11 @@ impl HfConfig {
         let kind = match self.v.get("rope_type").or_else(|| self.v.get("type")) {
             Some(Value::String(s)) => s.clone(),
             None | Some(Value::Null) => "default".into(),
-            Some(v) => return Err(Self::err("rope_scaling.rope_type", format!("{v} is not a string"))),
+            Some(v) => {
+                return Err(Self::err(&self.key_of(&["rope_type", "type"]), format!("{v} is not a string")))
+            }
         };
-        let factor = || self.f64_or(&["factor"], f64::NAN).and_then(|f| positive("rope_scaling.factor", f));
+        let factor = || self.f64_or(&["factor"], f64::NAN).and_then(|f| positive(&self.at("factor"), f));
         match kind.as_str() {
             "default" => Ok(None),
             "linear" => Ok(Some(RopeScaling::Linear { factor: factor()? })),
@@ -262,6 +285,8 @@ fn positive(key: &str, v: f64) -> Result<f64> {
 pub(crate) struct TensorStore {
     tensors: BTreeMap<String, (String, Tensor)>,
     widest: StorageDtype,
+    /// Where a missing tensor should have been: the index, else the shard file(s).
+    listing: String,
 }
 
 /// Buffers some checkpoints carry that are not parameters (recomputed by every runtime).
@@ -270,7 +295,8 @@ const IGNORED_BUFFERS: &[&str] =
 
 impl TensorStore {
     fn read(shards: &[(String, Vec<u8>)]) -> Result<TensorStore> {
-        let mut store = TensorStore { tensors: BTreeMap::new(), widest: StorageDtype::Bf16 };
+        let listing = shards.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>().join(", ");
+        let mut store = TensorStore { tensors: BTreeMap::new(), widest: StorageDtype::Bf16, listing };
         let mut seen = Vec::new();
         for (file, bytes) in shards {
             let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
@@ -295,10 +321,10 @@ impl TensorStore {
                     ));
                 }
                 let t = Tensor { shape: view.shape().to_vec(), data };
-                if store.tensors.insert(name.clone(), (file.clone(), t)).is_some() {
+                if let Some((first, _)) = store.tensors.insert(name.clone(), (file.clone(), t)) {
                     return Err(Error::import(
                         file,
-                        format!("tensor `{name}` appears in more than one shard"),
+                        format!("tensor `{name}` appears in more than one shard (also in {first})"),
                     ));
                 }
             }
@@ -313,7 +339,8 @@ impl TensorStore {
     }
 
     /// Every tensor the index names is in the shard it names.
-    fn check_index(&self, map: &BTreeMap<String, String>) -> Result<()> {
+    fn check_index(&mut self, map: &BTreeMap<String, String>) -> Result<()> {
+        self.listing = INDEX_FILE.to_string();
         for (name, file) in map {
             match self.tensors.get(name) {
                 Some((f, _)) if f == file => {}
@@ -337,7 +364,7 @@ impl TensorStore {
         let (file, t) = self
             .tensors
             .remove(name)
-            .ok_or_else(|| Error::import("checkpoint", format!("missing tensor `{name}`")))?;
+            .ok_or_else(|| Error::import(&self.listing, format!("missing tensor `{name}`")))?;
         if t.shape != shape {
             return Err(Error::import(
                 file,
