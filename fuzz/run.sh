@@ -2,7 +2,7 @@
 # Fuzz attnlab-core's loaders with cargo-fuzz on the stable toolchain. See docs/fuzzing.md.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]   build, seed (if fuzz/corpus/ is missing), then fuzz each
-#                                       TARGET (default: all three) for SECONDS (default 60) and
+#                                       TARGET (default: all four) for SECONDS (default 60) and
 #                                       print a results table; logs in fuzz/logs/<target>.log,
 #                                       crashing inputs in fuzz/artifacts/<target>/
 #   fuzz/run.sh --replay [TARGET...]    run every saved reproducer in fuzz/regressions/<target>/
@@ -22,13 +22,14 @@ export RUSTC_BOOTSTRAP=1
 SAN="${FUZZ_SANITIZER:-address}"
 TDIR=()
 [[ "$SAN" != address ]] && TDIR=(--target-dir "fuzz/target/san-$SAN")
-ALL_TARGETS=(fuzz_config fuzz_safetensors fuzz_tokenizer)
+ALL_TARGETS=(fuzz_config fuzz_safetensors fuzz_tokenizer fuzz_hf)
 
 dict_for() {
     case "$1" in
         fuzz_config) echo fuzz/dicts/config.dict ;;
         fuzz_safetensors) echo fuzz/dicts/safetensors.dict ;;
         fuzz_tokenizer) echo fuzz/dicts/tokenizer.dict ;;
+        fuzz_hf) echo fuzz/dicts/hf.dict ;;
     esac
 }
 

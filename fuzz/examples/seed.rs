@@ -1,16 +1,21 @@
-//! Writes the seed corpora of the three fuzz targets (small, valid inputs) into
+//! Writes the seed corpora of the four fuzz targets (small, valid inputs) into
 //! `fuzz/corpus/<target>/` (gitignored). Deterministic: run it again to regenerate.
 //!
 //!     cargo run --manifest-path fuzz/Cargo.toml --example seed [-- OUT_DIR]
 //!
 //! OUT_DIR defaults to the `corpus` folder next to this crate's Cargo.toml.
 
-use attnlab_core::config::{
-    AbsolutePosition, FfnKind, KernelKind, KernelTerm, LrpeCore, LrpeNormalize, LrpeP, LrpeTheta, NormKind,
-    SizePreset, TransnormerFlavor, TransnormerRole, VARIANT_IDS,
-};
+use attnlab_core::config::{AbsolutePosition, FfnKind, NormKind, SizePreset, VARIANT_IDS};
 use attnlab_core::tokenizer::{Tokenizer, INIT_CORPUS};
-use attnlab_core::{AttentionSpec, Model, ModelConfig};
+use attnlab_core::variants::lrpe::{LrpeCore, LrpeNormalize, LrpeP, LrpeSpec, LrpeTheta};
+use attnlab_core::variants::transnormer::{Transnormer, TransnormerFlavor, TransnormerRole};
+use attnlab_core::variants::{
+    alibi::Alibi, fire::Fire, gla::Gla, mep::Mep, mep_param::MepParam, retnet::Retnet, rope::Rope,
+    sandwich::Sandwich, sinusoidal::Sinusoidal, t5::T5, KernelKind, KernelTerm,
+};
+use attnlab_core::weights::{StorageDtype, Tensor, Weights};
+use attnlab_core::{hf, AttentionSpec, Model, ModelConfig};
+use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -35,54 +40,50 @@ fn configs() -> Vec<(String, ModelConfig)> {
     let preset = |id: &str| ModelConfig::preset(id, tiny).expect("preset");
 
     let mut c = preset("transnormer");
-    c.layers = vec![
-        AttentionSpec::Transnormer {
-            flavor: TransnormerFlavor::T1,
-            role: TransnormerRole::Diag,
-            block_size: 4,
-        },
-        AttentionSpec::Transnormer {
-            flavor: TransnormerFlavor::T1,
-            role: TransnormerRole::Norm,
-            block_size: 4,
-        },
-    ];
+    c.layers = [TransnormerRole::Diag, TransnormerRole::Norm]
+        .map(|role| {
+            AttentionSpec::Transnormer(Transnormer { flavor: TransnormerFlavor::T1, role, block_size: 4 })
+        })
+        .to_vec();
     out.push(("transnormer-t1".into(), c));
 
     let mut c = preset("lrpe");
     c.layers = vec![
-        AttentionSpec::Lrpe {
+        AttentionSpec::Lrpe(LrpeSpec {
             core: LrpeCore::Permutation,
             p: LrpeP::OddEven,
             theta: LrpeTheta::Fixed,
             normalize: LrpeNormalize::Denominator,
             seed: 7,
-        },
-        AttentionSpec::Lrpe {
+        }),
+        AttentionSpec::Lrpe(LrpeSpec {
             core: LrpeCore::Complex,
             p: LrpeP::Identity,
             theta: LrpeTheta::Learned,
             normalize: LrpeNormalize::Rmsnorm,
             seed: 3,
-        },
+        }),
     ];
     out.push(("lrpe-options".into(), c));
 
     let mut c = preset("mep");
     c.layers = vec![
-        AttentionSpec::Mep {
+        AttentionSpec::Mep(Mep {
             kernels: vec![
                 KernelTerm { kernel: KernelKind::KerpleLog, scale: 2.0, weight: 0.5, p: Some(1.5) },
                 KernelTerm { kernel: KernelKind::KerplePower, scale: 1.0, weight: 0.25, p: Some(0.5) },
             ],
             slopes: Some(vec![0.5, 0.25]),
-        },
-        AttentionSpec::Alibi { slopes: Some(vec![1.0, 0.0]) },
+        }),
+        AttentionSpec::Alibi(Alibi { slopes: Some(vec![1.0, 0.0]) }),
     ];
     out.push(("mep-kernels-hybrid".into(), c));
 
     let mut c = preset("sinusoidal");
-    c.layers = vec![AttentionSpec::Sinusoidal, AttentionSpec::T5 { num_buckets: 8, max_distance: 16 }];
+    c.layers = vec![
+        AttentionSpec::Sinusoidal(Sinusoidal {}),
+        AttentionSpec::T5(T5 { num_buckets: 8, max_distance: 16 }),
+    ];
     c.norm.kind = NormKind::Layernorm;
     c.ffn.kind = FfnKind::Gelu;
     c.tie_embeddings = false;
@@ -90,13 +91,16 @@ fn configs() -> Vec<(String, ModelConfig)> {
 
     let mut c = preset("gla");
     c.layers = vec![
-        AttentionSpec::Gla { gate_rank: 2, gate_logit_normalizer: 8.0 },
-        AttentionSpec::Sandwich { dbar: Some(4) },
+        AttentionSpec::Gla(Gla { gate_rank: 2, gate_logit_normalizer: 8.0 }),
+        AttentionSpec::Sandwich(Sandwich { dbar: Some(4) }),
     ];
     out.push(("gla-sandwich".into(), c));
 
     let mut c = preset("rope");
-    c.layers = vec![AttentionSpec::Rope { base: 500.0 }, AttentionSpec::Fire { init_l: Some(4.0) }];
+    c.layers = vec![
+        AttentionSpec::Rope(Rope { base: 500.0, rotary_dim: Some(2), scaling: None }),
+        AttentionSpec::Fire(Fire { init_l: Some(4.0) }),
+    ];
     c.absolute_position = AbsolutePosition::Sinusoidal;
     out.push(("rope-fire-abspos".into(), c));
 
@@ -105,8 +109,9 @@ fn configs() -> Vec<(String, ModelConfig)> {
         SizePreset { n_layers: 3, n_heads: 3, head_dim: 3, d_model: 6, ..tiny },
     )
     .expect("preset");
-    c.layers[1] = AttentionSpec::MepParam { kerple_weight: 0.0, gaussian_weight: 1.0, gaussian_scale: 2.0 };
-    c.layers[2] = AttentionSpec::Retnet;
+    c.layers[1] =
+        AttentionSpec::MepParam(MepParam { kerple_weight: 0.0, gaussian_weight: 1.0, gaussian_scale: 2.0 });
+    c.layers[2] = AttentionSpec::Retnet(Retnet {});
     c.head_dim = 4; // retnet needs an even head_dim
     out.push(("linear-elu-mep-param-retnet".into(), c));
 
@@ -143,6 +148,219 @@ const TOKENIZER_JSONS: &[(&str, &str)] = &[
         r###"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":{"type":"Strip","content":"x","start":1,"stop":0},"model":{"type":"WordLevel","vocab":{"[UNK]":0,"hello":1,"world":2},"unk_token":"[UNK]"}}"###,
     ),
 ];
+
+/// A tiny Hugging Face checkpoint in the image of a fixture of `crates/core/tests/fixtures/hf/`:
+/// its `config.json` with the sizes shrunk (1 layer, width 8, vocabulary 16; its options kept), and
+/// seeded random tensors under the architecture's names, stored in the fixture's dtype.
+/// Returns the config text, the shard bytes and the tensor names.
+fn tiny_hf_checkpoint(fixture: &Path) -> (String, Vec<u8>, Vec<String>) {
+    let text = std::fs::read_to_string(fixture.join("config.json")).expect("fixture config");
+    let mut c: Value = serde_json::from_str(&text).expect("fixture config JSON");
+    let arch = c["architectures"][0].as_str().expect("architectures").to_string();
+    let flag = |c: &Value, key: &str, default: bool| c.get(key).and_then(Value::as_bool).unwrap_or(default);
+    let (v, d, layers) = (16usize, 8usize, 1usize);
+    let mut t: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut add = |name: String, shape: &[usize]| t.push((name, shape.to_vec()));
+    match arch.as_str() {
+        "LlamaForCausalLM" => {
+            // Keep GQA/MQA and a head_dim that is not hidden / heads where the fixture has them.
+            let (heads, kv) = (2, if c["num_key_value_heads"] == c["num_attention_heads"] { 2 } else { 1 });
+            let explicit =
+                c["head_dim"].as_u64().zip(c["hidden_size"].as_u64()).zip(c["num_attention_heads"].as_u64());
+            let dh = match explicit {
+                Some(((h, d0), n)) if h * n != d0 => 8,
+                _ => 4,
+            };
+            let i = 8;
+            for (k, val) in [
+                ("hidden_size", d),
+                ("num_attention_heads", heads),
+                ("num_key_value_heads", kv),
+                ("head_dim", dh),
+                ("intermediate_size", i),
+                ("num_hidden_layers", layers),
+                ("vocab_size", v),
+                ("max_position_embeddings", 16),
+            ] {
+                c[k] = json!(val);
+            }
+            let (ab, mb) = (flag(&c, "attention_bias", false), flag(&c, "mlp_bias", false));
+            add("model.embed_tokens.weight".into(), &[v, d]);
+            add("model.norm.weight".into(), &[d]);
+            if !flag(&c, "tie_word_embeddings", false) {
+                add("lm_head.weight".into(), &[v, d]);
+            }
+            for l in 0..layers {
+                let p = format!("model.layers.{l}.");
+                add(format!("{p}input_layernorm.weight"), &[d]);
+                add(format!("{p}post_attention_layernorm.weight"), &[d]);
+                for (m, rows, inp, bias) in [
+                    ("self_attn.q_proj", heads * dh, d, ab),
+                    ("self_attn.k_proj", kv * dh, d, ab),
+                    ("self_attn.v_proj", kv * dh, d, ab),
+                    ("self_attn.o_proj", d, heads * dh, ab),
+                    ("mlp.gate_proj", i, d, mb),
+                    ("mlp.up_proj", i, d, mb),
+                    ("mlp.down_proj", d, i, mb),
+                ] {
+                    add(format!("{p}{m}.weight"), &[rows, inp]);
+                    if bias {
+                        add(format!("{p}{m}.bias"), &[rows]);
+                    }
+                }
+            }
+        }
+        "GPTNeoXForCausalLM" => {
+            // One head of 8: partial rotary fractions of 1/4 and 1/2 stay whole, even channels.
+            let i = 8;
+            for (k, val) in [
+                ("hidden_size", d),
+                ("num_attention_heads", 1),
+                ("intermediate_size", i),
+                ("num_hidden_layers", layers),
+                ("vocab_size", v),
+                ("max_position_embeddings", 16),
+            ] {
+                c[k] = json!(val);
+            }
+            let ab = flag(&c, "attention_bias", true);
+            add("gpt_neox.embed_in.weight".into(), &[v, d]);
+            add("gpt_neox.final_layer_norm.weight".into(), &[d]);
+            add("gpt_neox.final_layer_norm.bias".into(), &[d]);
+            if !flag(&c, "tie_word_embeddings", false) {
+                add("embed_out.weight".into(), &[v, d]);
+            }
+            for l in 0..layers {
+                let p = format!("gpt_neox.layers.{l}.");
+                for n in ["input_layernorm", "post_attention_layernorm"] {
+                    add(format!("{p}{n}.weight"), &[d]);
+                    add(format!("{p}{n}.bias"), &[d]);
+                }
+                for (m, rows, inp, bias) in [
+                    ("attention.query_key_value", 3 * d, d, ab),
+                    ("attention.dense", d, d, ab),
+                    ("mlp.dense_h_to_4h", i, d, true),
+                    ("mlp.dense_4h_to_h", d, i, true),
+                ] {
+                    add(format!("{p}{m}.weight"), &[rows, inp]);
+                    if bias {
+                        add(format!("{p}{m}.bias"), &[rows]);
+                    }
+                }
+            }
+        }
+        "BloomForCausalLM" => {
+            for (k, val) in [("hidden_size", d), ("n_head", 2), ("n_layer", layers), ("vocab_size", v)] {
+                c[k] = json!(val);
+            }
+            let p0 = "transformer.";
+            add(format!("{p0}word_embeddings.weight"), &[v, d]);
+            for n in ["word_embeddings_layernorm", "ln_f"] {
+                add(format!("{p0}{n}.weight"), &[d]);
+                add(format!("{p0}{n}.bias"), &[d]);
+            }
+            if !flag(&c, "tie_word_embeddings", true) {
+                add("lm_head.weight".into(), &[v, d]);
+            }
+            for l in 0..layers {
+                let p = format!("{p0}h.{l}.");
+                for n in ["input_layernorm", "post_attention_layernorm"] {
+                    add(format!("{p}{n}.weight"), &[d]);
+                    add(format!("{p}{n}.bias"), &[d]);
+                }
+                for (m, rows, inp) in [
+                    ("self_attention.query_key_value", 3 * d, d),
+                    ("self_attention.dense", d, d),
+                    ("mlp.dense_h_to_4h", 4 * d, d),
+                    ("mlp.dense_4h_to_h", d, 4 * d),
+                ] {
+                    add(format!("{p}{m}.weight"), &[rows, inp]);
+                    add(format!("{p}{m}.bias"), &[rows]);
+                }
+            }
+        }
+        "GPT2LMHeadModel" => {
+            let positions = 8;
+            let inner = if c["n_inner"].is_null() { 4 * d } else { 12 };
+            for (k, val) in [
+                ("n_embd", d),
+                ("n_head", 2),
+                ("n_layer", layers),
+                ("n_positions", positions),
+                ("vocab_size", v),
+            ] {
+                c[k] = json!(val);
+            }
+            if !c["n_inner"].is_null() {
+                c["n_inner"] = json!(inner);
+            }
+            let p0 = "transformer.";
+            add(format!("{p0}wte.weight"), &[v, d]);
+            add(format!("{p0}wpe.weight"), &[positions, d]);
+            add(format!("{p0}ln_f.weight"), &[d]);
+            add(format!("{p0}ln_f.bias"), &[d]);
+            if !flag(&c, "tie_word_embeddings", true) {
+                add("lm_head.weight".into(), &[v, d]);
+            }
+            for l in 0..layers {
+                let p = format!("{p0}h.{l}.");
+                for n in ["ln_1", "ln_2"] {
+                    add(format!("{p}{n}.weight"), &[d]);
+                    add(format!("{p}{n}.bias"), &[d]);
+                }
+                // Conv1D weights are [in, out].
+                for (m, inp, out) in [
+                    ("attn.c_attn", d, 3 * d),
+                    ("attn.c_proj", d, d),
+                    ("mlp.c_fc", d, inner),
+                    ("mlp.c_proj", inner, d),
+                ] {
+                    add(format!("{p}{m}.weight"), &[inp, out]);
+                    add(format!("{p}{m}.bias"), &[out]);
+                }
+            }
+        }
+        other => panic!("fixture architecture {other} has no tiny seed"),
+    }
+    let dtype = match c["dtype"].as_str() {
+        Some("float16") => StorageDtype::F16,
+        Some("bfloat16") => StorageDtype::Bf16,
+        _ => StorageDtype::F32,
+    };
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let names = t.iter().map(|(n, _)| n.clone()).collect();
+    let tensors = t
+        .into_iter()
+        .map(|(name, shape)| {
+            let data = (0..shape.iter().product::<usize>())
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let r = ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5;
+                    if name.ends_with("norm.weight")
+                        || name.ends_with("ln_f.weight")
+                        || name.contains(".ln_") && name.ends_with(".weight")
+                    {
+                        1.0 + r
+                    } else {
+                        r
+                    }
+                })
+                .collect();
+            (name, Tensor { shape, data })
+        })
+        .collect();
+    let bytes = Weights { tensors }
+        .to_safetensors_as(dtype, Some(HashMap::from([("format".to_string(), "pt".to_string())])))
+        .expect("serialize");
+    (serde_json::to_string_pretty(&c).expect("config JSON"), bytes, names)
+}
+
+/// An index putting every tensor of `shard` into `file`.
+fn one_shard_index(names: &[String], size: usize, file: &str) -> String {
+    let map: serde_json::Map<String, Value> = names.iter().map(|n| (n.clone(), json!(file))).collect();
+    serde_json::to_string_pretty(&json!({"metadata": {"total_size": size}, "weight_map": map}))
+        .expect("index JSON")
+}
 
 fn main() {
     let out: PathBuf = std::env::args_os()
@@ -189,6 +407,42 @@ fn main() {
     for (name, json) in TOKENIZER_JSONS {
         Tokenizer::from_bytes(json.as_bytes()).unwrap_or_else(|e| panic!("seed {name} does not load: {e}"));
         write(&dir, name, json.as_bytes());
+    }
+
+    // fuzz_hf: a tiny checkpoint in the image of every importer fixture (sizes shrunk, options
+    // kept), as a single file and with a one-shard index; and the sharded fixture's own config and
+    // index with its smallest shard (it fails: the other two shards are absent).
+    let dir = out.join("fuzz_hf");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/core/tests/fixtures/hf");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&fixtures)
+        .expect("fixtures of crates/core/tests/fixtures/hf")
+        .filter_map(|e| e.ok().map(|e| e.path()).filter(|p| p.is_dir()))
+        .collect();
+    names.sort();
+    for fixture in &names {
+        let name = fixture.file_name().expect("name").to_string_lossy().into_owned();
+        let (config, shard, tensors) = tiny_hf_checkpoint(fixture);
+        let file = "model-00001-of-00001.safetensors";
+        let index = one_shard_index(&tensors, shard.len(), file);
+        for (seed, index, file) in [
+            (format!("{name}.bin"), None, hf::SINGLE_FILE),
+            (format!("{name}-indexed.bin"), Some(index), file),
+        ] {
+            let shards = [(file.to_string(), shard.clone())];
+            hf::import(&config, index.as_deref(), &shards, hf::ImportOptions::default())
+                .unwrap_or_else(|e| panic!("seed {seed} does not import: {e}"));
+            write(&dir, &seed, &attnlab_fuzz::hf_join(&config, index.as_deref(), &shard));
+        }
+        if fixture.join(hf::INDEX_FILE).exists() {
+            let read = |f: &str| std::fs::read(fixture.join(f)).expect("fixture file");
+            let text = |f: &str| String::from_utf8(read(f)).expect("fixture text");
+            let seed = attnlab_fuzz::hf_join(
+                &text("config.json"),
+                Some(&text(hf::INDEX_FILE)),
+                &read("model-00003-of-00003.safetensors"),
+            );
+            write(&dir, &format!("{name}-real-shard3.bin"), &seed);
+        }
     }
 
     println!(

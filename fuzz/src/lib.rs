@@ -52,9 +52,9 @@ pub const MAX_TABLE_WORK: usize = 1 << 18;
 pub fn table_work(cfg: &ModelConfig) -> usize {
     let per_entry = |spec: &AttentionSpec| -> usize {
         match spec {
-            AttentionSpec::Sandwich { dbar } => 1 + dbar.unwrap_or(cfg.head_dim) / 2,
-            AttentionSpec::Mep { kernels, .. } => 1 + kernels.len(),
-            AttentionSpec::Fire { .. } => 32,
+            AttentionSpec::Sandwich(s) => 1 + s.dbar.unwrap_or(cfg.head_dim) / 2,
+            AttentionSpec::Mep(m) => 1 + m.kernels.len(),
+            AttentionSpec::Fire(_) => 32,
             _ => 1,
         }
     };
@@ -108,4 +108,28 @@ pub fn known_tokenizer_bug(data: &[u8]) -> bool {
         }
     }
     false
+}
+
+/// Separator of the three parts of a `fuzz_hf` input: `config.json` text, index text (empty: no
+/// index, a single `model.safetensors`), one shard's bytes.
+pub const HF_SEP: &[u8] = b"\0--8<--\0";
+
+/// `config ++ HF_SEP ++ index ++ HF_SEP ++ shard` (what [`hf_split`] takes apart).
+pub fn hf_join(config: &str, index: Option<&str>, shard: &[u8]) -> Vec<u8> {
+    [config.as_bytes(), HF_SEP, index.unwrap_or("").as_bytes(), HF_SEP, shard].concat()
+}
+
+/// The parts of a `fuzz_hf` input: config and index text (invalid UTF-8 replaced, an empty index
+/// is `None`) and the shard bytes. Missing separators leave the later parts empty.
+pub fn hf_split(data: &[u8]) -> (String, Option<String>, &[u8]) {
+    let cut = |d: &[u8]| match d.windows(HF_SEP.len()).position(|w| w == HF_SEP) {
+        Some(i) => (i, i + HF_SEP.len()),
+        None => (d.len(), d.len()),
+    };
+    let (end, rest) = cut(data);
+    let config = String::from_utf8_lossy(&data[..end]).into_owned();
+    let data = &data[rest..];
+    let (end, rest) = cut(data);
+    let index = (end > 0).then(|| String::from_utf8_lossy(&data[..end]).into_owned());
+    (config, index, &data[rest..])
 }
