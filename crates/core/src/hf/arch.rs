@@ -85,15 +85,18 @@ fn base(
     })
 }
 
-/// `hidden / heads`, refused when it does not divide (`heads_keys`: the aliases of the head count).
+/// `head_dim` when the config gives it (Llama may set it freely), else `hidden / heads`, refused when
+/// that does not divide (`heads_keys`: the aliases of the head count).
 fn head_dim(c: &HfConfig, d: usize, heads: usize, heads_keys: &[&str]) -> Result<usize> {
+    if let Some(dh) = c.opt_usize(&["head_dim"])? {
+        return Ok(dh);
+    }
     match d.is_multiple_of(heads) {
         true => Ok(d / heads),
         false => {
             Err(HfConfig::err(&c.key_of(heads_keys), format!("{heads} does not divide hidden_size {d}")))
         }
     }
-    .and_then(|dh| c.opt_usize(&["head_dim"]).map(|h| h.unwrap_or(dh)))
 }
 
 /// The GELU of an activation name: exact erf form or one of the tanh approximations.
@@ -200,31 +203,7 @@ fn neox(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     cfg.tie_embeddings = c.bool_or("tie_word_embeddings", false)?;
     o.embeddings("gpt_neox.embed_in.weight", "gpt_neox.final_layer_norm", "embed_out.weight", &cfg)?;
     for i in 0..dims.layers {
-        let (p, q) = (format!("gpt_neox.layers.{i}."), format!("layers.{i}."));
-        o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
-        o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
-        o.fused_qkv(&format!("{p}attention.query_key_value"), &q, &dims, Some(&rope), attn_bias)?;
-        o.linear(
-            &format!("{p}attention.dense"),
-            &format!("{q}attn.wo"),
-            &format!("{q}attn.bo"),
-            [d, d],
-            attn_bias,
-        )?;
-        o.linear(
-            &format!("{p}mlp.dense_h_to_4h"),
-            &format!("{q}ffn.w_up"),
-            &format!("{q}ffn.b_up"),
-            [dims.hidden, d],
-            true,
-        )?;
-        o.linear(
-            &format!("{p}mlp.dense_4h_to_h"),
-            &format!("{q}ffn.w_down"),
-            &format!("{q}ffn.b_down"),
-            [d, dims.hidden],
-            true,
-        )?;
+        o.fused_block(&format!("gpt_neox.layers.{i}."), "attention", i, &dims, &cfg, Some(&rope))?;
     }
     Ok(cfg)
 }
@@ -253,31 +232,7 @@ fn bloom(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
     o.embeddings(&format!("{p0}word_embeddings.weight"), &format!("{p0}ln_f"), "lm_head.weight", &cfg)?;
     o.norm(&format!("{p0}word_embeddings_layernorm"), "emb_norm", &cfg)?;
     for i in 0..dims.layers {
-        let (p, q) = (format!("{p0}h.{i}."), format!("layers.{i}."));
-        o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
-        o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
-        o.fused_qkv(&format!("{p}self_attention.query_key_value"), &q, &dims, None, true)?;
-        o.linear(
-            &format!("{p}self_attention.dense"),
-            &format!("{q}attn.wo"),
-            &format!("{q}attn.bo"),
-            [d, d],
-            true,
-        )?;
-        o.linear(
-            &format!("{p}mlp.dense_h_to_4h"),
-            &format!("{q}ffn.w_up"),
-            &format!("{q}ffn.b_up"),
-            [dims.hidden, d],
-            true,
-        )?;
-        o.linear(
-            &format!("{p}mlp.dense_4h_to_h"),
-            &format!("{q}ffn.w_down"),
-            &format!("{q}ffn.b_down"),
-            [d, dims.hidden],
-            true,
-        )?;
+        o.fused_block(&format!("{p0}h.{i}."), "self_attention", i, &dims, &cfg, None)?;
     }
     Ok(cfg)
 }
@@ -385,6 +340,31 @@ impl Out<'_> {
         if bias {
             let data = self.s.take(&format!("{hf}.bias"), &[shape[0]])?;
             self.put(b.to_string(), &[shape[0]], data);
+        }
+        Ok(())
+    }
+
+    /// One NeoX/BLOOM block `{p}…` as layer `i`: the two norms, the fused QKV, the attention output
+    /// `{p}{attn}.dense` and the MLP `dense_h_to_4h` / `dense_4h_to_h` (always with biases).
+    fn fused_block(
+        &mut self,
+        p: &str,
+        attn: &str,
+        i: usize,
+        d: &Dims,
+        cfg: &ModelConfig,
+        rope: Option<&Rope>,
+    ) -> Result<()> {
+        let q = format!("layers.{i}.");
+        self.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), cfg)?;
+        self.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), cfg)?;
+        self.fused_qkv(&format!("{p}{attn}.query_key_value"), &q, d, rope, cfg.biases.qkv)?;
+        for (hf, w, b, shape, bias) in [
+            (format!("{attn}.dense"), "attn.wo", "attn.bo", [d.d, d.d], cfg.biases.attn_out),
+            ("mlp.dense_h_to_4h".to_string(), "ffn.w_up", "ffn.b_up", [d.hidden, d.d], true),
+            ("mlp.dense_4h_to_h".to_string(), "ffn.w_down", "ffn.b_down", [d.d, d.hidden], true),
+        ] {
+            self.linear(&format!("{p}{hf}"), &format!("{q}{w}"), &format!("{q}{b}"), shape, bias)?;
         }
         Ok(())
     }
