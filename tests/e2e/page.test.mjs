@@ -715,3 +715,160 @@ test("the extrapolation view draws every shipped model's curve from results.json
   assert.deepEqual(missing.errors, []);
   await missing.context.close();
 });
+
+// ---- "Open model…" (issue 13): local attnlab / Hugging Face folders --------------------------------
+const HF_FIXTURES = join(process.cwd(), "../../crates/core/tests/fixtures/hf");
+const SCREENS = process.env.SCREENS ?? join(SHOTS, "open");
+mkdirSync(SCREENS, { recursive: true });
+
+/**
+ * A tokenizer.json that fits a 96-id vocabulary: one BPE token per printable ASCII character
+ * (ids 0..94, no merges) and <|endoftext|> = 95, fused back together on decode.
+ */
+function tinyTokenizer() {
+  const vocab = {};
+  for (let c = 32; c < 127; c++) vocab[String.fromCharCode(c)] = c - 32;
+  vocab["<|endoftext|>"] = 95;
+  const eos = { id: 95, content: "<|endoftext|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true };
+  return JSON.stringify({
+    version: "1.0", truncation: null, padding: null, added_tokens: [eos],
+    normalizer: null, pre_tokenizer: null, post_processor: null, decoder: { type: "Fuse" },
+    model: { type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
+      fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges: [] },
+  });
+}
+
+/**
+ * A temp folder named `name` holding the fixture's config.json and model.safetensors, plus a
+ * tokenizer (`tokenizer`: its text, or null for none); `edit(config)` may change the config.
+ */
+function hfFolder(fixture, name, { tokenizer = tinyTokenizer(), edit } = {}) {
+  const dir = join(mkdtempSync(join(tmpdir(), "attnlab-open-")), name);
+  mkdirSync(dir);
+  const config = JSON.parse(readFileSync(join(HF_FIXTURES, fixture, "config.json"), "utf8"));
+  writeFileSync(join(dir, "config.json"), JSON.stringify(edit ? edit(config) : config));
+  writeFileSync(join(dir, "model.safetensors"), readFileSync(join(HF_FIXTURES, fixture, "model.safetensors")));
+  if (tokenizer !== null) writeFileSync(join(dir, "tokenizer.json"), tokenizer);
+  return dir;
+}
+
+/** A Llama folder whose safetensors header declares 10⁹ parameters (the file itself is tiny). */
+function hugeFolder() {
+  const dir = hfFolder("llama-gqa-untied", "huge");
+  const header = Buffer.from(JSON.stringify({ w: { dtype: "F32", shape: [1e9], data_offsets: [0, 4e9] } }));
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(header.length));
+  writeFileSync(join(dir, "model.safetensors"), Buffer.concat([len, header]));
+  return dir;
+}
+
+/** Parameters of a safetensors file: the sum of its tensors' element counts (header only). */
+function headerParams(path) {
+  const buf = readFileSync(path);
+  const header = JSON.parse(buf.subarray(8, 8 + Number(buf.readBigUInt64LE(0))).toString("utf8"));
+  return Object.entries(header)
+    .filter(([k]) => k !== "__metadata__")
+    .reduce((sum, [, t]) => sum + t.shape.reduce((a, b) => a * b, 1), 0);
+}
+
+/** Open `dir` through the folder input (or, with `files`, its files through the file input). */
+async function openLocal(page, dir, { files = false } = {}) {
+  if (files) {
+    const names = ["config.json", "model.safetensors", "tokenizer.json"];
+    await page.setInputFiles("#open-files", names.map((n) => join(dir, n)));
+  } else {
+    await page.setInputFiles("#open-folder", dir);
+  }
+  await page.waitForSelector('#open-status:is([data-state="done"], [data-state="failed"])', { timeout: LOAD_MS });
+  return page.getAttribute("#open-status", "data-state");
+}
+
+/** Generate `n` tokens; the number of tokens the status line reports. */
+async function generateCount(page, n) {
+  await page.fill("#max-tokens", String(n));
+  await page.click("#generate");
+  await page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, {
+    timeout: LOAD_MS,
+  });
+  const status = await page.textContent("#status");
+  const m = status.match(/^done: (\d+) tokens/);
+  assert.ok(m, status);
+  return Number(m[1]);
+}
+
+test("Open model…: a Llama-style folder and a BLOOM-style folder's files load locally and generate", async () => {
+  const { page, context, outside, errors } = await open("?backend=cpu");
+  assert.match(await page.textContent("#open-note"), /read locally: nothing is uploaded/);
+  await page.fill("#prompt", "Hello there");
+  const llama = hfFolder("llama-gqa-untied", "llama-gqa-untied");
+  assert.equal(await openLocal(page, llama), "done", await page.textContent("#error").catch(() => ""));
+  await statusIs(page, "model llama-gqa-untied opened from local files: ready");
+  const llamaParams = headerParams(join(llama, "model.safetensors"));
+  assert.equal(await attr(page, "#model-info", "data-architecture"), "LlamaForCausalLM");
+  assert.equal(Number(await attr(page, "#model-info", "data-params")), llamaParams);
+  assert.match(await page.textContent("#open-status"), /opened llama-gqa-untied \(LlamaForCausalLM, [\d,]+ parameters/);
+  assert.equal(await page.inputValue("#prompt"), "Hello there", "the prompt is kept");
+  const n1 = await generateCount(page, 6);
+  assert.ok(n1 >= 1 && n1 <= 6, `${n1}`);
+  assert.equal(await attr(page, "#output-model", "data-model"), "llama-gqa-untied");
+  await page.screenshot({ path: join(SCREENS, "opened-llama.png"), fullPage: true });
+  console.log(`# opened Llama (LlamaForCausalLM): ${llamaParams} parameters, generated ${n1} tokens`);
+
+  const bloom = hfFolder("bloom-6-heads", "bloom-6-heads");
+  assert.equal(await openLocal(page, bloom, { files: true }), "done");
+  await statusIs(page, "model local BloomForCausalLM opened from local files: ready");
+  assert.match(await page.textContent("#model-picker"), /opened: local BloomForCausalLM/);
+  const bloomParams = headerParams(join(bloom, "model.safetensors"));
+  assert.equal(await attr(page, "#model-info", "data-architecture"), "BloomForCausalLM");
+  assert.equal(Number(await attr(page, "#model-info", "data-params")), bloomParams);
+  assert.match(await page.textContent("#model-info"), /alibi/);
+  const n2 = await generateCount(page, 5);
+  assert.ok(n2 >= 1 && n2 <= 5, `${n2}`);
+  console.log(`# opened BLOOM (BloomForCausalLM): ${bloomParams} parameters, generated ${n2} tokens`);
+
+  // ALiBi slopes of the BLOOM model are steerable like the shipped models'.
+  await page.click("#tab-kernels");
+  await page.waitForSelector("#kernel-chart g.series");
+  const before = await kernelValues(page);
+  assert.ok(before.length > 10 && before.every(Number.isFinite));
+  await slide(page, "#slope-scale", 2); // ×4
+  await page.waitForFunction(() => document.querySelector("#slope-scale-value")?.textContent === "×4.0000");
+  const scaled = await kernelValues(page);
+  assert.notDeepEqual(scaled, before, "the slope slider changes the BLOOM model's B(d)");
+  assert.ok(Math.abs(scaled[10] - 4 * before[10]) < 1e-3 * Math.abs(before[10]) + 1e-6, `${scaled[10]} vs ${before[10]}`);
+  await page.screenshot({ path: join(SCREENS, "opened-bloom-kernels.png"), fullPage: true });
+  const n3 = await generateCount(page, 4);
+  assert.ok(n3 >= 1, "the steered BLOOM model generates");
+  console.log(`# BLOOM kernel at d=10: ${before[10]} → ${scaled[10]} at ×4 slopes; steered run ${n3} tokens`);
+  assert.deepEqual(outside, [], "nothing leaves the page's origin");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("Open model…: bad folders are refused by name; the prompt and the previous model stay", async () => {
+  const { page, context, errors } = await open("?backend=cpu");
+  await page.fill("#prompt", "Keep this prompt");
+  const cases = [
+    [hfFolder("llama-gqa-untied", "mpt", { edit: (c) => ({ ...c, architectures: ["MptForCausalLM"] }) }),
+      /MptForCausalLM is not supported/],
+    [hfFolder("llama-gqa-untied", "no-tokenizer", { tokenizer: null }), /tokenizer\.json is missing/],
+    [hfFolder("llama-gqa-untied", "big-tokenizer", { tokenizer: readFileSync(join(SITE, "models/tokenizer.json"), "utf8") }),
+      /tokenizer\.json: .*2048 ids but the model's vocab_size is 96/],
+    [hugeFolder(), /huge does not fit the page's memory: 1,000,000,000 parameters need about 11\.18 GiB .* limit of 3\.00 GiB/],
+  ];
+  for (const [dir, message] of cases) {
+    assert.equal(await openLocal(page, dir), "failed");
+    const error = await page.textContent("#error");
+    assert.match(error, message);
+    console.log(`# refused: ${error}`);
+    if (message.source.startsWith("Mpt")) await page.screenshot({ path: join(SCREENS, "open-error.png"), fullPage: true });
+    assert.equal(await page.inputValue("#prompt"), "Keep this prompt", "the prompt is kept");
+    assert.match(await page.textContent("#status"), /model alibi loaded/);
+  }
+  assert.equal(await attr(page, "#model-info", "data-architecture"), "attnlab");
+  const n = await generateCount(page, 4);
+  assert.ok(n >= 1, "the previous model still generates");
+  assert.equal(await attr(page, "#output-model", "data-model"), "alibi");
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -6,6 +6,7 @@
 //! Switching models stops a running generation first (the generator sees the new load; its output
 //! stays, labelled with the model that wrote it) and empties the lab until the new model is ready.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use attnlab_core::catalog::ModelIndex;
@@ -19,8 +20,12 @@ use crate::form::DEFAULT_PROMPT;
 use crate::host::{self, HostMsg, LoadTicket, ModelHost};
 use crate::lab::BiasEdit;
 use crate::loader::{self, LoadReport};
+use crate::local::{self, Opened};
 use crate::models;
-use crate::panels::{BackendBadge, GenReport, Generator, LabPanel, ModelPicker};
+use crate::open;
+use crate::panels::{
+    files_of, BackendBadge, GenReport, Generator, LabPanel, ModelPicker, OpenModel, OpenState,
+};
 
 /// Where the current model stands.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -48,6 +53,9 @@ pub struct App {
     trace_text: Rc<String>,
     /// Whether the generator is running.
     running: bool,
+    /// "Open model…": where the latest open stands, and its id (a newer open or load supersedes it).
+    open: OpenState,
+    open_seq: Rc<Cell<u32>>,
     links: Links,
 }
 
@@ -58,6 +66,7 @@ struct Links {
     edit: Callback<BiasEdit>,
     force_cpu: Callback<bool>,
     retry_gpu: Callback<()>,
+    open_files: Callback<Vec<web_sys::File>>,
 }
 
 pub enum Msg {
@@ -78,6 +87,17 @@ pub enum Msg {
     Generator(GenReport),
     BiasEdited(BiasEdit),
     DismissError,
+    /// Files picked or dropped for "Open model…".
+    OpenFiles(Vec<web_sys::File>),
+    OpenProgress {
+        open: u32,
+        status: String,
+        fraction: Option<f64>,
+    },
+    Opened {
+        open: u32,
+        result: Result<Box<Opened>, String>,
+    },
 }
 
 impl App {
@@ -122,6 +142,10 @@ impl App {
 
     /// Load `name` (superseding any load in flight); the prompt and settings are kept.
     fn start_load(&mut self, ctx: &Context<Self>, name: String) {
+        self.open_seq.set(self.open_seq.get().wrapping_add(1));
+        if matches!(self.open, OpenState::Busy(..)) {
+            self.open = OpenState::Idle;
+        }
         let load = self.host.begin_load();
         self.phase = Phase::Loading;
         self.progress = None;
@@ -147,6 +171,46 @@ impl App {
             None => "model loaded: ready".to_string(),
         };
         self.host.set_loaded(engine);
+    }
+
+    /// Open a model from the user's files; the current model stays in use until it is ready.
+    fn start_open(&mut self, ctx: &Context<Self>, files: Vec<web_sys::File>) {
+        if files.is_empty() {
+            return;
+        }
+        let seq = self.open_seq.clone();
+        let open = seq.get().wrapping_add(1);
+        seq.set(open);
+        self.error = None;
+        self.open = OpenState::Busy(format!("opening {} files…", files.len()), None);
+        let link = ctx.link().clone();
+        spawn_local(async move {
+            let progress = |status: String, fraction: Option<f64>| {
+                link.send_message(Msg::OpenProgress { open, status, fraction })
+            };
+            let result = local::open_model(files, progress, || seq.get() == open).await.map(Box::new);
+            link.send_message(Msg::Opened { open, result });
+        });
+    }
+
+    /// The opened model becomes the page's model, exactly as a loaded one does.
+    fn on_opened(&mut self, opened: Box<Opened>) {
+        let Opened { engine, name, need } = *opened;
+        let info = engine.info();
+        let what = info.architecture.clone().unwrap_or_else(|| "attnlab".to_string());
+        self.open = OpenState::Done(format!(
+            "opened {name} ({what}, {} parameters, {} of f32 weights) from local files",
+            open::group(need.params),
+            open::size(need.params.saturating_mul(4))
+        ));
+        self.host.begin_load();
+        self.model = Some(name);
+        self.error = None;
+        self.on_loaded(Rc::new(engine), LoadReport::default());
+        self.load_report = None;
+        if let Some(name) = &self.model {
+            self.status = format!("model {name} opened from local files: ready");
+        }
     }
 
     fn on_generator(&mut self, report: GenReport) {
@@ -186,12 +250,15 @@ impl Component for App {
             host: ModelHost::new(backend::force_cpu_from_query(&search), on_host.clone()),
             trace_text: Rc::new(DEFAULT_PROMPT.to_string()),
             running: false,
+            open: OpenState::Idle,
+            open_seq: Rc::new(Cell::new(0)),
             links: Links {
                 pick: link.callback(Msg::Pick),
                 generator: link.callback(Msg::Generator),
                 edit: link.callback(Msg::BiasEdited),
                 force_cpu: on_host.reform(HostMsg::ForceCpu),
                 retry_gpu: on_host.reform(|()| HostMsg::RetryGpu),
+                open_files: link.callback(Msg::OpenFiles),
             },
         }
     }
@@ -224,6 +291,19 @@ impl Component for App {
                 Err(e) => self.error = Some(format!("That bias setting was not applied: {e}")),
             },
             Msg::DismissError => self.error = None,
+            Msg::OpenFiles(files) => self.start_open(ctx, files),
+            Msg::OpenProgress { open, status, fraction } => {
+                if open != self.open_seq.get() {
+                    return false;
+                }
+                self.open = OpenState::Busy(status, fraction);
+            }
+            Msg::Opened { open, .. } if open != self.open_seq.get() => return false,
+            Msg::Opened { result: Ok(opened), .. } => self.on_opened(opened),
+            Msg::Opened { result: Err(e), .. } => {
+                self.open = OpenState::Failed;
+                self.error = Some(format!("Could not open the model: {e}"));
+            }
         }
         true
     }
@@ -249,7 +329,11 @@ impl Component for App {
         let model: AttrValue = self.model.clone().unwrap_or_default().into();
         let load = self.host.ticket();
         html! {
-            <main class="app" data-state={state}>
+            <main class="app" data-state={state} ondragover={Callback::from(|e: DragEvent| e.prevent_default())}
+                ondrop={ctx.link().callback(|e: DragEvent| {
+                    e.prevent_default();
+                    Msg::OpenFiles(files_of(e.data_transfer().and_then(|d| d.files())))
+                })}>
                 <header>
                     <h1>{ "attnlab" }</h1>
                     <BackendBadge state={self.host.backend().clone()} probes={self.host.probes()}
@@ -263,6 +347,7 @@ impl Component for App {
                     phase={self.phase} progress={self.progress} status={self.status.clone()}
                     engine={self.host.engine()} report={self.load_report.clone()} load={load.id()}
                     on_pick={self.links.pick.clone()} />
+                <OpenModel state={self.open.clone()} on_files={self.links.open_files.clone()} />
                 { error }
                 <Generator runner={self.host.runner()} model={model.clone()} load={load.clone()}
                     on_report={self.links.generator.clone()} />

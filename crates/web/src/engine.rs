@@ -25,6 +25,10 @@ pub struct ModelInfo {
     pub vocab_size: usize,
     pub train_context: usize,
     pub max_context: usize,
+    /// Number of parameters (tensor elements).
+    pub params: usize,
+    /// The Hugging Face class an imported checkpoint was converted from.
+    pub architecture: Option<String>,
 }
 
 /// Sampling and length settings of one generation, as parsed from the form.
@@ -72,6 +76,16 @@ impl Engine {
         let config_text =
             std::str::from_utf8(config_json).map_err(|e| format!("config.json: not valid UTF-8 ({e})"))?;
         let model = Model::from_bytes(config_text, safetensors).map_err(|e| e.to_string())?;
+        Engine::from_model(model, tokenizer_json, None)
+    }
+
+    /// A loaded model with its `tokenizer.json`; `architecture` names the Hugging Face class it was
+    /// imported from, if any. The tokenizer must fit the model's vocabulary.
+    pub fn from_model(
+        model: Model,
+        tokenizer_json: &[u8],
+        architecture: Option<String>,
+    ) -> Result<Engine, String> {
         let tokenizer = Tokenizer::from_bytes(tokenizer_json).map_err(|e| e.to_string())?;
         let cfg = model.config();
         tokenizer.check_fits(cfg.vocab_size).map_err(|e| e.to_string())?;
@@ -92,10 +106,19 @@ impl Engine {
             vocab_size: cfg.vocab_size,
             train_context: cfg.train_context,
             max_context: cfg.max_context,
+            params: model.weights().num_params(),
+            architecture,
         };
         let eos = tokenizer.token_to_id(EOS_TOKEN);
         let trained = cfg.layers.clone();
         Ok(Engine { model, tokenizer, eos, info, trained })
+    }
+
+    /// Shown as the model's name when its config has none (an imported checkpoint).
+    pub fn name_if_unnamed(&mut self, name: &str) {
+        if self.model.config().name.is_empty() {
+            self.info.name = name.to_string();
+        }
     }
 
     /// Facts about the loaded model.

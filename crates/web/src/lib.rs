@@ -8,6 +8,7 @@
 //! - `host`: the one interface to the model and the GPU (load tickets, bias edits, backend, runs);
 //! - `generate`: the generation tasks (CPU and WebGPU), reporting `RunEvent`s;
 //! - `loader`: model files from the browser cache or the network, and the page's other files;
+//! - `local`: a model from the user's own files ("Open model…"; `open` decides what it needs);
 //! - `panels`: the backend badge, the model picker, the generator and the lab tabs;
 //! - `views`: the lab views (kernels, perplexity, attention, LAA, gates);
 //! - `heatmap`, `plot`: canvas heatmaps and SVG charts; `gpu`, `store`, `fetch`, `yield_now`: browser
@@ -20,6 +21,7 @@ pub mod form;
 pub mod integrity;
 pub mod lab;
 pub mod models;
+pub mod open;
 pub mod results;
 
 #[cfg(target_arch = "wasm32")]
@@ -36,6 +38,8 @@ mod heatmap;
 mod host;
 #[cfg(target_arch = "wasm32")]
 mod loader;
+#[cfg(target_arch = "wasm32")]
+mod local;
 #[cfg(target_arch = "wasm32")]
 mod panels;
 #[cfg(target_arch = "wasm32")]

@@ -115,12 +115,20 @@ fn view_picker(props: &PickerProps) -> Html {
             <label for="model-picker">{ "Model" }</label>
             <select id="model-picker" onchange={on_change} aria-describedby="model-description">
                 if index.get(current).is_none() {
-                    <option value="" selected=true disabled=true>{ "choose a model" }</option>
+                    <option value="" selected=true disabled=true>{ placeholder(current) }</option>
                 }
                 { for groups }
             </select>
             <p id="model-description" class="muted">{ description }</p>
         </section>
+    }
+}
+
+/// The picker's line when the model shown is not in the index (one opened from local files).
+fn placeholder(current: &str) -> String {
+    match current {
+        "" => "choose a model".to_string(),
+        name => format!("opened: {name}"),
     }
 }
 
@@ -169,17 +177,19 @@ impl ModelPicker {
     }
 }
 
-/// The model's name, variants, shape and description.
+/// The model's name, source architecture, variants, shape, parameter count and description.
 fn view_model_info(info: &ModelInfo) -> Html {
     let variants = info.variants.join(" + ");
+    let arch = info.architecture.as_deref().map(|a| format!(" · {a}")).unwrap_or_default();
     html! {
-        <p id="model-info" class="model-info">
+        <p id="model-info" class="model-info" data-params={info.params.to_string()}
+            data-architecture={info.architecture.clone().unwrap_or_else(|| "attnlab".to_string())}>
             <b>{ &info.name }</b>
             { format!(
-                " · {variants} · {} layers × {} heads · d_model {} · vocab {} · context {} \
-                 (trained at {})",
+                "{arch} · {variants} · {} layers × {} heads · d_model {} · vocab {} · context {} \
+                 (trained at {}) · {} parameters",
                 info.n_layers, info.n_heads, info.d_model, info.vocab_size, info.max_context,
-                info.train_context
+                info.train_context, crate::open::group(info.params as u64)
             ) }
             if !info.description.is_empty() {
                 <br/><span class="muted">{ &info.description }</span>

@@ -1,0 +1,229 @@
+//! Reading a model from the user's own files ("Open model…"): a picked or dropped folder, or its
+//! files. Everything is read locally with `Blob` slices; nothing leaves the page. The folder is
+//! classified and its memory need checked (`crate::open`) before any weights are read, and every
+//! failure is a message naming the file; no file data is unwrapped.
+
+use attnlab_core::{hf, Model, Tokenizer};
+use js_sys::Uint8Array;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{Blob, File};
+
+use crate::engine::Engine;
+use crate::open::{self, Kind, Need, CONFIG, TOKENIZER};
+use crate::yield_now::next_paint;
+
+/// Bytes read per slice (the progress bar moves per slice).
+const CHUNK: u64 = 16 << 20;
+const SUPERSEDED: &str = "superseded by another model";
+
+/// An opened model: the engine, the name it is shown under and what it needed.
+pub struct Opened {
+    pub engine: Engine,
+    pub name: String,
+    pub need: Need,
+}
+
+/// The picked files by their name in the folder (files in subfolders are left out).
+struct Folder {
+    name: Option<String>,
+    files: Vec<(String, File)>,
+}
+
+impl Folder {
+    fn new(picked: Vec<File>) -> Folder {
+        let mut name = None;
+        let mut files = Vec::new();
+        for f in picked {
+            let rel = js_sys::Reflect::get(&f, &"webkitRelativePath".into())
+                .ok()
+                .and_then(|v| v.as_string())
+                .unwrap_or_default();
+            if let Some(n) = open::name_in_folder(&rel, &f.name()) {
+                if name.is_none() && rel.contains('/') {
+                    name = rel.split('/').next().map(str::to_string);
+                }
+                files.push((n, f));
+            }
+        }
+        Folder { name, files }
+    }
+
+    fn get(&self, name: &str) -> Option<&File> {
+        self.files.iter().find(|(n, _)| n == name).map(|(_, f)| f)
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.files.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    async fn text(&self, name: &str) -> Result<Option<String>, String> {
+        let Some(f) = self.get(name) else { return Ok(None) };
+        let bytes = read(name, f, &|_| {}).await?;
+        String::from_utf8(bytes).map(Some).map_err(|_| format!("{name}: not valid UTF-8"))
+    }
+}
+
+/// Bytes `start..end` of `blob`.
+async fn slice(name: &str, blob: &Blob, start: u64, end: u64) -> Result<Vec<u8>, String> {
+    let part = blob
+        .slice_with_f64_and_f64(start as f64, end as f64)
+        .map_err(|e| format!("{name}: could not be read ({e:?})"))?;
+    let buf = JsFuture::from(part.array_buffer())
+        .await
+        .map_err(|e| format!("{name}: could not be read ({e:?})"))?;
+    Ok(Uint8Array::new(&buf).to_vec())
+}
+
+/// The whole file, slice by slice; `done` hears the bytes read so far.
+async fn read(name: &str, file: &File, done: &dyn Fn(u64)) -> Result<Vec<u8>, String> {
+    let size = file.size() as u64;
+    let len = usize::try_from(size).map_err(|_| format!("{name}: too large ({size} bytes)"))?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(len).map_err(|_| format!("{name}: no memory for {} bytes", open::group(size)))?;
+    let blob: &Blob = file.unchecked_ref();
+    let mut at = 0;
+    while at < size {
+        let end = (at + CHUNK).min(size);
+        bytes.extend_from_slice(&slice(name, blob, at, end).await?);
+        at = end;
+        done(at);
+    }
+    Ok(bytes)
+}
+
+/// Parameters of one safetensors file, from its header alone.
+async fn params_of(name: &str, file: &File) -> Result<u64, String> {
+    let size = file.size() as u64;
+    let blob: &Blob = file.unchecked_ref();
+    let n = open::header_len(name, &slice(name, blob, 0, 8.min(size)).await?, size)?;
+    open::header_params(name, &slice(name, blob, 8, 8 + n).await?)
+}
+
+/// Open a model from `picked` files; `progress` hears the status and the fraction read, `alive()`
+/// turning false (another model was chosen) abandons it between steps.
+pub async fn open_model(
+    picked: Vec<File>,
+    progress: impl Fn(String, Option<f64>),
+    alive: impl Fn() -> bool,
+) -> Result<Opened, String> {
+    let folder = Folder::new(picked);
+    progress("reading config.json…".to_string(), None);
+    let config = folder.text(CONFIG).await?.ok_or_else(|| {
+        format!(
+            "{CONFIG} is missing: open a model folder (config.json, model.safetensors, tokenizer.json) \
+             with the folder button, or pick or drop its files"
+        )
+    })?;
+    let kind = open::classify(&config)?;
+    let index = match kind {
+        Kind::HuggingFace(_) => folder.text(hf::INDEX_FILE).await?,
+        Kind::Attnlab => None,
+    };
+    let weights = open::weight_files(&kind, index.as_deref())?;
+    let mut needed = weights.clone();
+    needed.push(TOKENIZER.to_string());
+    if let Some(m) = open::missing(&needed, &folder.names()) {
+        return Err(m);
+    }
+    let name = folder.name.clone().unwrap_or_else(|| open::fallback_name(&config, &kind));
+    let need = measure(&folder, &weights).await?;
+    need.check(&name)?;
+    let tokenizer = folder.text(TOKENIZER).await?.unwrap_or_default();
+    check_tokenizer(&config, &tokenizer)?;
+    let shards = read_weights(&folder, &weights, need.file_bytes, &progress, &alive).await?;
+    let mut engine =
+        build(&config, index.as_deref(), shards, &kind, tokenizer.as_bytes(), &progress, &alive).await?;
+    engine.name_if_unnamed(&name);
+    Ok(Opened { engine, name, need })
+}
+
+/// Parameters and file bytes of the weight files, from their headers.
+async fn measure(folder: &Folder, weights: &[String]) -> Result<Need, String> {
+    let mut need = Need { params: 0, file_bytes: 0 };
+    for w in weights {
+        let f = folder.get(w).ok_or_else(|| format!("{w} is missing"))?;
+        need.params = need.params.saturating_add(params_of(w, f).await?);
+        need.file_bytes = need.file_bytes.saturating_add(f.size() as u64);
+    }
+    Ok(need)
+}
+
+/// Refuse a tokenizer that does not parse or does not fit `vocab_size`, before the weights are read.
+fn check_tokenizer(config: &str, tokenizer: &str) -> Result<(), String> {
+    let tok = Tokenizer::from_bytes(tokenizer.as_bytes()).map_err(|e| e.to_string())?;
+    let vocab = serde_json::from_str::<serde_json::Value>(config)
+        .ok()
+        .and_then(|v| v.get("vocab_size")?.as_u64())
+        .and_then(|v| usize::try_from(v).ok());
+    match vocab {
+        Some(v) => tok.check_fits(v).map_err(|e| e.to_string()),
+        None => Ok(()),
+    }
+}
+
+/// Every weight file's bytes, with progress over `total` bytes.
+async fn read_weights(
+    folder: &Folder,
+    weights: &[String],
+    total: u64,
+    progress: &impl Fn(String, Option<f64>),
+    alive: &impl Fn() -> bool,
+) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut shards = Vec::with_capacity(weights.len());
+    let mut before = 0;
+    for w in weights {
+        if !alive() {
+            return Err(SUPERSEDED.to_string());
+        }
+        let f = folder.get(w).ok_or_else(|| format!("{w} is missing"))?;
+        let done = |n: u64| {
+            let so_far = before + n;
+            let text = format!("reading {w}: {} of {}", open::size(so_far), open::size(total));
+            progress(text, Some(so_far as f64 / total.max(1) as f64));
+        };
+        let bytes = read(w, f, &done).await?;
+        before += bytes.len() as u64;
+        shards.push((w.clone(), bytes));
+    }
+    Ok(shards)
+}
+
+/// Convert (a Hugging Face checkpoint) and build the model, with a rendered status before each step.
+async fn build(
+    config: &str,
+    index: Option<&str>,
+    shards: Vec<(String, Vec<u8>)>,
+    kind: &Kind,
+    tokenizer: &[u8],
+    progress: &impl Fn(String, Option<f64>),
+    alive: &impl Fn() -> bool,
+) -> Result<Engine, String> {
+    let step = |text: &str| progress(text.to_string(), Some(1.0));
+    let model = match kind {
+        Kind::Attnlab => {
+            step("building the model…");
+            next_paint().await;
+            let [(_, bytes)] = shards.as_slice() else { return Err("expected one weight file".into()) };
+            Model::from_bytes(config, bytes).map_err(|e| e.to_string())?
+        }
+        Kind::HuggingFace(arch) => {
+            step(&format!("converting {arch} to attnlab's format…"));
+            next_paint().await;
+            let imported = hf::import(config, index, &shards, hf::ImportOptions::default())
+                .map_err(|e| e.to_string())?;
+            drop(shards);
+            step("building the model…");
+            next_paint().await;
+            Model::new(imported.config, imported.weights).map_err(|e| e.to_string())?
+        }
+    };
+    if !alive() {
+        return Err(SUPERSEDED.to_string());
+    }
+    let arch = match kind {
+        Kind::HuggingFace(a) => Some(a.clone()),
+        Kind::Attnlab => None,
+    };
+    Engine::from_model(model, tokenizer, arch)
+}
