@@ -167,3 +167,35 @@ pub fn architecture_configs() -> Vec<(String, ModelConfig)> {
         })
         .collect()
 }
+
+/// The import fixtures of `scripts/hf_fixtures.py` (`crates/core/tests/fixtures/hf/<name>/`), or the
+/// folders under `ATTNLAB_HF_FIXTURES` when it is set (freshly generated ones).
+pub fn hf_fixtures() -> Vec<std::path::PathBuf> {
+    let root = std::env::var_os("ATTNLAB_HF_FIXTURES").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/fixtures/hf")
+    });
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("fixtures folder {}: {e}", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    let custom = std::env::var_os("ATTNLAB_HF_FIXTURES").is_some();
+    assert!(dirs.len() >= 9 || custom, "expected the committed fixtures in {}", root.display());
+    dirs
+}
+
+/// `ids` [T] and `logits` [T, vocab] that the reference library recorded for a fixture.
+pub fn hf_reference(dir: &std::path::Path, vocab: usize) -> (Vec<u32>, Vec<f32>) {
+    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference file");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("reference safetensors");
+    let f32s = |name: &str| -> Vec<f32> {
+        let t = st.tensor(name).expect("tensor");
+        assert_eq!(t.dtype(), safetensors::Dtype::F32, "{name}");
+        t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    };
+    let ids: Vec<u32> = f32s("ids").into_iter().map(|x| x as u32).collect();
+    let logits = f32s("logits");
+    assert_eq!(logits.len(), ids.len() * vocab);
+    (ids, logits)
+}

@@ -7,41 +7,7 @@ mod common;
 use attnlab_core::hf::{import_dir, ImportOptions};
 use attnlab_core::weights::StorageDtype;
 use attnlab_core::Model;
-use common::rel_err;
-use std::path::{Path, PathBuf};
-
-fn fixtures() -> Vec<PathBuf> {
-    // ATTNLAB_HF_FIXTURES points the test at freshly generated fixtures (scripts/hf_fixtures.py).
-    let root = std::env::var_os("ATTNLAB_HF_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf"));
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .expect("fixtures folder")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    assert!(
-        dirs.len() >= 9 || std::env::var_os("ATTNLAB_HF_FIXTURES").is_some(),
-        "expected the committed fixtures in {}",
-        root.display()
-    );
-    dirs
-}
-
-/// `ids` [T] and `logits` [T, V] recorded by the reference library.
-fn reference(dir: &Path, vocab: usize) -> (Vec<u32>, Vec<f32>) {
-    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference file");
-    let st = safetensors::SafeTensors::deserialize(&bytes).expect("reference safetensors");
-    let f32s = |name: &str| -> Vec<f32> {
-        let t = st.tensor(name).expect("tensor");
-        t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-    };
-    let ids: Vec<u32> = f32s("ids").into_iter().map(|x| x as u32).collect();
-    let logits = f32s("logits");
-    assert_eq!(logits.len(), ids.len() * vocab);
-    (ids, logits)
-}
+use common::{hf_fixtures as fixtures, hf_reference as reference, rel_err};
 
 #[test]
 fn imported_checkpoints_match_the_reference_library_on_prefill_and_decode() {

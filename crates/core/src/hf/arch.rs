@@ -110,6 +110,22 @@ fn gelu_kind(act: &str, key: &str, arch: &str) -> Result<FfnKind> {
     }
 }
 
+/// The RoPE settings and the base config of a RoPE architecture (Llama, NeoX): context limit
+/// `max_position_embeddings` (2048 when absent) unless `--max-context` says otherwise.
+fn rope_config(
+    arch: &str,
+    c: &HfConfig,
+    d: &Dims,
+    opts: ImportOptions,
+    eps: f64,
+) -> Result<(Rope, ModelConfig)> {
+    let rope = c.rope(d.dh)?;
+    let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
+    let context = (native, opts.max_context.unwrap_or(native));
+    let cfg = base(arch, c, d, AttentionSpec::Rope(rope.clone()), eps, context)?;
+    Ok((rope, cfg))
+}
+
 fn llama(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     let arch = "LlamaForCausalLM";
     let act = c.str_or("hidden_act", "silu")?;
@@ -126,17 +142,7 @@ fn llama(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
         dh: head_dim(c, d, heads, &["num_attention_heads"])?,
         hidden: c.usize(&["intermediate_size"])?,
     };
-    let rope = c.rope(dims.dh)?;
-    let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
-    let eps = c.f64_or(&["rms_norm_eps"], 1e-6)?;
-    let mut cfg = base(
-        arch,
-        c,
-        &dims,
-        AttentionSpec::Rope(rope.clone()),
-        eps,
-        (native, opts.max_context.unwrap_or(native)),
-    )?;
+    let (rope, mut cfg) = rope_config(arch, c, &dims, opts, c.f64_or(&["rms_norm_eps"], 1e-6)?)?;
     (cfg.norm.kind, cfg.ffn.kind) = (NormKind::Rmsnorm, FfnKind::Swiglu);
     let attn_bias = c.bool_or("attention_bias", false)?;
     cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: c.bool_or("mlp_bias", false)? };
@@ -185,17 +191,7 @@ fn neox(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         dh: head_dim(c, d, heads, &["num_attention_heads"])?,
         hidden: c.usize(&["intermediate_size"])?,
     };
-    let rope = c.rope(dims.dh)?;
-    let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
-    let eps = c.f64_or(&["layer_norm_eps"], 1e-5)?;
-    let mut cfg = base(
-        arch,
-        c,
-        &dims,
-        AttentionSpec::Rope(rope.clone()),
-        eps,
-        (native, opts.max_context.unwrap_or(native)),
-    )?;
+    let (rope, mut cfg) = rope_config(arch, c, &dims, opts, c.f64_or(&["layer_norm_eps"], 1e-5)?)?;
     cfg.ffn.kind = gelu_kind(&c.str_or("hidden_act", "gelu")?, "hidden_act", arch)?;
     let attn_bias = c.bool_or("attention_bias", true)?;
     cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: true };
@@ -208,19 +204,25 @@ fn neox(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     Ok(cfg)
 }
 
-fn bloom(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
-    let arch = "BloomForCausalLM";
-    c.refuse_if("apply_residual_connection_post_layernorm", true, arch)?;
-    let (d, heads) = (c.usize(&["hidden_size", "n_embed"])?, c.usize(&["n_head", "num_attention_heads"])?);
-    let dims = Dims {
+/// Sizes of the GPT-2-era configs (BLOOM, GPT-2): `n_head`, `n_layer`, the width under `d_keys`,
+/// no GQA, and the FFN width `hidden(d)`.
+fn gpt_dims(c: &HfConfig, d_keys: &[&str], hidden: impl FnOnce(usize) -> Result<usize>) -> Result<Dims> {
+    let (d, heads) = (c.usize(d_keys)?, c.usize(&["n_head", "num_attention_heads"])?);
+    Ok(Dims {
         vocab: c.usize(&["vocab_size"])?,
         d,
         layers: c.usize(&["n_layer", "num_hidden_layers"])?,
         heads,
         kv: heads,
         dh: head_dim(c, d, heads, &["n_head", "num_attention_heads"])?,
-        hidden: d.saturating_mul(4),
-    };
+        hidden: hidden(d)?,
+    })
+}
+
+fn bloom(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
+    let arch = "BloomForCausalLM";
+    c.refuse_if("apply_residual_connection_post_layernorm", true, arch)?;
+    let dims = gpt_dims(c, &["hidden_size", "n_embed"], |d| Ok(d.saturating_mul(4)))?;
     let native = c.opt_usize(&["seq_length"])?.unwrap_or(2048);
     let max = opts.max_context.unwrap_or(DEFAULT_UNBOUNDED_CONTEXT);
     let eps = c.f64_or(&["layer_norm_epsilon"], 1e-5)?;
@@ -242,16 +244,10 @@ fn gpt2(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     c.refuse_if("scale_attn_by_inverse_layer_idx", true, arch)?;
     c.refuse_if("scale_attn_weights", false, arch)?;
     c.refuse_if("add_cross_attention", true, arch)?;
-    let (d, heads) = (c.usize(&["n_embd", "hidden_size"])?, c.usize(&["n_head", "num_attention_heads"])?);
-    let dims = Dims {
-        vocab: c.usize(&["vocab_size"])?,
-        d,
-        layers: c.usize(&["n_layer", "num_hidden_layers"])?,
-        heads,
-        kv: heads,
-        dh: head_dim(c, d, heads, &["n_head", "num_attention_heads"])?,
-        hidden: c.opt_usize(&["n_inner"])?.unwrap_or(d.saturating_mul(4)),
-    };
+    let dims = gpt_dims(c, &["n_embd", "hidden_size"], |d| {
+        Ok(c.opt_usize(&["n_inner"])?.unwrap_or(d.saturating_mul(4)))
+    })?;
+    let d = dims.d;
     let positions = c.usize(&["n_positions", "max_position_embeddings"])?;
     let eps = c.f64_or(&["layer_norm_epsilon"], 1e-5)?;
     // Learned positions end at n_positions: a longer max_context has no rows to read.
