@@ -18,6 +18,8 @@ pub fn architecture_configs() -> Vec<(String, ModelConfig)> {
     core_common::architecture_configs()
 }
 
+// Only the import tests use these; the other test crates sharing this module do not.
+#[allow(unused_imports)]
 pub use core_common::{hf_fixtures, hf_reference};
 
 /// A projection bias (`layers.i.attn.{bq,bk,bv,bo}`, `layers.i.ffn.{b_gate,b_up,b_down}`) or a
