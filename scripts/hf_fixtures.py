@@ -17,6 +17,10 @@ Regenerate (CI never runs this; it needs PyPI):
     python3 -m venv /tmp/hfenv && /tmp/hfenv/bin/pip install torch transformers safetensors
     /tmp/hfenv/bin/python scripts/hf_fixtures.py
 Versions used for the committed fixtures are written to crates/core/tests/fixtures/hf/VERSIONS.
+
+`--bench-models DIR` instead writes four random F16 models of the sizes the issue asks to measure
+(SmolLM-135M, Pythia-160m, GPT-2 124M and a 768-wide BLOOM shape; ~0.25-0.3 GB each, not committed),
+for `attnlab bench --model DIR/<name>` (docs/bench.md).
 """
 import json
 import os
@@ -129,5 +133,28 @@ def main():
     (OUT / "VERSIONS").write_text(f"torch {torch.__version__}\ntransformers {transformers.__version__}\n")
 
 
+def bench_models(out):
+    """Random F16 checkpoints of 120-160M parameters (weights from each class's own init)."""
+    models = {
+        "smollm-135m-shape": LlamaForCausalLM(LlamaConfig(
+            vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+            num_key_value_heads=3, tie_word_embeddings=True, max_position_embeddings=2048, rms_norm_eps=1e-5)),
+        "pythia-160m-shape": GPTNeoXForCausalLM(GPTNeoXConfig(
+            vocab_size=50304, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+            max_position_embeddings=2048,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25})),
+        "gpt2-124m-shape": GPT2LMHeadModel(GPT2Config()),
+        "bloom-768-shape": BloomForCausalLM(BloomConfig(vocab_size=50304, hidden_size=768, n_layer=12, n_head=12)),
+    }
+    for name, model in models.items():
+        model.to(torch.float16).save_pretrained(pathlib.Path(out) / name)
+        print(f"{name}: {sum(p.numel() for p in model.parameters())} parameters")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    torch.manual_seed(0)
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench-models":
+        bench_models(sys.argv[2])
+    else:
+        main()
