@@ -199,3 +199,25 @@ pub fn hf_reference(dir: &std::path::Path, vocab: usize) -> (Vec<u32>, Vec<f32>)
     assert_eq!(logits.len(), ids.len() * vocab);
     (ids, logits)
 }
+
+/// Whether tensor `name` is a projection or norm bias (zeros in a random model).
+fn is_bias(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    ["bq", "bk", "bv", "bo", "b_gate", "b_up", "b_down"].contains(&last) || name.ends_with("norm.bias")
+}
+
+/// `model` with every bias tensor (zeros in a random model) overwritten by seeded values in
+/// ±0.25, so that a bias a backend forgets to add shows; and how many tensors were overwritten.
+pub fn with_random_biases(model: &Model, seed: u64) -> (Model, usize) {
+    let mut w = model.weights().clone();
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut touched = 0;
+    for (_, t) in w.tensors.iter_mut().filter(|(name, _)| is_bias(name)) {
+        for v in t.data.iter_mut() {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            *v = ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5;
+        }
+        touched += 1;
+    }
+    (Model::new(model.config().clone(), w).expect("model with random biases"), touched)
+}

@@ -11,7 +11,7 @@ use candle_core::Tensor;
 // The same small configs as the core's integration tests (every catalog id plus sub-options).
 #[path = "../../core/tests/common.rs"]
 mod common;
-use common::{all_configs, architecture_configs, tiny};
+use common::{all_configs, architecture_configs, tiny, with_random_biases};
 
 /// An untied LayerNorm + GELU hybrid (docs/model-format.md §2.6 shape) over T5, FIRE and mep-param.
 fn layernorm_hybrid() -> ModelConfig {
@@ -46,7 +46,8 @@ fn tokens(rows: usize, t: usize, vocab: usize, seed: u64) -> Vec<Vec<u32>> {
 
 /// max |trainer − core| / max |core| over all rows of a batch.
 fn parity_error(cfg: &ModelConfig, seed: u64, t: usize) -> f32 {
-    let core = Model::random(cfg.clone(), seed).expect("random model");
+    // Biases are zeros at init; random ones make a bias the trainer drops show.
+    let (core, _) = with_random_biases(&Model::random(cfg.clone(), seed).expect("random model"), seed);
     let tm = TrainModel::from_core(&core).expect("train model");
     let rows = tokens(2, t, cfg.vocab_size, seed);
     let flat: Vec<u32> = rows.iter().flatten().copied().collect();

@@ -4,7 +4,6 @@
 use attnlab_core::config::{AttentionSpec, ModelConfig, SizePreset, VARIANT_IDS};
 use attnlab_core::variants::lrpe::{LrpeCore, LrpeNormalize, LrpeP, LrpeTheta};
 use attnlab_core::variants::transnormer::{TransnormerFlavor, TransnormerRole};
-use attnlab_core::Model;
 use attnlab_gpu::GpuContext;
 
 /// The core's test helpers, for its architecture configs (one definition for both crates).
@@ -20,31 +19,10 @@ pub fn architecture_configs() -> Vec<(String, ModelConfig)> {
 
 // Only the import tests use these; the other test crates sharing this module do not.
 #[allow(unused_imports)]
-pub use core_common::{hf_fixtures, hf_reference};
+pub use core_common::{hf_fixtures, hf_reference, with_random_biases};
 
 /// A projection bias (`layers.i.attn.{bq,bk,bv,bo}`, `layers.i.ffn.{b_gate,b_up,b_down}`) or a
 /// LayerNorm bias (`emb_norm`, `final_norm`, `layers.i.{attn,ffn}_norm`).
-fn is_bias(name: &str) -> bool {
-    let last = name.rsplit('.').next().unwrap_or(name);
-    ["bq", "bk", "bv", "bo", "b_gate", "b_up", "b_down"].contains(&last) || name.ends_with("norm.bias")
-}
-
-/// `model` with every bias tensor (zeros in a random model) overwritten by seeded values in
-/// ±0.25, so that a bias the GPU forgets to add shows; and how many tensors were overwritten.
-pub fn with_random_biases(model: &Model, seed: u64) -> (Model, usize) {
-    let mut w = model.weights().clone();
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    let mut touched = 0;
-    for (_, t) in w.tensors.iter_mut().filter(|(name, _)| is_bias(name)) {
-        for v in t.data.iter_mut() {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            *v = ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5;
-        }
-        touched += 1;
-    }
-    (Model::new(model.config().clone(), w).expect("model with random biases"), touched)
-}
-
 /// The adapter (CI: Mesa lavapipe). Without one the tests fail unless `ATTNLAB_SKIP_GPU=1`.
 pub fn context() -> Option<GpuContext> {
     match pollster::block_on(GpuContext::new()) {
