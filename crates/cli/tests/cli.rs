@@ -825,16 +825,9 @@ fn generate_samples_on_the_gpu_reproducibly() {
     assert_eq!(a["backend"], "gpu");
 }
 
-/// `reference.safetensors` of an import fixture: the token ids and transformers' logits.
-fn hf_reference(dir: &Path) -> (Vec<u32>, Vec<f32>) {
-    let bytes = std::fs::read(dir.join("reference.safetensors")).expect("reference");
-    let st = safetensors::SafeTensors::deserialize(&bytes).expect("reference safetensors");
-    let f32s = |name: &str| -> Vec<f32> {
-        let t = st.tensor(name).expect("tensor");
-        t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-    };
-    (f32s("ids").into_iter().map(|x| x as u32).collect(), f32s("logits"))
-}
+/// The core's test helpers (import fixtures and their reference logits).
+#[path = "../../core/tests/common.rs"]
+mod core_common;
 
 /// The `logits` tensor of a dump file.
 fn dump_logits(path: &Path) -> Vec<f32> {
@@ -864,7 +857,11 @@ fn import_then_dump_ids_matches_the_reference_library_on_both_backends() {
     let e = fails(&["import", "--from", p(&fixture), "--out", p(&out)], 2);
     assert!(e.contains("--force"), "{e}");
 
-    let (ids, want) = hf_reference(&fixture);
+    let hf_config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).expect("config"))
+            .expect("json");
+    let vocab = hf_config["vocab_size"].as_u64().expect("vocab_size") as usize;
+    let (ids, want) = core_common::hf_reference(&fixture, vocab);
     let ids_file = dir.join("ids.json");
     std::fs::write(&ids_file, serde_json::to_string(&ids).expect("json")).expect("write ids");
     for (model, backend) in [(&out, "cpu"), (&out, "gpu"), (&fixture, "cpu")] {
@@ -883,9 +880,7 @@ fn import_then_dump_ids_matches_the_reference_library_on_both_backends() {
     std::fs::write(&ids_file, "[1, \"a\"]").expect("write ids");
     let e = fails(&["dump", "--model", p(&out), "--ids", p(&ids_file), "--out", p(&dir.join("x"))], 2);
     assert!(e.contains("element 1"), "{e}");
-    let mut cfg: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).expect("config"))
-            .expect("json");
+    let mut cfg = hf_config;
     cfg["architectures"] = serde_json::json!(["MptForCausalLM"]);
     let bad = dir.join("mpt");
     std::fs::create_dir_all(&bad).expect("mkdir");

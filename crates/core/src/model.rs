@@ -245,6 +245,12 @@ impl Model {
         self.blocks.get(i).map(|b| &b.attn)
     }
 
+    /// The feed-forward projections of layer `i` with their biases: `(gate, up, down)`, the gate
+    /// only with SwiGLU.
+    pub fn ffn_projections(&self, i: usize) -> Option<(Option<&Linear>, &Linear, &Linear)> {
+        self.blocks.get(i).map(|b| (b.ffn.gate.as_ref(), &b.ffn.up, &b.ffn.down))
+    }
+
     /// Replace the attention spec of layer `i` at inference time (slope and kernel-mix sliders).
     /// The new spec must need the same tensors; the config is revalidated.
     pub fn set_layer_spec(&mut self, i: usize, spec: crate::config::AttentionSpec) -> Result<()> {

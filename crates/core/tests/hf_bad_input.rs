@@ -5,6 +5,8 @@
 //! deleted. A proptest mutates config and index text at random and checks that `hf::import` only
 //! ever returns.
 
+mod common;
+
 use attnlab_core::hf::{self, import_dir, ImportOptions, Imported, INDEX_FILE, SINGLE_FILE};
 use attnlab_core::{Error, Model};
 use proptest::prelude::*;
@@ -587,18 +589,10 @@ type Loaded = (String, Option<String>, Vec<(String, Vec<u8>)>);
 fn loaded() -> &'static [(String, Loaded)] {
     static ALL: OnceLock<Vec<(String, Loaded)>> = OnceLock::new();
     ALL.get_or_init(|| {
-        let root = fixture("");
-        let mut names: Vec<String> = std::fs::read_dir(&root)
-            .expect("fixtures")
-            .filter_map(|e| {
-                e.ok().filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().into_owned())
-            })
-            .collect();
-        names.sort();
-        names
+        common::hf_fixtures()
             .into_iter()
-            .map(|name| {
-                let dir = root.join(&name);
+            .map(|dir| {
+                let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let config = std::fs::read_to_string(dir.join("config.json")).expect("config");
                 let index = std::fs::read_to_string(dir.join(INDEX_FILE)).ok();
                 let shards = hf::shard_files(index.as_deref())

@@ -76,17 +76,17 @@ impl Engine {
         let config_text =
             std::str::from_utf8(config_json).map_err(|e| format!("config.json: not valid UTF-8 ({e})"))?;
         let model = Model::from_bytes(config_text, safetensors).map_err(|e| e.to_string())?;
-        Engine::from_model(model, tokenizer_json, None)
+        let tokenizer = Tokenizer::from_bytes(tokenizer_json).map_err(|e| e.to_string())?;
+        Engine::from_model(model, tokenizer, None)
     }
 
-    /// A loaded model with its `tokenizer.json`; `architecture` names the Hugging Face class it was
+    /// A loaded model with its tokenizer; `architecture` names the Hugging Face class it was
     /// imported from, if any. The tokenizer must fit the model's vocabulary.
     pub fn from_model(
         model: Model,
-        tokenizer_json: &[u8],
+        tokenizer: Tokenizer,
         architecture: Option<String>,
     ) -> Result<Engine, String> {
-        let tokenizer = Tokenizer::from_bytes(tokenizer_json).map_err(|e| e.to_string())?;
         let cfg = model.config();
         tokenizer.check_fits(cfg.vocab_size).map_err(|e| e.to_string())?;
         let mut variants: Vec<String> = Vec::new();

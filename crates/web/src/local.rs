@@ -130,10 +130,9 @@ pub async fn open_model(
     let need = measure(&folder, &weights).await?;
     need.check(&name)?;
     let tokenizer = folder.text(TOKENIZER).await?.unwrap_or_default();
-    check_tokenizer(&config, &tokenizer)?;
+    let tokenizer = fitting_tokenizer(&config, &tokenizer)?;
     let shards = read_weights(&folder, &weights, need.file_bytes, &progress, &alive).await?;
-    let mut engine =
-        build(&config, index.as_deref(), shards, &kind, tokenizer.as_bytes(), &progress, &alive).await?;
+    let mut engine = build(&config, index.as_deref(), shards, &kind, tokenizer, &progress, &alive).await?;
     engine.name_if_unnamed(&name);
     Ok(Opened { engine, name, need })
 }
@@ -149,17 +148,18 @@ async fn measure(folder: &Folder, weights: &[String]) -> Result<Need, String> {
     Ok(need)
 }
 
-/// Refuse a tokenizer that does not parse or does not fit `vocab_size`, before the weights are read.
-fn check_tokenizer(config: &str, tokenizer: &str) -> Result<(), String> {
+/// The parsed tokenizer; one that does not parse or does not fit `vocab_size` is refused before the
+/// weights are read.
+fn fitting_tokenizer(config: &str, tokenizer: &str) -> Result<Tokenizer, String> {
     let tok = Tokenizer::from_bytes(tokenizer.as_bytes()).map_err(|e| e.to_string())?;
     let vocab = serde_json::from_str::<serde_json::Value>(config)
         .ok()
         .and_then(|v| v.get("vocab_size")?.as_u64())
         .and_then(|v| usize::try_from(v).ok());
-    match vocab {
-        Some(v) => tok.check_fits(v).map_err(|e| e.to_string()),
-        None => Ok(()),
+    if let Some(v) = vocab {
+        tok.check_fits(v).map_err(|e| e.to_string())?;
     }
+    Ok(tok)
 }
 
 /// Every weight file's bytes, with progress over `total` bytes.
@@ -195,7 +195,7 @@ async fn build(
     index: Option<&str>,
     shards: Vec<(String, Vec<u8>)>,
     kind: &Kind,
-    tokenizer: &[u8],
+    tokenizer: Tokenizer,
     progress: &impl Fn(String, Option<f64>),
     alive: &impl Fn() -> bool,
 ) -> Result<Engine, String> {

@@ -10,7 +10,8 @@ use attnlab_core::hf;
 pub const MEMORY_LIMIT: u64 = 3 << 30;
 /// Bytes per parameter once loaded: the core keeps the f32 weights and a per-layer f32 copy.
 pub const RESIDENT_PER_PARAM: u64 = 8;
-/// Bytes per parameter at the peak of a load (a Hugging Face import also validates a clone).
+/// Bytes per parameter allowed for the peak of a load: an upper bound on the f32 tensors being
+/// converted and the model's f32 weights with their per-layer copy.
 pub const PEAK_PER_PARAM: u64 = 12;
 /// Largest safetensors JSON header read (the format's own limit is 100 MB).
 const MAX_HEADER: u64 = 100 << 20;
@@ -36,21 +37,14 @@ pub fn classify(config_json: &str) -> Result<Kind, String> {
     }
     // The importer reads the config before any tensor: without shards, an error about the config
     // (or an unsupported class/option) comes first; a missing tensor means the config passed.
+    let arch = hf::architecture(config_json).map_err(|e| e.to_string())?;
     match hf::import(config_json, None, &[], hf::ImportOptions::default()) {
         Err(e @ attnlab_core::Error::Unsupported(_)) => Err(e.to_string()),
-        Err(e @ attnlab_core::Error::Import { .. }) if e.to_string().starts_with(CONFIG) => {
-            Err(e.to_string())
+        Err(attnlab_core::Error::Import { file, reason }) if file == CONFIG => {
+            Err(format!("{file}: {reason}"))
         }
-        _ => Ok(Kind::HuggingFace(architecture(config_json))),
+        _ => Ok(Kind::HuggingFace(arch)),
     }
-}
-
-/// `architectures[0]` of a Hugging Face config ("?" when absent).
-fn architecture(config_json: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(config_json)
-        .ok()
-        .and_then(|v| v.get("architectures")?.as_array()?.first()?.as_str().map(str::to_string))
-        .unwrap_or_else(|| "?".to_string())
 }
 
 /// The weight files to read: `model.safetensors`, or the shards a Hugging Face index names.

@@ -148,31 +148,30 @@ fn llama(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
     cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: c.bool_or("mlp_bias", false)? };
     cfg.tie_embeddings = c.bool_or("tie_word_embeddings", false)?;
     o.embeddings("model.embed_tokens.weight", "model.norm", "lm_head.weight", &cfg)?;
+    let (a, kvd, b) = (dims.heads.saturating_mul(dims.dh), dims.kv.saturating_mul(dims.dh), cfg.biases);
     for i in 0..dims.layers {
         let (p, q) = (format!("model.layers.{i}."), format!("layers.{i}."));
         o.norm(&format!("{p}input_layernorm"), &format!("{q}attn_norm"), &cfg)?;
         o.norm(&format!("{p}post_attention_layernorm"), &format!("{q}ffn_norm"), &cfg)?;
-        let (a, kvd, b) = (dims.heads.saturating_mul(dims.dh), dims.kv.saturating_mul(dims.dh), cfg.biases);
-        // (checkpoint name, ours, rows, inputs, RoPE heads to permute, has a bias)
-        for (hf, ours, rows, inp, rot, bias) in [
-            ("self_attn.q_proj", "attn.q", a, d, Some(dims.heads), b.qkv),
-            ("self_attn.k_proj", "attn.k", kvd, d, Some(dims.kv), b.qkv),
-            ("self_attn.v_proj", "attn.v", kvd, d, None, b.qkv),
-            ("self_attn.o_proj", "attn.o", d, a, None, b.attn_out),
-            ("mlp.gate_proj", "ffn._gate", dims.hidden, d, None, b.ffn),
-            ("mlp.up_proj", "ffn._up", dims.hidden, d, None, b.ffn),
-            ("mlp.down_proj", "ffn._down", d, dims.hidden, None, b.ffn),
+        // (checkpoint name, our weight and bias, shape, RoPE heads to permute, has a bias)
+        for (hf, w, bn, shape, rot, bias) in [
+            ("self_attn.q_proj", "attn.wq", "attn.bq", [a, d], Some(dims.heads), b.qkv),
+            ("self_attn.k_proj", "attn.wk", "attn.bk", [kvd, d], Some(dims.kv), b.qkv),
+            ("self_attn.v_proj", "attn.wv", "attn.bv", [kvd, d], None, b.qkv),
+            ("self_attn.o_proj", "attn.wo", "attn.bo", [d, a], None, b.attn_out),
+            ("mlp.gate_proj", "ffn.w_gate", "ffn.b_gate", [dims.hidden, d], None, b.ffn),
+            ("mlp.up_proj", "ffn.w_up", "ffn.b_up", [dims.hidden, d], None, b.ffn),
+            ("mlp.down_proj", "ffn.w_down", "ffn.b_down", [d, dims.hidden], None, b.ffn),
         ] {
             let permute = |x: Vec<f32>, row| match rot {
                 Some(h) => rotate_half_to_pairs(x, h, dims.dh, &rope, row),
                 None => x,
             };
-            let (module, rest) = ours.split_at(ours.find('.').unwrap_or(0) + 1);
-            let w = o.s.take(&format!("{p}{hf}.weight"), &[rows, inp])?;
-            o.put(format!("{q}{module}w{rest}"), &[rows, inp], permute(w, inp));
+            let weight = o.s.take(&format!("{p}{hf}.weight"), &shape)?;
+            o.put(format!("{q}{w}"), &shape, permute(weight, shape[1]));
             if bias {
-                let bv = o.s.take(&format!("{p}{hf}.bias"), &[rows])?;
-                o.put(format!("{q}{module}b{rest}"), &[rows], permute(bv, 1));
+                let bv = o.s.take(&format!("{p}{hf}.bias"), &[shape[0]])?;
+                o.put(format!("{q}{bn}"), &[shape[0]], permute(bv, 1));
             }
         }
     }
@@ -273,16 +272,15 @@ fn gpt2(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
             o.put(format!("{q}attn.w{name}"), &[d, d], w[k * d * d..(k + 1) * d * d].to_vec());
             o.put(format!("{q}attn.b{name}"), &[d], b[k * d..(k + 1) * d].to_vec());
         }
-        for (hf, ours, shape) in [
-            ("attn.c_proj", "attn.wo", [d, d]),
-            ("mlp.c_fc", "ffn.w_up", [dims.hidden, d]),
-            ("mlp.c_proj", "ffn.w_down", [d, dims.hidden]),
+        for (hf, w, bn, shape) in [
+            ("attn.c_proj", "attn.wo", "attn.bo", [d, d]),
+            ("mlp.c_fc", "ffn.w_up", "ffn.b_up", [dims.hidden, d]),
+            ("mlp.c_proj", "ffn.w_down", "ffn.b_down", [d, dims.hidden]),
         ] {
-            let w = o.s.take(&format!("{p}{hf}.weight"), &[shape[1], shape[0]])?;
-            o.put(format!("{q}{ours}"), &shape, transpose(&w, shape[1], shape[0]));
-            let bias = ours.replace(".w", ".b");
+            let weight = o.s.take(&format!("{p}{hf}.weight"), &[shape[1], shape[0]])?;
+            o.put(format!("{q}{w}"), &shape, transpose(&weight, shape[1], shape[0]));
             let b = o.s.take(&format!("{p}{hf}.bias"), &[shape[0]])?;
-            o.put(format!("{q}{bias}"), &[shape[0]], b);
+            o.put(format!("{q}{bn}"), &[shape[0]], b);
         }
     }
     Ok(cfg)

@@ -109,8 +109,16 @@ pub fn import(
     let (config, tensors) = arch::convert(&architecture, &cfg, &mut store, opts)?;
     store.check_all_used()?;
     let weights = Weights { tensors };
-    let config = crate::Model::new(config, weights.clone())?.config().clone();
+    // Validated like a loaded model, without building one (the caller does, once).
+    config.validate()?;
+    weights.check(&crate::model::tensor_specs(&config))?;
     Ok(Imported { config, weights, dtype: store.widest, architecture })
+}
+
+/// The class a Hugging Face `config.json` names (`architectures[0]`), refused by name unless it is
+/// in [`SUPPORTED`]: the check to make before reading any shard.
+pub fn architecture(config_json: &str) -> Result<String> {
+    HfConfig::parse(config_json)?.architecture()
 }
 
 /// Typed access to a Hugging Face `config.json`; errors name the field (with its path, e.g.
@@ -397,7 +405,7 @@ pub fn import_dir(dir: &std::path::Path, opts: ImportOptions) -> Result<Imported
     let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| Error::io(dir.join(name), e));
     let text = |name: &str| String::from_utf8(read(name)?).map_err(|_| Error::import(name, "not UTF-8 text"));
     let config = text("config.json")?;
-    HfConfig::parse(&config)?.architecture()?; // refuse an unsupported class before reading shards
+    architecture(&config)?; // refuse an unsupported class before reading shards
     let index = match dir.join(INDEX_FILE).exists() {
         true => Some(text(INDEX_FILE)?),
         false => None,

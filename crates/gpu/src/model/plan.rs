@@ -47,7 +47,7 @@ pub(super) fn attention(model: &Model, i: usize) -> Result<Attention> {
 }
 
 /// A projection as uploaded (weight and bias as they are).
-fn proj(l: &Linear) -> Proj<Vec<f32>> {
+pub(super) fn proj(l: &Linear) -> Proj<Vec<f32>> {
     Proj { w: l.w.clone(), b: l.b.clone() }
 }
 

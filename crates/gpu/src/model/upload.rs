@@ -1,13 +1,13 @@
 //! Gathering a core [`Model`]'s weights and prepared data on the host, checking every buffer
 //! against the adapter's limits, then uploading.
 
-use super::layers::{Kind, Layer, Norm, Proj};
+use super::layers::{Kind, Layer, Norm};
 use super::{plan, storage};
 use crate::context::GpuContext;
 use crate::error::{GpuError, Result};
 use crate::params::{NormOp, MAX_DK};
-use attnlab_core::config::{AbsolutePosition, FfnKind, NormKind};
-use attnlab_core::{ops, Model};
+use attnlab_core::config::{AbsolutePosition, NormKind};
+use attnlab_core::{ops, Error as CoreError, Model};
 
 /// A model's arrays on the host, before upload.
 pub(super) struct HostModel {
@@ -47,21 +47,18 @@ fn norm(model: &Model, name: &str) -> Result<Norm<Vec<f32>>> {
 }
 
 fn layer(model: &Model, i: usize) -> Result<Layer<Vec<f32>>> {
-    let cfg = model.config();
     let plan::Attention { wqkv, wo, kind } = plan::attention(model, i)?;
-    // FFN projection `w_{n}` and, with `biases.ffn`, its bias `b_{n}`.
-    let ffn = |n: &str| -> Result<Proj<Vec<f32>>> {
-        let get = |p: &str| model.weights().get(&format!("layers.{i}.ffn.{p}_{n}")).map(<[f32]>::to_vec);
-        Ok(Proj { w: get("w")?, b: if cfg.biases.ffn { Some(get("b")?) } else { None } })
-    };
+    let (gate, up, down) = model
+        .ffn_projections(i)
+        .ok_or_else(|| CoreError::arg("layer", format!("layer {i} is missing from the model")))?;
     Ok(Layer {
         attn_norm: norm(model, &format!("layers.{i}.attn_norm"))?,
         ffn_norm: norm(model, &format!("layers.{i}.ffn_norm"))?,
         wqkv,
         wo,
-        ffn_gate: if cfg.ffn.kind == FfnKind::Swiglu { Some(ffn("gate")?) } else { None },
-        ffn_up: ffn("up")?,
-        ffn_down: ffn("down")?,
+        ffn_gate: gate.map(plan::proj),
+        ffn_up: plan::proj(up),
+        ffn_down: plan::proj(down),
         kind,
     })
 }
