@@ -38,7 +38,13 @@ pub struct ModelConfig {
     /// head h reads key/value head h / (n_heads / n_kv_heads). Absent: n_heads. (v2)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_kv_heads: Option<usize>,
+    /// Width of one value head (and of one query/key head unless `qk_head_dim` says otherwise).
     pub head_dim: usize,
+    /// Width of one query/key head when it differs from `head_dim`: fla's GLA keeps keys half as
+    /// wide as values (`expand_k = 0.5`, `expand_v = 1`). Only variants whose kernels take a free
+    /// key width accept it ([`crate::variants::Variant::free_key_width`]). Absent: head_dim. (v2)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qk_head_dim: Option<usize>,
     pub ffn: FfnConfig,
     pub norm: NormConfig,
     /// Output projection shares the token embedding matrix.
@@ -183,6 +189,7 @@ impl ModelConfig {
             n_layers: size.n_layers,
             n_heads: size.n_heads,
             n_kv_heads: None,
+            qk_head_dim: None,
             head_dim: size.head_dim,
             ffn: FfnConfig { kind: FfnKind::Swiglu, hidden: size.ffn_hidden },
             norm: NormConfig { kind: NormKind::Rmsnorm, eps: 1e-5 },
@@ -237,15 +244,27 @@ impl ModelConfig {
         self.n_kv_heads.unwrap_or(self.n_heads)
     }
 
-    /// Width of the key and value projections, `kv_heads · head_dim`.
+    /// Width of the value projection, `kv_heads · head_dim`.
     pub fn kv_dim(&self) -> usize {
         self.kv_heads() * self.head_dim
+    }
+
+    /// Width of one query/key head (`qk_head_dim`, else `head_dim`).
+    pub fn key_head_dim(&self) -> usize {
+        self.qk_head_dim.unwrap_or(self.head_dim)
+    }
+
+    /// Widths of the query and key projections, `n_heads · key_head_dim` and
+    /// `kv_heads · key_head_dim`.
+    pub fn qk_dims(&self) -> (usize, usize) {
+        (self.n_heads * self.key_head_dim(), self.kv_heads() * self.key_head_dim())
     }
 
     /// The version-2 options this config uses, by field name (a version-1 file may use none).
     pub fn v2_fields(&self) -> Vec<&'static str> {
         let used = [
             ("n_kv_heads", self.n_kv_heads.is_some()),
+            ("qk_head_dim", self.qk_head_dim.is_some()),
             ("biases", !self.biases.is_none()),
             ("parallel_residual", self.parallel_residual),
             ("embedding_norm", self.embedding_norm),
@@ -281,6 +300,7 @@ impl ModelConfig {
             ("n_layers", self.n_layers),
             ("n_heads", self.n_heads),
             ("head_dim", self.head_dim),
+            ("qk_head_dim", self.key_head_dim()),
             ("ffn.hidden", self.ffn.hidden),
             ("train_context", self.train_context),
             ("max_context", self.max_context),
@@ -297,6 +317,7 @@ impl ModelConfig {
             ("n_layers", self.n_layers, 256),
             ("n_heads", self.n_heads, 256),
             ("head_dim", self.head_dim, 1024),
+            ("qk_head_dim", self.key_head_dim(), 1024),
             ("ffn.hidden", self.ffn.hidden, 1 << 16),
             ("max_context", self.max_context, 1 << 20),
         ];
@@ -338,6 +359,17 @@ impl ModelConfig {
             return Err(Error::field("d_model", "must be even for sinusoidal absolute positions"));
         }
         for (i, spec) in self.layers.iter().enumerate() {
+            if self.key_head_dim() != self.head_dim && !spec.variant().free_key_width() {
+                return Err(Error::field(
+                    "qk_head_dim",
+                    format!(
+                        "{} ≠ head_dim {} is not supported by layer {i} ({}): only gla takes another key width",
+                        self.key_head_dim(),
+                        self.head_dim,
+                        spec.variant_id()
+                    ),
+                ));
+            }
             spec.variant().validate(self, i)?;
         }
         Ok(())
@@ -430,5 +462,20 @@ mod tests {
             .to_json()
             .replace("\"format_version\": 2", "\"format_version\": 1");
         assert_eq!(ModelConfig::from_json(&v1).unwrap().format_version, 1);
+    }
+
+    /// Keys narrower than values are a gla option: another variant refuses it by name.
+    #[test]
+    fn qk_head_dim_is_accepted_by_gla_only() {
+        let mut cfg = ModelConfig::preset("gla", SizePreset::default()).unwrap();
+        cfg.qk_head_dim = Some(cfg.head_dim / 2);
+        cfg.validate().unwrap();
+        assert_eq!(cfg.qk_dims().0, cfg.n_heads * cfg.head_dim / 2);
+        cfg.layers[1] = AttentionSpec::default_for("retnet").unwrap();
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("qk_head_dim") && err.contains("layer 1 (retnet)"), "{err}");
+        cfg.layers[1] = cfg.layers[0].clone();
+        cfg.format_version = 1;
+        assert!(cfg.validate().unwrap_err().to_string().contains("qk_head_dim"));
     }
 }

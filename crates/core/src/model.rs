@@ -11,6 +11,7 @@ use crate::weights::{Init, TensorSpec, Weights};
 /// per layer norms, projections, variant tensors and FFN. docs/model-format.md mirrors this list.
 pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
     let (d, a, kv, hid) = (cfg.d_model, cfg.attn_dim(), cfg.kv_dim(), cfg.ffn.hidden);
+    let (qd, kd) = cfg.qk_dims();
     let std_d = 1.0 / (d as f32).sqrt();
     // Residual-branch outputs are scaled down with depth (GPT-2 style) so random models stay tame.
     let std_out = |inp: usize| 1.0 / (inp as f32).sqrt() / (2.0 * cfg.n_layers as f32).sqrt();
@@ -41,8 +42,8 @@ pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
         norm(&mut v, &format!("layers.{i}.ffn_norm"));
         let (attn, ffn) = (|n: &str| format!("layers.{i}.attn.{n}"), |n: &str| format!("layers.{i}.ffn.{n}"));
         let (qkv, out, fb) = (cfg.biases.qkv, cfg.biases.attn_out, cfg.biases.ffn);
-        push_linear(&mut v, attn("wq"), [a, d], std_d, qkv.then(|| attn("bq")));
-        push_linear(&mut v, attn("wk"), [kv, d], std_d, qkv.then(|| attn("bk")));
+        push_linear(&mut v, attn("wq"), [qd, d], std_d, qkv.then(|| attn("bq")));
+        push_linear(&mut v, attn("wk"), [kd, d], std_d, qkv.then(|| attn("bk")));
         push_linear(&mut v, attn("wv"), [kv, d], std_d, qkv.then(|| attn("bv")));
         push_linear(&mut v, attn("wo"), [d, a], std_out(a), out.then(|| attn("bo")));
         v.extend(spec.variant().layer_tensors(cfg, i));

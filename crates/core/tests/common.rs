@@ -113,7 +113,8 @@ pub fn model(cfg: &ModelConfig, seed: u64) -> Model {
 /// One config per architecture family of the checkpoint importer, each turning on the version-2
 /// options that family needs (docs/model-format.md §2.1): grouped/multi-query attention, projection
 /// biases, LayerNorm, exact and tanh GELU, parallel residual, partial and rescaled RoPE, learned
-/// absolute positions, the embedding norm, untied heads, and GQA on a linear-family layer.
+/// absolute positions, the embedding norm, untied heads, GQA on a linear-family layer, and keys
+/// narrower than values (fla's GLA).
 pub fn architecture_configs() -> Vec<(String, ModelConfig)> {
     use attnlab_core::config::{AbsolutePosition, Biases, FfnKind, NormKind};
     use attnlab_core::variants::rope::{Rope, RopeScaling};
@@ -158,9 +159,20 @@ pub fn architecture_configs() -> Vec<(String, ModelConfig)> {
     gqa_linear.layers[1] = AttentionSpec::default_for("hgrn2").expect("hgrn2");
     (gqa_linear.n_kv_heads, gqa_linear.parallel_residual) = (Some(2), true);
 
+    // fla's GLA: keys half as wide as values (expand_k 0.5), GQA, the model's norm eps in the
+    // output norm.
+    let mut fla_gla = base("gla");
+    let narrow = AttentionSpec::Gla(attnlab_core::variants::gla::Gla {
+        head_norm_eps: Some(1e-6),
+        ..Default::default()
+    });
+    fla_gla.layers = vec![narrow; fla_gla.n_layers];
+    (fla_gla.qk_head_dim, fla_gla.n_kv_heads, fla_gla.tie_embeddings) = (Some(4), Some(2), false);
+
     [("arch-llama-gqa-llama3", llama), ("arch-qwen-mqa-qkv-bias", qwen), ("arch-neox", neox)]
         .into_iter()
         .chain([("arch-bloom", bloom), ("arch-gpt2", gpt2), ("arch-gqa-gla-hgrn2-parallel", gqa_linear)])
+        .chain([("arch-fla-gla-narrow-keys", fla_gla)])
         .map(|(n, c)| {
             c.validate().unwrap_or_else(|e| panic!("{n}: {e}"));
             (n.to_string(), c)

@@ -41,7 +41,7 @@ impl GatePre {
     }
 }
 
-/// `scale · R_pos(map(x))` into `out` (`dk` wide); `buf` is `dh` scratch. `ExpRunningMax` is handled
+/// `scale · R_pos(map(x))` into `out` (`dk` wide); `buf` is one key head of scratch. `ExpRunningMax` is handled
 /// by the caller (it needs the decode state).
 fn apply_feature(
     side: Feature,
@@ -89,8 +89,9 @@ impl AttnLayer {
         pos0: usize,
         state: &mut LayerState,
     ) -> Result<Features> {
-        let (h, dh, dk) = (self.n_heads, self.head_dim, ll.dk);
-        let a = h * dh;
+        // q, k and the key-axis gates are `qk` wide per head; values `head_dim`.
+        let (h, qk, dk) = (self.n_heads, self.key_dim, ll.dk);
+        let a = h * qk;
         let LayerState::Linear { key_max, .. } = state else {
             return Err(Error::arg("state", "linear layer was given a KV-cache state"));
         };
@@ -102,19 +103,19 @@ impl AttnLayer {
             f.r = vec![0.0; t * a];
         }
         let pre = GatePre::new(&ll.gate, x, t);
-        let mut buf = vec![0.0f32; dh];
+        let mut buf = vec![0.0f32; qk];
         for r in 0..t {
             let pos = pos0 + r;
             for hh in 0..h {
-                let src = r * a + hh * dh;
+                let src = r * a + hh * qk;
                 let dst = (r * h + hh) * dk;
-                let (qh, kh) = (&q[src..src + dh], &k[src..src + dh]);
+                let (qh, kh) = (&q[src..src + qk], &k[src..src + qk]);
                 self.log_gate(ll, &pre, src, hh, kh, &mut f, dst);
                 apply_feature(ll.q, ll.rotation.as_ref(), qh, pos, &mut buf, &mut f.fq[dst..dst + dk]);
                 if let Gate::KeyForget { lower_bound, .. } = &ll.gate {
                     // HGRN2 §3: the key is 1 − forget gate, (1 − β)·σ(−f) without cancellation.
                     for j in 0..dk {
-                        let beta = lower_bound[hh * dh + j] as f64;
+                        let beta = lower_bound[hh * qk + j] as f64;
                         f.fk[dst + j] = ((1.0 - beta) * sigmoid(-kh[j] as f64)) as f32;
                     }
                 } else if ll.k.map == FeatureMap::ExpRunningMax {
@@ -150,26 +151,26 @@ impl AttnLayer {
         f: &mut Features,
         dst: usize,
     ) {
-        let (dh, dk) = (self.head_dim, ll.dk);
+        let (qk, dk) = (self.key_dim, ll.dk);
         let lg = &mut f.lg[dst..dst + dk];
         match (&ll.gate, pre) {
             (Gate::PerHead { log_gamma }, _) => lg.iter_mut().for_each(|x| *x = log_gamma[hh]),
             (Gate::KeyForget { lower_bound, .. }, _) => {
                 for j in 0..dk {
-                    lg[j] = key_forget_log_gate(kh[j] as f64, lower_bound[hh * dh + j] as f64) as f32;
+                    lg[j] = key_forget_log_gate(kh[j] as f64, lower_bound[hh * qk + j] as f64) as f32;
                 }
             }
             (Gate::LowRank { bias, normalizer, .. }, GatePre::One(z)) => {
                 for j in 0..dk {
-                    let zj = z[src + j] + bias[hh * dh + j];
+                    let zj = z[src + j] + bias[hh * qk + j];
                     lg[j] = gla_log_gate(zj as f64, *normalizer) as f32;
                 }
             }
             (Gate::Refined { bg, br, .. }, GatePre::Two(pg, pr)) => {
                 for j in 0..dk {
                     let gate = regla_gate(
-                        (pg[src + j] + bg[hh * dh + j]) as f64,
-                        (pr[src + j] + br[hh * dh + j]) as f64,
+                        (pg[src + j] + bg[hh * qk + j]) as f64,
+                        (pr[src + j] + br[hh * qk + j]) as f64,
                     );
                     lg[j] = gate.log_f as f32;
                     f.g[src + j] = gate.g as f32;

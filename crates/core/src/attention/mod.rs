@@ -37,7 +37,10 @@ pub struct AttnLayer {
     wo: Linear,
     lowering: Lowering,
     n_heads: usize,
+    /// Width of one value head.
     head_dim: usize,
+    /// Width of one query/key head (`qk_head_dim`; head_dim unless a gla layer says otherwise).
+    key_dim: usize,
 }
 
 /// Per-layer decode state: KV cache (softmax family) or recurrent state (linear family).
@@ -130,7 +133,7 @@ impl AttnLayer {
     /// Prepare layer `i` from the config and the (validated) weights.
     pub fn new(cfg: &ModelConfig, i: usize, w: &Weights) -> Result<AttnLayer> {
         let spec = cfg.layers[i].clone();
-        let (d, a, kv) = (cfg.d_model, cfg.attn_dim(), cfg.kv_dim());
+        let (d, a, kv, (qd, kd)) = (cfg.d_model, cfg.attn_dim(), cfg.kv_dim(), cfg.qk_dims());
         let ctx = LowerCtx { cfg, layer: i, weights: w };
         let lowering = spec.variant().lower(&ctx)?;
         let proj = |w: &str, b: &str, out: usize, inp: usize, bias: bool| -> Result<Linear> {
@@ -140,14 +143,15 @@ impl AttnLayer {
         let (qkv, group) = (cfg.biases.qkv, cfg.n_heads / cfg.kv_heads());
         Ok(AttnLayer {
             spec,
-            wq: proj("wq", "bq", a, d, qkv)?,
+            wq: proj("wq", "bq", qd, d, qkv)?,
             // Grouped-query attention runs as multi-head attention with each kv head repeated.
-            wk: proj("wk", "bk", kv, d, qkv)?.repeat_heads(group, cfg.head_dim),
+            wk: proj("wk", "bk", kd, d, qkv)?.repeat_heads(group, cfg.key_head_dim()),
             wv: proj("wv", "bv", kv, d, qkv)?.repeat_heads(group, cfg.head_dim),
             wo: proj("wo", "bo", d, a, cfg.biases.attn_out)?,
             lowering,
             n_heads: cfg.n_heads,
             head_dim: cfg.head_dim,
+            key_dim: cfg.key_head_dim(),
         })
     }
 

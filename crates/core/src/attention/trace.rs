@@ -68,7 +68,7 @@ impl AttnLayer {
         t: usize,
         layer: usize,
     ) -> Option<LayerGates> {
-        let (h, dh) = (self.n_heads, self.head_dim);
+        let (h, dk) = (self.n_heads, ll.dk);
         let (fv, g, r) = match &ll.gate {
             Gate::LowRank { .. } | Gate::PerHead { .. } | Gate::KeyForget { .. } => {
                 (f.lg.iter().map(|x| x.exp()).collect(), None, None)
@@ -89,7 +89,7 @@ impl AttnLayer {
             variant: self.spec.variant_id().to_string(),
             n: t,
             n_heads: h,
-            dim: dh,
+            dim: dk,
             f: fv,
             g,
             r,

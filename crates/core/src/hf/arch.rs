@@ -72,6 +72,7 @@ fn base(
         n_heads: d.heads,
         n_kv_heads: (d.kv != d.heads).then_some(d.kv),
         head_dim: d.dh,
+        qk_head_dim: None,
         ffn: FfnConfig { kind: FfnKind::Gelu, hidden: d.hidden },
         norm: NormConfig { kind: NormKind::Layernorm, eps },
         tie_embeddings: false,

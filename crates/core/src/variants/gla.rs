@@ -1,7 +1,8 @@
 //! `gla`: gated linear attention in fla's layout (Yang et al., "Gated Linear Attention Transformers
-//! with Hardware-Efficient Training", §4.1): identity features with q scaled by `dh^(−1/2)`, a
+//! with Hardware-Efficient Training", §4.1): identity features with q scaled by `d_k^(−1/2)`, a
 //! low-rank key-dimension forget gate `α = σ(W_up W_down x + b)^(1/τ)` (fla's
-//! `gate_logit_normalizer` τ = 16), per-head RMSNorm and a swish output gate.
+//! `gate_logit_normalizer` τ = 16), per-head RMSNorm and a swish output gate. Keys may be narrower
+//! than values (`qk_head_dim`; fla's `expand_k = 0.5`): the state is `[d_k, d_v]` per head.
 
 use super::{field, Family, LowerCtx, Variant};
 use crate::activations::log_sigmoid;
@@ -22,6 +23,9 @@ pub struct Gla {
     /// τ in `lg = lnσ(z) / τ`.
     #[serde(default = "default_normalizer")]
     pub gate_logit_normalizer: f64,
+    /// eps of the per-head output RMSNorm (fla uses the model's `norm_eps`). Absent: 1e-5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_norm_eps: Option<f64>,
 }
 
 fn default_rank() -> usize {
@@ -33,7 +37,7 @@ fn default_normalizer() -> f64 {
 
 impl Default for Gla {
     fn default() -> Self {
-        Gla { gate_rank: default_rank(), gate_logit_normalizer: default_normalizer() }
+        Gla { gate_rank: default_rank(), gate_logit_normalizer: default_normalizer(), head_norm_eps: None }
     }
 }
 
@@ -54,35 +58,40 @@ impl Variant for Gla {
         if !(self.gate_logit_normalizer.is_finite() && self.gate_logit_normalizer > 0.0) {
             return Err(Error::field(field(i, "gate_logit_normalizer"), "must be finite and > 0"));
         }
+        if self.head_norm_eps.is_some_and(|e| !(e.is_finite() && e > 0.0)) {
+            return Err(Error::field(field(i, "head_norm_eps"), "must be finite and > 0"));
+        }
         Ok(())
     }
 
     fn layer_tensors(&self, cfg: &ModelConfig, i: usize) -> Vec<TensorSpec> {
         let (d, a, dh, r) = (cfg.d_model, cfg.attn_dim(), cfg.head_dim, self.gate_rank);
+        let qd = cfg.qk_dims().0;
         let std_in = 1.0 / (d as f32).sqrt();
         let p = |name: &str| format!("layers.{i}.attn.gla.{name}");
         vec![
             TensorSpec::new(p("gk_down"), &[r, d], Init::Normal(std_in)),
-            TensorSpec::new(p("gk_up"), &[a, r], Init::Normal(1.0 / (r as f32).sqrt())),
-            TensorSpec::new(p("gk_bias"), &[a], Init::Const(0.0)),
+            TensorSpec::new(p("gk_up"), &[qd, r], Init::Normal(1.0 / (r as f32).sqrt())),
+            TensorSpec::new(p("gk_bias"), &[qd], Init::Const(0.0)),
             TensorSpec::new(p("out_gate"), &[a, d], Init::Normal(std_in)),
             TensorSpec::new(p("head_norm"), &[dh], Init::Const(1.0)),
         ]
     }
 
     fn lower(&self, ctx: &LowerCtx) -> Result<Lowering> {
-        let (d, a, dh) = (ctx.cfg.d_model, ctx.cfg.attn_dim(), ctx.cfg.head_dim);
+        let (d, a) = (ctx.cfg.d_model, ctx.cfg.attn_dim());
+        let (qk, qd) = (ctx.cfg.key_head_dim(), ctx.cfg.qk_dims().0);
         let q = Feature { map: FeatureMap::Identity, scale: ctx.scale() };
-        let mut l = LinearLowering::plain(dh, q, Feature::plain(FeatureMap::Identity));
+        let mut l = LinearLowering::plain(qk, q, Feature::plain(FeatureMap::Identity));
         l.gate = Gate::LowRank {
             down: ctx.learned_linear("gla.gk_down", self.gate_rank, d)?,
-            up: ctx.learned_linear("gla.gk_up", a, self.gate_rank)?,
+            up: ctx.learned_linear("gla.gk_up", qd, self.gate_rank)?,
             bias: ctx.learned("gla.gk_bias")?,
             normalizer: self.gate_logit_normalizer,
         };
         l.post = Post::RmsNormGate {
             gain: ctx.learned("gla.head_norm")?,
-            eps: HEAD_NORM_EPS,
+            eps: self.head_norm_eps.map_or(HEAD_NORM_EPS, |e| e as f32),
             out_gate: ctx.learned_linear("gla.out_gate", a, d)?,
         };
         Ok(Lowering::Linear(l))
@@ -90,6 +99,10 @@ impl Variant for Gla {
 
     fn gate_bias_tensor(&self, i: usize) -> Option<String> {
         Some(format!("layers.{i}.attn.gla.gk_bias"))
+    }
+
+    fn free_key_width(&self) -> bool {
+        true
     }
 }
 

@@ -100,6 +100,12 @@ pub trait Variant {
     fn gate_bias_tensor(&self, _i: usize) -> Option<String> {
         None
     }
+
+    /// Whether the layer accepts query/key heads of another width than the value heads
+    /// (`qk_head_dim`); the kernels of the other variants assume equal widths.
+    fn free_key_width(&self) -> bool {
+        false
+    }
 }
 
 /// Generates [`AttentionSpec`], [`VARIANT_IDS`] and the dispatch from one list of
@@ -214,9 +220,9 @@ impl LowerCtx<'_> {
         Ok(Learned { name: self.layer_name(name), value: x })
     }
 
-    /// `1/sqrt(head_dim)`, the logit scale.
+    /// `1/sqrt(d_k)` with d_k the query/key head width, the logit scale.
     pub fn scale(&self) -> f32 {
-        1.0 / (self.cfg.head_dim as f32).sqrt()
+        1.0 / (self.cfg.key_head_dim() as f32).sqrt()
     }
 
     /// A causal softmax layer with `bias` and optional RoPE inverse frequencies (one per pair).
