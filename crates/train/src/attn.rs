@@ -45,11 +45,11 @@ const MASKED: f64 = bias::MASKED as f64;
 /// tensor names are read here, never the values of learned tensors).
 pub(crate) fn forward(m: &TrainModel, i: usize, u: &Tensor) -> Result<Tensor> {
     let cfg = m.config();
-    let (h, kv, dh) = (cfg.n_heads, cfg.kv_heads(), cfg.head_dim);
+    let (h, kv, dh, qk) = (cfg.n_heads, cfg.kv_heads(), cfg.head_dim, cfg.key_head_dim());
     let (p, b) = (|n: &str| format!("layers.{i}.attn.{n}"), cfg.biases.qkv);
     let proj = |w: &str, bias: &str| m.linear(u, &p(w), b.then(|| p(bias)).as_deref());
-    let q = heads(&proj("wq", "bq")?, h, dh)?;
-    let k = repeat_kv(&heads(&proj("wk", "bk")?, kv, dh)?, h / kv)?;
+    let q = heads(&proj("wq", "bq")?, h, qk)?;
+    let k = repeat_kv(&heads(&proj("wk", "bk")?, kv, qk)?, h / kv)?;
     let v = repeat_kv(&heads(&proj("wv", "bv")?, kv, dh)?, h / kv)?;
     let out = match m.lowering(i)? {
         Lowering::Softmax(sl) => softmax_layer(m, sl, &q, &k, &v)?,
@@ -104,9 +104,10 @@ fn linear_layer(
     k: &Tensor,
     v: &Tensor,
 ) -> Result<Tensor> {
-    let (h, t, dh) = (q.dim(1)?, q.dim(2)?, q.dim(3)?);
+    // `qk`: the query/key head width (the value heads may be wider, `qk_head_dim`).
+    let (h, t, qk) = (q.dim(1)?, q.dim(2)?, q.dim(3)?);
     let dev = m.device();
-    let (mut gate, key) = log_gate(m, &ll.gate, u, k, h, dh)?;
+    let (mut gate, key) = log_gate(m, &ll.gate, u, k, h, qk)?;
     let fq = feature_map(ll.q.map, q)?;
     let fk = match key {
         Some(key) => key,

@@ -274,7 +274,9 @@ impl GpuModel {
     /// Gates of the gated linear layers: GLA α, RetNet γ and HGRN2's forget gate as F = exp(log-gate);
     /// ReGLA's F, g, r.
     async fn gates(&self, captured: &[Captured], n: usize) -> Result<Vec<LayerGates>> {
-        let h = self.cfg.n_heads;
+        // A gate acts on the key channels; keys padded to head_dim on upload (plan.rs `pad_keys`)
+        // show only their `qk` real channels.
+        let (h, qk) = (self.cfg.n_heads, self.cfg.key_head_dim());
         let mut out = Vec::new();
         for c in captured {
             let Captured::Linear { layer, lg, gpre, .. } = c else { continue };
@@ -282,7 +284,9 @@ impl GpuModel {
             let (f, g, r) = match (ln.feat, gpre) {
                 (FeatKind::Gla | FeatKind::Retnet | FeatKind::Hgrn2, _) => {
                     let lg = read_f32(self, lg, n * h * ln.dk).await?;
-                    (lg.into_iter().map(f32::exp).collect(), None, None)
+                    let real =
+                        lg.chunks_exact(ln.dk).flat_map(|c| c[..qk.min(ln.dk)].iter().map(|x| x.exp()));
+                    (real.collect(), None, None)
                 }
                 (FeatKind::Regla, Some(gp)) => {
                     let (f, g, r) = self.regla_gates(gp, &ln.aux, n).await?;
@@ -291,7 +295,7 @@ impl GpuModel {
                 _ => continue,
             };
             let variant = self.cfg.layers.get(*layer).map(|l| l.variant_id().to_string()).unwrap_or_default();
-            out.push(LayerGates { layer: *layer, variant, n, n_heads: h, dim: ln.dk, f, g, r });
+            out.push(LayerGates { layer: *layer, variant, n, n_heads: h, dim: qk.min(ln.dk), f, g, r });
         }
         Ok(out)
     }

@@ -19,6 +19,8 @@ use attnlab_core::{Error as CoreError, Model};
 struct Shape {
     h: usize,
     dh: usize,
+    /// Query/key head width (≤ dh; see [`pad_keys`]).
+    qk: usize,
     /// max_context (rows of the position tables).
     ctx: usize,
 }
@@ -34,7 +36,11 @@ pub(super) struct Attention {
 /// Attention of layer `i`.
 pub(super) fn attention(model: &Model, i: usize) -> Result<Attention> {
     let cfg = model.config();
-    let shape = Shape { h: cfg.n_heads, dh: cfg.head_dim, ctx: cfg.max_context };
+    let (h, dh, qk) = (cfg.n_heads, cfg.head_dim, cfg.key_head_dim());
+    if qk > dh {
+        return Err(GpuError::Unsupported(format!("qk_head_dim {qk} wider than head_dim {dh}")));
+    }
+    let shape = Shape { h, dh, qk, ctx: cfg.max_context };
     let attn = model
         .attention(i)
         .ok_or_else(|| CoreError::arg("layer", format!("layer {i} is missing from the model")))?;
@@ -43,7 +49,24 @@ pub(super) fn attention(model: &Model, i: usize) -> Result<Attention> {
         Lowering::Softmax(sl) => Kind::Softmax(softmax(shape, sl)?),
         Lowering::Linear(l) => Kind::Linear(linear(shape, l)?),
     };
-    Ok(Attention { wqkv: fused([wq, wk, wv]), wo: proj(wo), kind })
+    let (q, k) = (pad_keys(shape, proj(wq), wq.inp), pad_keys(shape, proj(wk), wk.inp));
+    Ok(Attention { wqkv: fused([q, k, proj(wv)], wq.inp), wo: proj(wo), kind })
+}
+
+/// The kernels read query and key heads `head_dim` wide: narrower keys (`qk_head_dim`, gla only)
+/// get zero rows appended to each head of a projection `[H·qk, row]` (and its bias). Exact: a
+/// padded channel has φq = φk = 0, so its state row stays 0 and adds nothing to φq·S; the cost is
+/// the padding's share of the q/k work.
+fn pad_keys(s: Shape, p: Proj<Vec<f32>>, row: usize) -> Proj<Vec<f32>> {
+    let pad = |x: Vec<f32>, row: usize| -> Vec<f32> {
+        if s.qk == s.dh {
+            return x;
+        }
+        x.chunks_exact(s.qk * row)
+            .flat_map(|head| head.iter().copied().chain(vec![0.0; (s.dh - s.qk) * row]))
+            .collect()
+    };
+    Proj { w: pad(p.w, row), b: p.b.map(|b| pad(b, 1)) }
 }
 
 /// A projection as uploaded (weight and bias as they are).
@@ -52,14 +75,14 @@ pub(super) fn proj(l: &Linear) -> Proj<Vec<f32>> {
 }
 
 /// Projections stacked along their outputs into one matmul; a missing bias is zeros when another
-/// has one.
-fn fused(ls: [&Linear; 3]) -> Proj<Vec<f32>> {
-    let w = ls.iter().flat_map(|l| l.w.iter().copied()).collect();
-    let b = ls
+/// has one (`inp`: their common input width).
+fn fused(ps: [Proj<Vec<f32>>; 3], inp: usize) -> Proj<Vec<f32>> {
+    let rows = |p: &Proj<Vec<f32>>| p.w.len() / inp.max(1);
+    let b = ps
         .iter()
-        .any(|l| l.b.is_some())
-        .then(|| ls.iter().flat_map(|l| l.b.clone().unwrap_or_else(|| vec![0.0; l.out])).collect());
-    Proj { w, b }
+        .any(|p| p.b.is_some())
+        .then(|| ps.iter().flat_map(|p| p.b.clone().unwrap_or_else(|| vec![0.0; rows(p)])).collect());
+    Proj { w: ps.iter().flat_map(|p| p.w.iter().copied()).collect(), b }
 }
 
 /// The weight of a gate projection, whose kernels add no bias: one with a bias is refused.
@@ -121,7 +144,7 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
     let mut p = FeatParams {
         h: usize_u32("heads", s.h)?,
         dh: usize_u32("head_dim", dh)?,
-        dk: usize_u32("dk", l.dk)?,
+        dk: usize_u32("dk", if s.qk < dh { dh } else { l.dk })?,
         a: usize_u32("attn_dim", a)?,
         ..FeatParams::default()
     };
@@ -139,9 +162,9 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
             p.scale = l.q.scale;
             p.normalizer = *normalizer as f32;
             p.gpre_stride = usize_u32("attn_dim", a)?;
-            aux.extend_from_slice(bias);
-            let (down_w, up_w) = (unbiased(down, "GLA gate")?, unbiased(up, "GLA gate")?);
-            (FeatKind::Gla, Gate::Gla { down: down_w, up: up_w, rank: down.out })
+            let up = pad_keys(s, Proj { w: unbiased(up, "GLA gate")?, b: Some(bias.to_vec()) }, up.inp);
+            aux.extend(up.b.unwrap_or_default());
+            (FeatKind::Gla, Gate::Gla { down: unbiased(down, "GLA gate")?, up: up.w, rank: down.out })
         }
         (None, lw::Gate::Refined { wg, bg, wr, br }, FeatureMap::ExpMax) => {
             p.scale = l.q.scale;
@@ -183,7 +206,7 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
         }
     };
     let den_eps = l.denominator.unwrap_or(0.0);
-    Ok(LinearLayer { feat, params: p, aux, dk: l.dk, den_eps, gate, post: post(&l.post, a)? })
+    Ok(LinearLayer { feat, params: p, aux, dk: p.dk as usize, den_eps, gate, post: post(&l.post, a)? })
 }
 
 fn gate_name(g: &lw::Gate) -> &'static str {
