@@ -13,8 +13,14 @@ fixtures rewrite config.json into the older key names that checkpoints on the hu
 (`rope_theta` / `rope_scaling`, `rotary_pct` / `rotary_emb_base`), which transformers 5 reads the same
 way; the importer must accept both.
 
+fla's GLA (`GLAForCausalLM`, package `flash-linear-attention`): the models are built and saved by
+fla's own classes. fla's forward pass needs Triton kernels, which do not run on a CPU, so for the
+reference logits `cpu_fla()` swaps exactly those for fla's naive torch op (`naive_recurrent_gla`, the
+recurrence fla's own tests check its kernels against) and for plain torch formulas of RMSNorm, the
+gated RMSNorm and SwiGLU; every other line that runs is fla's model code.
+
 Regenerate (CI never runs this; it needs PyPI):
-    python3 -m venv /tmp/hfenv && /tmp/hfenv/bin/pip install torch transformers safetensors
+    python3 -m venv /tmp/hfenv && /tmp/hfenv/bin/pip install torch transformers safetensors flash-linear-attention
     /tmp/hfenv/bin/python scripts/hf_fixtures.py
 Versions used for the committed fixtures are written to crates/core/tests/fixtures/hf/VERSIONS.
 
@@ -62,6 +68,43 @@ def legacy_rope_keys(cfg):
     if kind != "default":
         cfg["rope_scaling"] = {"rope_type": kind, **rp}
     return cfg
+
+
+def cpu_fla():
+    """fla's GLA classes with each Triton kernel they call replaced by a CPU equivalent (see above)."""
+    import torch.nn.functional as F
+    import fla.layers.gla as fla_gla
+    import fla.modules.mlp as fla_mlp
+    from fla.modules import FusedRMSNormGated, RMSNorm
+    from fla.modules.activations import ACT2FN
+    from fla.ops.gla.naive import naive_recurrent_gla
+
+    def rms(x, weight, eps):
+        x32 = x.float()
+        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+        return (y * weight.float() if weight is not None else y).to(x.dtype)
+
+    def rms_forward(self, x, residual=None, prenorm=False, residual_in_fp32=False):
+        if residual is not None:
+            x = x + residual
+        y = rms(x, self.weight, self.eps)
+        return (y, x) if prenorm else y
+
+    def gated_forward(self, x, g, residual=None, prenorm=False, residual_in_fp32=False):
+        if residual is not None:
+            x = x + residual
+        y = rms(x, self.weight, self.eps) * F.silu(g)
+        return (y, x) if prenorm else y
+
+    def recurrent(q, k, v, gk, initial_state=None, output_final_state=False, **_):
+        return naive_recurrent_gla(q, k, v, gk, initial_state, output_final_state)
+
+    RMSNorm.forward = rms_forward
+    FusedRMSNormGated.forward = gated_forward
+    fla_gla.fused_recurrent_gla = recurrent
+    fla_mlp.swiglu = lambda x, y: F.silu(x) * y
+    fla_mlp.swiglu_linear = lambda x, y, w, b: F.linear(F.silu(x) * y, w, b)
+    ACT2FN["swish"] = ACT2FN["silu"] = F.silu
 
 
 def build(name, model_cls, config, seed, dtype=torch.float32, legacy=False, shard=None):
@@ -130,7 +173,23 @@ def main():
     build("gpt2-untied-inner", GPT2LMHeadModel,
           GPT2Config(vocab_size=96, n_embd=32, n_layer=2, n_head=2, n_positions=48, n_inner=40,
                      activation_function="gelu", tie_word_embeddings=False), 9)
-    (OUT / "VERSIONS").write_text(f"torch {torch.__version__}\ntransformers {transformers.__version__}\n")
+    gla()
+    import fla
+    (OUT / "VERSIONS").write_text(
+        f"torch {torch.__version__}\ntransformers {transformers.__version__}\nflash-linear-attention {fla.__version__}\n")
+
+
+def gla():
+    """fla GLA: keys half as wide as values with fused norms (fla's defaults), and GQA with unfused
+    norms, full-width keys, values twice the model width and tied embeddings (BF16, F16)."""
+    cpu_fla()
+    from fla.models import GLAConfig, GLAForCausalLM
+    small = dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_heads=4, attn_mode="fused_recurrent")
+    build("gla-narrow-keys-untied-bf16", GLAForCausalLM, GLAConfig(**small, expand_k=0.5, expand_v=1), 10,
+          dtype=torch.bfloat16)
+    build("gla-gqa-unfused-tied-f16", GLAForCausalLM,
+          GLAConfig(**small, num_kv_heads=2, expand_k=1.0, expand_v=2, intermediate_size=48, fuse_norm=False,
+                    fuse_swiglu=False, tie_word_embeddings=True, norm_eps=1e-5), 11, dtype=torch.float16)
 
 
 def bench_models(out):

@@ -259,6 +259,18 @@ fn unsupported_architecture_options_are_refused_by_name() {
         &case.set("hidden_act", json!("relu")).err(),
         &["hidden_act relu", "GPTNeoXForCausalLM"],
     );
+    // fla GLA options that change the math.
+    for (key, value, named) in [
+        ("use_short_conv", json!(true), "use_short_conv = true"),
+        ("use_output_gate", json!(false), "use_output_gate = false"),
+        ("attn", json!({"layers": [1], "num_heads": 4}), "hybrid softmax attention layers"),
+        ("feature_map", json!("relu"), "feature_map = \"relu\""),
+        ("clamp_min", json!(-0.5), "clamp_min = -0.5"),
+        ("hidden_act", json!("gelu"), "hidden_act gelu"),
+    ] {
+        let case = Case::new("gla-narrow-keys-untied-bf16");
+        assert_unsupported(&case.set(key, value).err(), &[named, "GLAForCausalLM"]);
+    }
 }
 
 #[test]
@@ -291,6 +303,13 @@ fn ill_typed_and_out_of_range_fields_name_the_field() {
         ("neox-partial-parallel", "num_attention_heads", json!(3), "num_attention_heads"),
         ("bloom-6-heads", "n_head", json!(5), "n_head"),
         ("gpt2", "n_head", json!(3), "n_head"),
+        // fla: key and value widths d·expand must split over the heads (d = 32, 4 heads).
+        ("gla-narrow-keys-untied-bf16", "expand_k", json!(0.3), "expand_k"),
+        ("gla-narrow-keys-untied-bf16", "expand_v", json!("1"), "expand_v"),
+        ("gla-gqa-unfused-tied-f16", "num_kv_heads", json!(3), "num_kv_heads"),
+        ("gla-gqa-unfused-tied-f16", "norm_eps", json!(-1e-5), "norm_eps"),
+        ("llama-gqa-untied", "rms_norm_eps", json!(0.0), "rms_norm_eps"),
+        ("bloom-6-heads", "layer_norm_epsilon", json!(-1.0), "layer_norm_epsilon"),
         // Rotary channels: an even number in (0, head_dim] (head_dim 8 here: 0.375 → 3 channels).
         ("neox-partial-parallel", "rotary_pct", json!(0.375), "rotary_pct"),
         ("neox-partial-parallel", "rotary_pct", json!(0.0), "rotary_pct"),

@@ -1,4 +1,4 @@
-//! The four architectures: each reads its config fields (with the defaults of its transformers
+//! The five architectures: each reads its config fields (with the defaults of its transformers
 //! config class), refuses what it cannot map, and renames, splits, transposes and permutes its
 //! tensors into attnlab's names (docs/model-format.md §7 has the table).
 
@@ -8,7 +8,7 @@ use crate::config::{
     FORMAT_VERSION,
 };
 use crate::error::{Error, Result};
-use crate::variants::{alibi::Alibi, nope::Nope, rope::Rope};
+use crate::variants::{alibi::Alibi, gla::Gla, nope::Nope, rope::Rope};
 use crate::weights::Tensor;
 use std::collections::BTreeMap;
 
@@ -29,6 +29,7 @@ pub(super) fn convert(
         "LlamaForCausalLM" => llama(c, &mut out, opts)?,
         "GPTNeoXForCausalLM" => neox(c, &mut out, opts)?,
         "BloomForCausalLM" => bloom(c, &mut out, opts)?,
+        "GLAForCausalLM" => gla(c, &mut out, opts)?,
         _ => gpt2(c, &mut out, opts)?,
     };
     // One attention spec per layer, made only now that every layer's tensors were found: an absurd
@@ -143,7 +144,7 @@ fn llama(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
         dh: head_dim(c, d, heads, &["num_attention_heads"])?,
         hidden: c.usize(&["intermediate_size"])?,
     };
-    let (rope, mut cfg) = rope_config(arch, c, &dims, opts, c.f64_or(&["rms_norm_eps"], 1e-6)?)?;
+    let (rope, mut cfg) = rope_config(arch, c, &dims, opts, c.eps_or("rms_norm_eps", 1e-6)?)?;
     (cfg.norm.kind, cfg.ffn.kind) = (NormKind::Rmsnorm, FfnKind::Swiglu);
     let attn_bias = c.bool_or("attention_bias", false)?;
     cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: c.bool_or("mlp_bias", false)? };
@@ -191,7 +192,7 @@ fn neox(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         dh: head_dim(c, d, heads, &["num_attention_heads"])?,
         hidden: c.usize(&["intermediate_size"])?,
     };
-    let (rope, mut cfg) = rope_config(arch, c, &dims, opts, c.f64_or(&["layer_norm_eps"], 1e-5)?)?;
+    let (rope, mut cfg) = rope_config(arch, c, &dims, opts, c.eps_or("layer_norm_eps", 1e-5)?)?;
     cfg.ffn.kind = gelu_kind(&c.str_or("hidden_act", "gelu")?, "hidden_act", arch)?;
     let attn_bias = c.bool_or("attention_bias", true)?;
     cfg.biases = Biases { qkv: attn_bias, attn_out: attn_bias, ffn: true };
@@ -225,7 +226,7 @@ fn bloom(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> 
     let dims = gpt_dims(c, &["hidden_size", "n_embed"], |d| Ok(d.saturating_mul(4)))?;
     let native = c.opt_usize(&["seq_length"])?.unwrap_or(2048);
     let max = opts.max_context.unwrap_or(DEFAULT_UNBOUNDED_CONTEXT);
-    let eps = c.f64_or(&["layer_norm_epsilon"], 1e-5)?;
+    let eps = c.eps_or("layer_norm_epsilon", 1e-5)?;
     // BLOOM's `build_alibi_tensor` uses the ALiBi paper's slopes (Press et al., §3), our default.
     let mut cfg = base(arch, c, &dims, AttentionSpec::Alibi(Alibi { slopes: None }), eps, (native, max))?;
     cfg.biases = Biases { qkv: true, attn_out: true, ffn: true };
@@ -249,7 +250,7 @@ fn gpt2(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     })?;
     let d = dims.d;
     let positions = c.usize(&["n_positions", "max_position_embeddings"])?;
-    let eps = c.f64_or(&["layer_norm_epsilon"], 1e-5)?;
+    let eps = c.eps_or("layer_norm_epsilon", 1e-5)?;
     // Learned positions end at n_positions: a longer max_context has no rows to read.
     let max = opts.max_context.unwrap_or(positions).min(positions);
     let mut cfg = base(arch, c, &dims, AttentionSpec::Nope(Nope {}), eps, (positions, max))?;
@@ -285,6 +286,110 @@ fn gpt2(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         }
     }
     Ok(cfg)
+}
+
+/// fla's `GLAForCausalLM` (fla/models/gla, fla/layers/gla.py): RMSNorm pre-norm blocks of gated
+/// linear attention (identity features, keys `expand_k·d` and values `expand_v·d` wide, the
+/// low-rank gate `gk_proj` with fla's fixed rank 16 and normalizer 16, per-head RMSNorm times
+/// swish(`g_proj`)) and a SwiGLU MLP. Short convolutions, hybrid softmax layers, feature maps,
+/// gate clamping and configs without the output gate change the math and are refused.
+fn gla(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
+    let arch = "GLAForCausalLM";
+    c.refuse_if("use_short_conv", true, arch)?;
+    c.refuse_if("use_output_gate", false, arch)?;
+    c.refuse_if("elementwise_affine", false, arch)?;
+    c.refuse_set("attn", "hybrid softmax attention layers", arch)?;
+    c.refuse_set("feature_map", "a feature map on q and k", arch)?;
+    c.refuse_set("clamp_min", "a clamped gate", arch)?;
+    c.refuse_set("attnres_block_size", "block attention residuals", arch)?;
+    let act = c.str_or("hidden_act", "swish")?;
+    if act != "swish" && act != "silu" {
+        return Err(Error::Unsupported(format!("hidden_act {act} is not supported for {arch} (only swish)")));
+    }
+    let (d, heads) = (c.usize(&["hidden_size"])?, c.usize(&["num_heads"])?);
+    let kv = c.opt_usize(&["num_kv_heads"])?.unwrap_or(heads);
+    // fla: key_dim = int(d·expand_k), value_dim = int(d·expand_v), each split over the heads.
+    let width = |key: &str, default: f64| -> Result<usize> {
+        let w = (d as f64 * c.f64_or(&[key], default)?).floor();
+        match (1.0..1e9).contains(&w) && (w as usize).is_multiple_of(heads) {
+            true => Ok(w as usize / heads),
+            false => Err(HfConfig::err(
+                key,
+                format!("hidden_size × {key} = {w} is not a multiple of num_heads {heads}"),
+            )),
+        }
+    };
+    let (qk, dh) = (width("expand_k", 0.5)?, width("expand_v", 1.0)?);
+    if kv == 0 || !heads.is_multiple_of(kv) {
+        return Err(HfConfig::err("num_kv_heads", format!("{kv} does not divide num_heads {heads}")));
+    }
+    // fla's GatedMLP: intermediate_size, else 2/3 · hidden_ratio · d rounded up to a multiple of 256.
+    let hidden = match c.opt_usize(&["intermediate_size"])? {
+        Some(h) => h,
+        None => (d.saturating_mul(c.opt_usize(&["hidden_ratio"])?.unwrap_or(4)) * 2 / 3).div_ceil(256) * 256,
+    };
+    let dims = Dims {
+        vocab: c.usize(&["vocab_size"])?,
+        d,
+        layers: c.usize(&["num_hidden_layers"])?,
+        heads,
+        kv,
+        dh,
+        hidden,
+    };
+    let eps = c.eps_or("norm_eps", 1e-6)?;
+    let layer = AttentionSpec::Gla(Gla {
+        gate_rank: GLA_GATE_RANK,
+        gate_logit_normalizer: 16.0,
+        head_norm_eps: Some(eps),
+    });
+    let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
+    let context = (native, opts.max_context.unwrap_or(DEFAULT_UNBOUNDED_CONTEXT));
+    let mut cfg = base(arch, c, &dims, layer, eps, context)?;
+    (cfg.norm.kind, cfg.ffn.kind) = (NormKind::Rmsnorm, FfnKind::Swiglu);
+    cfg.qk_head_dim = (qk != dh).then_some(qk);
+    cfg.tie_embeddings = c.bool_or("tie_word_embeddings", false)?;
+    o.embeddings("model.embeddings.weight", "model.norm", "lm_head.weight", &cfg)?;
+    let (group, r) = (heads / kv, GLA_GATE_RANK);
+    let (qd, kd, vd, a) =
+        (heads.saturating_mul(qk), kv.saturating_mul(qk), kv.saturating_mul(dh), heads.saturating_mul(dh));
+    for i in 0..dims.layers {
+        let (p, q) = (format!("model.layers.{i}."), format!("layers.{i}."));
+        o.norm(&format!("{p}attn_norm"), &format!("{q}attn_norm"), &cfg)?;
+        o.norm(&format!("{p}mlp_norm"), &format!("{q}ffn_norm"), &cfg)?;
+        for (hf, ours, shape) in [
+            ("attn.q_proj", "attn.wq", [qd, d]),
+            ("attn.k_proj", "attn.wk", [kd, d]),
+            ("attn.v_proj", "attn.wv", [vd, d]),
+            ("attn.o_proj", "attn.wo", [d, a]),
+            ("attn.g_proj", "attn.gla.out_gate", [a, d]),
+            ("attn.gk_proj.0", "attn.gla.gk_down", [r, d]),
+            ("mlp.gate_proj", "ffn.w_gate", [hidden, d]),
+            ("mlp.up_proj", "ffn.w_up", [hidden, d]),
+            ("mlp.down_proj", "ffn.w_down", [d, hidden]),
+        ] {
+            o.linear(&format!("{p}{hf}"), &format!("{q}{ours}"), "", shape, false)?;
+        }
+        // The gate is computed per kv head and repeated like the keys (fla's `repeat(gk, …)`).
+        let up = o.s.take(&format!("{p}attn.gk_proj.1.weight"), &[kd, r])?;
+        o.put(format!("{q}attn.gla.gk_up"), &[qd, r], repeat_heads(&up, qk * r, group));
+        let bias = o.s.take(&format!("{p}attn.gk_proj.1.bias"), &[kd])?;
+        o.put(format!("{q}attn.gla.gk_bias"), &[qd], repeat_heads(&bias, qk, group));
+        // `g_norm_swish_gate` when fused (fla's default), else `g_norm`: the same RMSNorm weight.
+        let fused = format!("{p}attn.g_norm_swish_gate.weight");
+        let norm = if o.s.has(&fused) { fused } else { format!("{p}attn.g_norm.weight") };
+        let gain = o.s.take(&norm, &[dh])?;
+        o.put(format!("{q}attn.gla.head_norm"), &[dh], gain);
+    }
+    Ok(cfg)
+}
+
+/// fla's `gate_low_rank_dim` (a layer argument its model config does not expose).
+const GLA_GATE_RANK: usize = 16;
+
+/// Each block of `width` values repeated `group` times in place (`[kv, width]` → `[kv·group, width]`).
+fn repeat_heads(x: &[f32], width: usize, group: usize) -> Vec<f32> {
+    x.chunks_exact(width.max(1)).flat_map(|h| std::iter::repeat_n(h, group).flatten().copied()).collect()
 }
 
 /// The converted tensors, filled from the store.

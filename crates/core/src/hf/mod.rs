@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 /// The `architectures` the importer maps, by their Hugging Face class names.
 pub const SUPPORTED: &[&str] =
-    &["LlamaForCausalLM", "GPTNeoXForCausalLM", "BloomForCausalLM", "GPT2LMHeadModel"];
+    &["LlamaForCausalLM", "GPTNeoXForCausalLM", "BloomForCausalLM", "GPT2LMHeadModel", "GLAForCausalLM"];
 
 /// The index file of a sharded checkpoint.
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
@@ -201,6 +201,11 @@ impl HfConfig {
         }
     }
 
+    /// A norm eps (or another strictly positive number) under `key`, else `default`.
+    pub(crate) fn eps_or(&self, key: &str, default: f64) -> Result<f64> {
+        positive(&self.at(key), self.f64_or(&[key], default)?)
+    }
+
     pub(crate) fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
         match self.v.get(key) {
             None | Some(Value::Null) => Ok(default),
@@ -223,6 +228,14 @@ impl HfConfig {
         match self.bool_or(key, !refused)? == refused {
             true => Err(Error::Unsupported(format!("{key} = {refused} is not supported for {arch}"))),
             false => Ok(()),
+        }
+    }
+
+    /// Refuse an option that changes the math unless it is absent or null (`what` says what it is).
+    pub(crate) fn refuse_set(&self, key: &str, what: &str, arch: &str) -> Result<()> {
+        match self.v.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(v) => Err(Error::Unsupported(format!("{key} = {v} ({what}) is not supported for {arch}"))),
         }
     }
 
