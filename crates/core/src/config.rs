@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::variants::{AttentionSpec, Family, VARIANT_IDS};
 
 /// Format version written by this crate. Version 2 added the architecture options of imported
-/// checkpoints (`n_kv_heads`, `biases`, `parallel_residual`, `embedding_norm`, learned absolute
-/// positions, exact GELU, partial and rescaled RoPE); version 1 files are read as they are.
+/// checkpoints (`n_kv_heads`, `qk_head_dim`, `biases`, `parallel_residual`, `embedding_norm`,
+/// learned absolute positions, exact GELU, partial and rescaled RoPE); version 1 files are read as
+/// they are.
 pub const FORMAT_VERSION: u32 = 2;
 /// Oldest format version this build reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
