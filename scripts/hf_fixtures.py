@@ -24,8 +24,9 @@ Regenerate (CI never runs this; it needs PyPI):
     /tmp/hfenv/bin/python scripts/hf_fixtures.py
 Versions used for the committed fixtures are written to crates/core/tests/fixtures/hf/VERSIONS.
 
-`--bench-models DIR` instead writes four random F16 models of the sizes the issue asks to measure
-(SmolLM-135M, Pythia-160m, GPT-2 124M and a 768-wide BLOOM shape; ~0.25-0.3 GB each, not committed),
+`--bench-models DIR` instead writes five random F16 models of the sizes the issue asks to measure
+(SmolLM-135M, Pythia-160m, GPT-2 124M, a 768-wide BLOOM shape and a 12-layer fla GLA; ~0.2-0.3 GB
+each, not committed),
 for `attnlab bench --model DIR/<name>` (docs/bench.md).
 """
 import json
@@ -205,6 +206,10 @@ def bench_models(out):
         "gpt2-124m-shape": GPT2LMHeadModel(GPT2Config()),
         "bloom-768-shape": BloomForCausalLM(BloomConfig(vocab_size=50304, hidden_size=768, n_layer=12, n_head=12)),
     }
+    from fla.models import GLAConfig, GLAForCausalLM
+    # fla-hub's gla-340M config at 12 layers: 4 heads, keys half as wide as values.
+    models["gla-12l-768-shape"] = GLAForCausalLM(GLAConfig(
+        vocab_size=32000, hidden_size=768, num_hidden_layers=12, num_heads=4, expand_k=0.5, expand_v=1))
     for name, model in models.items():
         model.to(torch.float16).save_pretrained(pathlib.Path(out) / name)
         print(f"{name}: {sum(p.numel() for p in model.parameters())} parameters")
