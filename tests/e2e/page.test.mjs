@@ -845,6 +845,62 @@ test("Open model…: a Llama-style folder and a BLOOM-style folder's files load 
   await context.close();
 });
 
+/**
+ * Drop `dir` on the page as a folder: real File objects (through a hidden input) behind fake File
+ * System entries, since a synthetic drop carries no entries of its own.
+ */
+async function dropFolder(page, dir, names) {
+  await page.evaluate(() => {
+    const input = Object.assign(document.createElement("input"), { type: "file", multiple: true, id: "drop-src" });
+    input.style.display = "none";
+    document.body.append(input);
+  });
+  await page.setInputFiles("#drop-src", names.map((n) => join(dir, n)));
+  await page.evaluate(() => {
+    const files = [...document.querySelector("#drop-src").files];
+    const entry = (f) => ({ isFile: true, isDirectory: false, name: f.name, file: (ok) => ok(f) });
+    let listed = 0;
+    // readEntries answers in batches until an empty one: two batches here.
+    const batches = [files.slice(0, 1).map(entry), files.slice(1).map(entry), []];
+    const folder = { isFile: false, isDirectory: true, name: "dropped",
+      createReader: () => ({ readEntries: (ok) => ok(batches[Math.min(listed++, 2)]) }) };
+    const drop = new Event("drop", { bubbles: true, cancelable: true });
+    Object.defineProperty(drop, "dataTransfer", { value: { items: [{ webkitGetAsEntry: () => folder }], files: [] } });
+    document.querySelector("main.app").dispatchEvent(drop);
+  });
+  await page.waitForSelector('#open-status:is([data-state="done"], [data-state="failed"])', { timeout: LOAD_MS });
+  return page.getAttribute("#open-status", "data-state");
+}
+
+test("Open model…: a dropped folder of an fla GLA checkpoint (keys narrower than values) generates, its gates equal attnlab analyze", async () => {
+  const { page, context, errors } = await open("?backend=cpu");
+  const dir = hfFolder("gla-narrow-keys-untied-bf16", "gla-narrow-keys");
+  assert.equal(await dropFolder(page, dir, ["config.json", "model.safetensors", "tokenizer.json"]), "done",
+    await page.textContent("#error").catch(() => ""));
+  assert.equal(await attr(page, "#model-info", "data-architecture"), "GLAForCausalLM");
+  assert.match(await page.textContent("#model-info"), /gla/);
+  // The gate view traces the prompt (before any output is appended to it).
+  await page.click("#tab-gates");
+  await page.waitForSelector('.gate-cell[data-quantity="f"]');
+  const shown = await page.$$eval('.gate-cell[data-quantity="f"]', (cells) =>
+    cells.map((c) => [Number(c.dataset.layer), Number(c.dataset.saturation)]),
+  );
+  const analyzed = JSON.parse(cli(["analyze", "--model", dir, "--text", promptFile(), "--json", "--bins", "20"]));
+  const cliSat = analyzed.gates.filter((g) => g.quantity === "f" && g.head === null);
+  assert.equal(shown.length, cliSat.length);
+  assert.equal(shown.length, 2, "both layers are gated");
+  for (const [layer, sat] of shown) {
+    const c = cliSat.find((g) => g.layer === layer);
+    assert.ok(c && Math.abs(c.saturation - sat) < 1e-9, `layer ${layer}: page ${sat} vs CLI ${c?.saturation}`);
+  }
+  await page.screenshot({ path: join(SCREENS, "dropped-gla-gates.png"), fullPage: true });
+  const n = await generateCount(page, 5);
+  assert.ok(n >= 1 && n <= 5, `${n}`);
+  console.log(`# dropped fla GLA folder: generated ${n} tokens; gate saturation ${shown.map((x) => x[1]).join(", ")}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("Open model…: bad folders are refused by name; the prompt and the previous model stay", async () => {
   const { page, context, errors } = await open("?backend=cpu");
   await page.fill("#prompt", "Keep this prompt");

@@ -193,6 +193,26 @@ impl App {
         });
     }
 
+    /// Dropped files open as they are; a dropped folder is read through its entries first.
+    fn on_drop(&self, ctx: &Context<Self>) -> Callback<DragEvent> {
+        let (link, seq) = (ctx.link().clone(), self.open_seq.clone());
+        Callback::from(move |e: DragEvent| {
+            e.prevent_default();
+            let dt = e.data_transfer();
+            let entries = dt.as_ref().map(local::drop_entries).unwrap_or_default();
+            if entries.is_empty() {
+                return link.send_message(Msg::OpenFiles(files_of(dt.and_then(|d| d.files()))));
+            }
+            let seq = seq.clone();
+            link.send_future(async move {
+                match local::entry_files(entries).await {
+                    Ok(files) => Msg::OpenFiles(files),
+                    Err(e) => Msg::Opened { open: seq.get(), result: Err(e) },
+                }
+            });
+        })
+    }
+
     /// The opened model becomes the page's model, exactly as a loaded one does.
     fn on_opened(&mut self, opened: Box<Opened>) {
         let Opened { engine, name, need } = *opened;
@@ -330,10 +350,7 @@ impl Component for App {
         let load = self.host.ticket();
         html! {
             <main class="app" data-state={state} ondragover={Callback::from(|e: DragEvent| e.prevent_default())}
-                ondrop={ctx.link().callback(|e: DragEvent| {
-                    e.prevent_default();
-                    Msg::OpenFiles(files_of(e.data_transfer().and_then(|d| d.files())))
-                })}>
+                ondrop={self.on_drop(ctx)}>
                 <header>
                     <h1>{ "attnlab" }</h1>
                     <BackendBadge state={self.host.backend().clone()} probes={self.host.probes()}

@@ -27,8 +27,6 @@ pub const PPL_TOKEN_BUDGET: usize = 4096;
 pub const PPL_SLICE: usize = 128;
 /// Histogram bins of the gate view.
 pub const GATE_BINS: usize = 20;
-/// Text of the extrapolation view when the held-out sample is not on the server.
-pub const FALLBACK_TEXT: &str = attnlab_core::tokenizer::INIT_CORPUS;
 
 /// A live edit of the position bias of every steerable layer (alibi, gaussian, mep).
 #[derive(Debug, Clone, PartialEq)]

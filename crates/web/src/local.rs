@@ -227,3 +227,63 @@ async fn build(
     };
     Engine::from_model(model, tokenizer, arch)
 }
+
+/// The File System entries of a drop (`DataTransferItem.webkitGetAsEntry`), taken while the drop
+/// event lasts (the items are gone after it); empty when the browser gives none.
+pub fn drop_entries(dt: &web_sys::DataTransfer) -> Vec<wasm_bindgen::JsValue> {
+    let Ok(items) = js_sys::Reflect::get(dt, &"items".into()) else { return Vec::new() };
+    let n = js_sys::Reflect::get(&items, &"length".into()).ok().and_then(|v| v.as_f64()).unwrap_or(0.0);
+    (0..n as u32)
+        .filter_map(|i| {
+            let item = js_sys::Reflect::get_u32(&items, i).ok()?;
+            let entry = method(&item, "webkitGetAsEntry")?.call0(&item).ok()?;
+            (entry.is_object()).then_some(entry)
+        })
+        .collect()
+}
+
+/// The files of dropped entries: files as they are, and the files directly inside a dropped folder
+/// (its subfolders are left out, as with the folder picker).
+pub async fn entry_files(entries: Vec<wasm_bindgen::JsValue>) -> Result<Vec<File>, String> {
+    let mut queue: Vec<(wasm_bindgen::JsValue, usize)> = entries.into_iter().map(|e| (e, 0)).collect();
+    let mut files = Vec::new();
+    while let Some((entry, depth)) = queue.pop() {
+        let flag =
+            |k: &str| js_sys::Reflect::get(&entry, &k.into()).ok().and_then(|v| v.as_bool()) == Some(true);
+        if flag("isFile") {
+            let file = callback(&entry, "file").await?;
+            files.push(
+                file.dyn_into::<File>().map_err(|_| "a dropped entry did not give a file".to_string())?,
+            );
+        } else if flag("isDirectory") && depth == 0 {
+            let reader = method(&entry, "createReader")
+                .and_then(|f| f.call0(&entry).ok())
+                .ok_or("a dropped folder could not be listed")?;
+            // readEntries returns the listing in batches until an empty one.
+            loop {
+                let batch = js_sys::Array::from(&callback(&reader, "readEntries").await?);
+                if batch.length() == 0 {
+                    break;
+                }
+                queue.extend(batch.iter().map(|e| (e, depth + 1)));
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// `obj[name]` if it is a function.
+fn method(obj: &wasm_bindgen::JsValue, name: &str) -> Option<js_sys::Function> {
+    js_sys::Reflect::get(obj, &name.into()).ok()?.dyn_into().ok()
+}
+
+/// A File System entry method taking (success, error) callbacks (`file`, `readEntries`), awaited.
+async fn callback(obj: &wasm_bindgen::JsValue, name: &str) -> Result<wasm_bindgen::JsValue, String> {
+    let f = method(obj, name).ok_or_else(|| format!("the dropped entry has no {name}()"))?;
+    let promise = js_sys::Promise::new(&mut |ok, fail| {
+        if let Err(e) = f.call2(obj, &ok, &fail) {
+            let _ = fail.call1(&wasm_bindgen::JsValue::NULL, &e);
+        }
+    });
+    JsFuture::from(promise).await.map_err(|e| format!("reading the dropped folder failed: {e:?}"))
+}

@@ -15,7 +15,7 @@ use yew::prelude::*;
 
 use crate::engine::Engine;
 use crate::host::{self, EngineRef, LabModel, LoadTicket};
-use crate::lab::{BiasEdit, FALLBACK_TEXT};
+use crate::lab::BiasEdit;
 use crate::loader::{self, HELDOUT_URL};
 use crate::views::{
     Compare, CompareState, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, Shipped, TraceKind,
@@ -192,9 +192,10 @@ impl Component for LabPanel {
             LabMsg::Heldout(result) => {
                 self.heldout = Some(match result {
                     Ok(text) if !text.trim().is_empty() => (Rc::new(text), HELDOUT_URL.to_string()),
+                    // (No built-in sample: its 40 KB would not fit the bundle budget.)
                     Ok(_) | Err(_) => (
-                        Rc::new(FALLBACK_TEXT.to_string()),
-                        format!("{HELDOUT_URL} is missing: the built-in sample text instead"),
+                        ctx.props().text.clone(),
+                        format!("{HELDOUT_URL} is missing: the prompt and output instead"),
                     ),
                 });
             }

@@ -61,8 +61,9 @@ pub fn open_model(props: &OpenProps) -> Html {
             <input id="open-files" class="file" type="file" multiple=true accept=".json,.safetensors" onchange={on_change} />
             <label class="button" for="open-files">{ "files" }</label>
             <span class="muted hint" id="open-note">
-                { "an attnlab or Hugging Face (Llama, GPT-NeoX, BLOOM, GPT-2) folder: config.json, \
-                   model.safetensors (or its index and shards), tokenizer.json; or drop it on the page. \
+                { "an attnlab or Hugging Face (Llama, GPT-NeoX, BLOOM, GPT-2, fla GLA) folder: config.json, \
+                   model.safetensors (or its index and shards), tokenizer.json; or drop the folder or its \
+                   files on the page. \
                    Files are read locally: nothing is uploaded." }
             </span>
             <p id="open-status" class="status" data-state={code}>{ line }</p>
