@@ -294,7 +294,7 @@ struct Out<'a> {
 
 impl Out<'_> {
     fn put(&mut self, name: String, shape: &[usize], data: Vec<f32>) {
-        self.t.insert(name, Tensor { shape: shape.to_vec(), data });
+        self.t.insert(name, Tensor { shape: shape.to_vec(), data: self.s.stored(data) });
     }
 
     /// Token embedding, final norm, and the output head unless tied (a tied checkpoint that also

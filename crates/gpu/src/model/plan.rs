@@ -43,18 +43,21 @@ pub(super) fn attention(model: &Model, i: usize) -> Result<Attention> {
         Lowering::Softmax(sl) => Kind::Softmax(softmax(shape, sl)?),
         Lowering::Linear(l) => Kind::Linear(linear(shape, l)?),
     };
-    Ok(Attention { wqkv: fused([wq, wk, wv]), wo: proj(wo), kind })
+    // Grouped-query attention runs as multi-head attention with each key/value head repeated.
+    let (group, dh) = (attn.kv_group(), cfg.head_dim);
+    let (wk, wv) = (wk.repeat_heads(group, dh), wv.repeat_heads(group, dh));
+    Ok(Attention { wqkv: fused([wq, &wk, &wv]), wo: proj(wo), kind })
 }
 
-/// A projection as uploaded (weight and bias as they are).
+/// A projection as uploaded: the weight widened to f32 (the kernels read f32), the bias as it is.
 pub(super) fn proj(l: &Linear) -> Proj<Vec<f32>> {
-    Proj { w: l.w.clone(), b: l.b.clone() }
+    Proj { w: l.w.to_f32().into_owned(), b: l.b.clone() }
 }
 
 /// Projections stacked along their outputs into one matmul; a missing bias is zeros when another
 /// has one.
 fn fused(ls: [&Linear; 3]) -> Proj<Vec<f32>> {
-    let w = ls.iter().flat_map(|l| l.w.iter().copied()).collect();
+    let w = ls.iter().flat_map(|l| l.w.to_f32().into_owned()).collect();
     let b = ls
         .iter()
         .any(|l| l.b.is_some())
@@ -65,7 +68,7 @@ fn fused(ls: [&Linear; 3]) -> Proj<Vec<f32>> {
 /// The weight of a gate projection, whose kernels add no bias: one with a bias is refused.
 fn unbiased(l: &Linear, what: &str) -> Result<Vec<f32>> {
     match l.b {
-        None => Ok(l.w.clone()),
+        None => Ok(l.w.to_f32().into_owned()),
         Some(_) => Err(GpuError::Unsupported(format!("a bias on the {what} projection"))),
     }
 }
