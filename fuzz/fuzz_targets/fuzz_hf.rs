@@ -18,8 +18,8 @@ fuzz_target!(|data: &[u8]| {
         .ok()
         .and_then(|files| files.into_iter().next())
         .unwrap_or_else(|| hf::SINGLE_FILE.to_string());
-    let shards = [(name, shard.to_vec())];
-    let Ok(imported) = hf::import(&config, index.as_deref(), &shards, ImportOptions::default()) else {
+    let shards = vec![(name, shard.to_vec())];
+    let Ok(imported) = hf::import(&config, index.as_deref(), shards, ImportOptions::default()) else {
         return;
     };
     let vocab = imported.config.vocab_size as u32;

@@ -807,6 +807,8 @@ test("Open model…: a Llama-style folder and a BLOOM-style folder's files load 
   assert.equal(await attr(page, "#model-info", "data-architecture"), "LlamaForCausalLM");
   assert.equal(Number(await attr(page, "#model-info", "data-params")), llamaParams);
   assert.match(await page.textContent("#open-status"), /opened llama-gqa-untied \(LlamaForCausalLM, [\d,]+ parameters/);
+  // An F32 checkpoint is held as f32: the line says what the weights take and what loading needed.
+  assert.match(await page.textContent("#open-status"), /weights in memory [\d.]+ KiB f32, about [\d.]+ KiB needed while loading/);
   assert.equal(await page.inputValue("#prompt"), "Hello there", "the prompt is kept");
   const n1 = await generateCount(page, 6);
   assert.ok(n1 >= 1 && n1 <= 6, `${n1}`);

@@ -207,6 +207,10 @@ fn full_pipeline(variant: &str) {
     assert_eq!(j["results"][0]["context"], 32);
     assert!(j["results"][0]["decode_tokens_per_s"].as_f64().unwrap_or(0.0) > 0.0);
     assert!(report.is_file());
+    // An F32 file: every weight held once, as f32.
+    let params = j["model"]["params"].as_u64().unwrap_or(0);
+    assert_eq!(j["memory"]["weight_bytes"]["f32"].as_u64(), Some(4 * params), "{}", j["memory"]);
+    assert_eq!(j["memory"]["weight_bytes_per_param"].as_f64(), Some(4.0));
 
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -554,6 +558,19 @@ fn convert_to_f16_keeps_the_model() {
     assert!(e.contains("--force"), "{e}");
     let e = fails(&["convert", "--model", p(&src), "--out", p(&dir.join("x")), "--dtype", "f8"], 2);
     assert!(e.contains("f8"), "{e}");
+    // The F16 model holds its matrices as f16 in memory: about 2 bytes per parameter (norm gains in
+    // f32), which bench reports by dtype.
+    let j =
+        ok_json(&["bench", "--model", p(&dst), "--contexts", "16", "--decode-tokens", "2", "--repeats", "1"]);
+    let mem = &j["memory"];
+    let (half, full) =
+        (mem["weight_bytes"]["f16"].as_u64().unwrap_or(0), mem["weight_bytes"]["f32"].as_u64().unwrap_or(0));
+    let params = j["model"]["params"].as_u64().unwrap_or(0);
+    assert!(half > 0 && full > 0 && half + full == mem["weight_bytes_total"].as_u64().unwrap_or(0), "{mem}");
+    let per_param = mem["weight_bytes_per_param"].as_f64().unwrap_or(0.0);
+    assert!((2.0..2.05).contains(&per_param), "{per_param} bytes per parameter of {params}: {mem}");
+    assert!(ok(&["bench", "--model", p(&dst), "--contexts", "16", "--decode-tokens", "2", "--repeats", "1"])
+        .contains("weights in memory: "));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

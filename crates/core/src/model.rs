@@ -15,9 +15,9 @@ pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
     let std_d = 1.0 / (d as f32).sqrt();
     // Residual-branch outputs are scaled down with depth (GPT-2 style) so random models stay tame.
     let std_out = |inp: usize| 1.0 / (inp as f32).sqrt() / (2.0 * cfg.n_layers as f32).sqrt();
-    let mut v = vec![TensorSpec::new("tok_emb.weight", &[cfg.vocab_size, d], Init::Normal(std_d))];
+    let mut v = vec![TensorSpec::new_matrix("tok_emb.weight", &[cfg.vocab_size, d], Init::Normal(std_d))];
     if !cfg.tie_embeddings {
-        v.push(TensorSpec::new("lm_head.weight", &[cfg.vocab_size, d], Init::Normal(std_d)));
+        v.push(TensorSpec::new_matrix("lm_head.weight", &[cfg.vocab_size, d], Init::Normal(std_d)));
     }
     let norm = |v: &mut Vec<TensorSpec>, name: &str| {
         v.push(TensorSpec::new(format!("{name}.weight"), &[d], Init::Const(1.0)));
@@ -56,9 +56,10 @@ pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
     v
 }
 
-/// A weight `[out, in]` and, if `bias` names one, its bias `[out]` (zeros at init).
+/// A weight `[out, in]` (a matrix, kept in its file's dtype) and, if `bias` names one, its bias
+/// `[out]` (zeros at init).
 fn push_linear(v: &mut Vec<TensorSpec>, name: String, shape: [usize; 2], std: f32, bias: Option<String>) {
-    v.push(TensorSpec::new(name, &shape, Init::Normal(std)));
+    v.push(TensorSpec::new_matrix(name, &shape, Init::Normal(std)));
     v.extend(bias.map(|b| TensorSpec::new(b, &[shape[0]], Init::Const(0.0))));
 }
 
@@ -124,11 +125,14 @@ impl Block {
     }
 }
 
-/// A loaded, validated model ready to run on the CPU.
+/// A loaded, validated model ready to run on the CPU. Its matrices are held once, in the dtype they
+/// were stored in: `weights` and the per-layer [`Linear`]s share them.
 #[derive(Debug, Clone)]
 pub struct Model {
     cfg: ModelConfig,
     weights: Weights,
+    /// The output head `[V, d]`: `lm_head.weight`, or `tok_emb.weight` when tied.
+    head: Linear,
     final_norm: Norm,
     emb_norm: Option<Norm>,
     blocks: Vec<Block>,
@@ -144,10 +148,13 @@ pub struct Trace {
 }
 
 impl Model {
-    /// Build from a config and a weight set (checked against [`tensor_specs`]).
-    pub fn new(cfg: ModelConfig, weights: Weights) -> Result<Model> {
+    /// Build from a config and a weight set (checked against [`tensor_specs`]). Matrices stay in
+    /// the dtype they are held in; other tensors are widened to f32.
+    pub fn new(cfg: ModelConfig, mut weights: Weights) -> Result<Model> {
         cfg.validate()?;
-        weights.check(&tensor_specs(&cfg))?;
+        let specs = tensor_specs(&cfg);
+        weights.check(&specs)?;
+        weights.widen_non_matrices(&specs);
         let norm = |name: &str| -> Result<Norm> {
             let w = weights.get(&format!("{name}.weight"))?.to_vec();
             let b = match cfg.norm.kind {
@@ -161,7 +168,7 @@ impl Model {
         for i in 0..cfg.n_layers {
             let lin = |n: &str, out: usize, inp: usize| -> Result<Linear> {
                 let name = |p: &str| format!("layers.{i}.ffn.{p}_{n}");
-                let l = Linear::new(weights.get(&name("w"))?.to_vec(), out, inp);
+                let l = Linear::new(weights.tensor(&name("w"))?.data.clone(), out, inp);
                 Ok(match cfg.biases.ffn {
                     true => l.with_bias(weights.get(&name("b"))?.to_vec()),
                     false => l,
@@ -181,7 +188,9 @@ impl Model {
         }
         let final_norm = norm("final_norm")?;
         let emb_norm = if cfg.embedding_norm { Some(norm("emb_norm")?) } else { None };
-        Ok(Model { cfg, weights, final_norm, emb_norm, blocks })
+        let head_name = if cfg.tie_embeddings { "tok_emb.weight" } else { "lm_head.weight" };
+        let head = Linear::new(weights.tensor(head_name)?.data.clone(), cfg.vocab_size, d);
+        Ok(Model { cfg, weights, head, final_norm, emb_norm, blocks })
     }
 
     /// Parse `config.json` text and `model.safetensors` bytes, validating everything.
@@ -236,7 +245,7 @@ impl Model {
         &self.cfg
     }
 
-    /// The model's weights.
+    /// The model's weights (matrices in their stored dtype, shared with the layers).
     pub fn weights(&self) -> &Weights {
         &self.weights
     }
@@ -301,11 +310,11 @@ impl Model {
 
     fn embed(&self, tokens: &[u32], pos0: usize) -> Result<Vec<f32>> {
         let d = self.cfg.d_model;
-        let emb = self.weights.get("tok_emb.weight")?;
+        let emb = &self.weights.tensor("tok_emb.weight")?.data;
         let mut x = Vec::with_capacity(tokens.len() * d);
-        let mut pe = vec![0.0f32; d];
+        let (mut pe, mut scratch) = (vec![0.0f32; d], vec![0.0f32; d]);
         for (r, &id) in tokens.iter().enumerate() {
-            let row = &emb[id as usize * d..(id as usize + 1) * d];
+            let row = emb.row(id as usize * d, &mut scratch);
             match self.cfg.absolute_position {
                 AbsolutePosition::Sinusoidal => sinusoidal_embedding(pos0 + r, d, &mut pe),
                 AbsolutePosition::Learned => {
@@ -323,21 +332,7 @@ impl Model {
     }
 
     fn logits_rows(&self, x: &[f32], t: usize) -> Result<Vec<f32>> {
-        let d = self.cfg.d_model;
-        let h = self.final_norm.apply_rows(x, d);
-        let head = if self.cfg.tie_embeddings {
-            self.weights.get("tok_emb.weight")?
-        } else {
-            self.weights.get("lm_head.weight")?
-        };
-        let v = self.cfg.vocab_size;
-        let mut out = vec![0.0f32; t * v];
-        for (hr, or) in h.chunks_exact(d).zip(out.chunks_exact_mut(v)) {
-            for (o, w) in or.iter_mut().zip(head.chunks_exact(d)) {
-                *o = crate::ops::dot(w, hr);
-            }
-        }
-        Ok(out)
+        Ok(self.head.apply_rows(&self.final_norm.apply_rows(x, self.cfg.d_model), t))
     }
 }
 

@@ -4,11 +4,19 @@
 //! vectorises it. Prefill and decode call the same functions, so they round identically per row.
 
 use crate::config::{NormConfig, NormKind};
+use crate::weights::TensorData;
 
-/// A weight matrix `W` of shape `[out, inp]` (PyTorch layout): `y = W·x`.
+/// Rows of `X` multiplied by each weight row while it is at hand ([`Linear::apply_rows`]): the
+/// matrix is read (and, in half precision, widened) once per block of rows instead of once per row,
+/// and the block stays in cache.
+const ROW_BLOCK: usize = 16;
+
+/// A weight matrix `W` of shape `[out, inp]` (PyTorch layout): `y = W·x`. The matrix stays in the
+/// dtype it was stored in (shared with the model's [`crate::weights::Weights`]) and each row is
+/// widened to f32 where it is used, so F16 and F32 storage of the same values give the same numbers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Linear {
-    pub w: Vec<f32>,
+    pub w: TensorData,
     /// Optional bias `[out]` (GPT-2, NeoX, BLOOM projections; Qwen-style q/k/v only).
     pub b: Option<Vec<f32>>,
     pub out: usize,
@@ -16,8 +24,9 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// Wrap a row-major `[out, inp]` buffer (length checked by the loader), without bias.
-    pub fn new(w: Vec<f32>, out: usize, inp: usize) -> Linear {
+    /// Wrap a row-major `[out, inp]` matrix (length checked by the loader), without bias.
+    pub fn new(w: impl Into<TensorData>, out: usize, inp: usize) -> Linear {
+        let w = w.into();
         debug_assert_eq!(w.len(), out * inp);
         Linear { w, b: None, out, inp }
     }
@@ -28,42 +37,42 @@ impl Linear {
         Linear { b: Some(b), ..self }
     }
 
-    /// `y = W·x (+ b)` for one vector.
-    pub fn apply(&self, x: &[f32], y: &mut [f32]) {
-        for (o, row) in y.iter_mut().zip(self.w.chunks_exact(self.inp)) {
-            *o = dot(row, x);
+    /// `Y = X·Wᵀ (+ b)` for `rows` vectors stored row-major in `x`; returns `[rows, out]`. Every
+    /// output is `dot(W[o], x_r)`, whatever the blocking and the storage dtype.
+    pub fn apply_rows(&self, x: &[f32], rows: usize) -> Vec<f32> {
+        let (inp, out) = (self.inp, self.out);
+        let mut y = vec![0.0; rows * out];
+        for (xb, yb) in x[..rows * inp].chunks(ROW_BLOCK * inp).zip(y.chunks_mut(ROW_BLOCK * out)) {
+            self.w.for_each_row(inp, |o, w| {
+                for (r, xr) in xb.chunks_exact(inp).enumerate() {
+                    yb[r * out + o] = dot(w, xr);
+                }
+            });
         }
         if let Some(b) = &self.b {
-            y.iter_mut().zip(b).for_each(|(y, b)| *y += b);
-        }
-    }
-
-    /// `Y = X·Wᵀ (+ b)` for `rows` vectors stored row-major in `x`; returns `[rows, out]`.
-    pub fn apply_rows(&self, x: &[f32], rows: usize) -> Vec<f32> {
-        let mut y = vec![0.0; rows * self.out];
-        for (xr, yr) in x.chunks_exact(self.inp).zip(y.chunks_exact_mut(self.out)).take(rows) {
-            self.apply(xr, yr);
+            y.chunks_exact_mut(out).for_each(|yr| yr.iter_mut().zip(b).for_each(|(y, b)| *y += b));
         }
         y
     }
 
     /// Grouped-query attention as plain multi-head attention: each block of `head_dim` output rows
     /// (one key/value head) repeated `group` times in place, so that query head h reads key/value
-    /// head h / group (Ainslie et al., "GQA", §2; transformers' `repeat_kv`).
+    /// head h / group (Ainslie et al., "GQA", §2; transformers' `repeat_kv`). An f32 copy, for the
+    /// GPU upload; the CPU repeats the projected heads instead ([`repeat_heads`]).
     pub fn repeat_heads(&self, group: usize, head_dim: usize) -> Linear {
-        if group == 1 {
-            return self.clone();
-        }
-        let repeat = |v: &[f32], width: usize| -> Vec<f32> {
-            v.chunks_exact(head_dim * width).flat_map(|head| head.repeat(group)).collect()
-        };
-        Linear {
-            w: repeat(&self.w, self.inp),
-            b: self.b.as_ref().map(|b| repeat(b, 1)),
-            out: self.out * group,
-            inp: self.inp,
-        }
+        let w = repeat_heads(self.w.to_f32().into_owned(), group, head_dim * self.inp);
+        let b = self.b.clone().map(|b| repeat_heads(b, group, head_dim));
+        Linear { w: w.into(), b, out: self.out * group, inp: self.inp }
     }
+}
+
+/// Each block of `width` values repeated `group` times in place: `[a, b] → [a, a, b, b]` for
+/// group 2. On rows of projected keys/values (`width = head_dim`) this is GQA's `repeat_kv`.
+pub fn repeat_heads(v: Vec<f32>, group: usize, width: usize) -> Vec<f32> {
+    if group == 1 {
+        return v;
+    }
+    v.chunks_exact(width).flat_map(|head| head.repeat(group)).collect()
 }
 
 /// Dot product with eight independent accumulators (vectorisable, deterministic order).
@@ -257,6 +266,38 @@ mod tests {
         let mut x = vec![3.0f32, -4.0];
         rms_norm(&mut x, &[1.0, 1.0], 1.0);
         assert!(close(x[0] as f64, 3.0 / (13.5f64).sqrt(), 1e-6));
+    }
+
+    proptest::proptest! {
+        /// `apply_rows` on F16 storage equals it on F32 storage of the widened values, bit for bit,
+        /// and every output is `dot(W[o], x_r) + b[o]` (whatever the row blocking).
+        #[test]
+        fn matvec_on_half_storage_is_the_f32_matvec_of_the_widened_values(
+            out in 1usize..24,
+            inp in 1usize..40,
+            rows in 1usize..40,
+            seed in 0u64..1000,
+            bias: bool,
+        ) {
+            let w: Vec<f32> = seeded_normal(out * inp, seed).iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+            let x = seeded_normal(rows * inp, seed + 1);
+            let b = bias.then(|| seeded_normal(out, seed + 2));
+            let with_bias = |l: Linear| match &b {
+                Some(b) => l.with_bias(b.clone()),
+                None => l,
+            };
+            let half = with_bias(Linear::new(TensorData::lossless(w.clone(), crate::weights::StorageDtype::F16), out, inp));
+            let full = with_bias(Linear::new(w.clone(), out, inp));
+            proptest::prop_assert_eq!(half.w.dtype(), crate::weights::StorageDtype::F16);
+            let (yh, yf) = (half.apply_rows(&x, rows), full.apply_rows(&x, rows));
+            proptest::prop_assert_eq!(yh.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), yf.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+            for r in 0..rows {
+                for o in 0..out {
+                    let expect = dot(&w[o * inp..(o + 1) * inp], &x[r * inp..(r + 1) * inp]) + b.as_ref().map_or(0.0, |b| b[o]);
+                    proptest::prop_assert_eq!(yf[r * out + o].to_bits(), expect.to_bits(), "row {} output {}", r, o);
+                }
+            }
+        }
     }
 
     #[test]

@@ -3,12 +3,18 @@
 //! Which tensors a config needs (names, shapes, initialisers) is decided by `model::tensor_specs`;
 //! this module only moves bytes and enforces the contract: every tensor present, nothing extra,
 //! exact shapes, finite values. Tensors are stored as F32, F16 or BF16 (little-endian) and always
-//! computed in f32: the shipped models are F16 on disk (half the download), widened on load.
+//! computed in f32. In memory a model's matrices ([`TensorSpec::matrix`]: token embedding, output
+//! head, attention and FFN projections) keep the dtype of their file, so an F16 model takes 2 bytes
+//! per parameter, and are widened one row at a time where they are used ([`TensorData::row`]);
+//! every other tensor (norms, biases, position and variant parameters) is widened to f32 on load.
 
 use crate::error::{Error, Result};
 use crate::sampling::Rng;
+use half::{bf16, f16};
 use safetensors::{tensor::TensorView, Dtype, SafeTensors};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// How `attnlab init` fills a tensor.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,12 +35,19 @@ pub struct TensorSpec {
     pub name: String,
     pub shape: Vec<usize>,
     pub init: Init,
+    /// A matrix the model multiplies by, kept in its file's dtype in memory; `false`: widened to
+    /// f32 when loaded.
+    pub matrix: bool,
 }
 
 impl TensorSpec {
-    /// Build a spec.
+    /// Build a spec (widened to f32 in memory).
     pub fn new(name: impl Into<String>, shape: &[usize], init: Init) -> TensorSpec {
-        TensorSpec { name: name.into(), shape: shape.to_vec(), init }
+        TensorSpec { name: name.into(), shape: shape.to_vec(), init, matrix: false }
+    }
+    /// Build the spec of a matrix that keeps its file's dtype in memory.
+    pub fn new_matrix(name: impl Into<String>, shape: &[usize], init: Init) -> TensorSpec {
+        TensorSpec { matrix: true, ..TensorSpec::new(name, shape, init) }
     }
     /// Number of elements.
     pub fn numel(&self) -> usize {
@@ -42,8 +55,8 @@ impl TensorSpec {
     }
 }
 
-/// How tensors are stored in `model.safetensors` (computation is always f32).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How tensors are stored, in `model.safetensors` and in memory (computation is always f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum StorageDtype {
     /// 4 bytes per value, exact.
     #[default]
@@ -65,6 +78,33 @@ impl StorageDtype {
         }
     }
 
+    /// `f32`, `f16` or `bf16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StorageDtype::F32 => "f32",
+            StorageDtype::F16 => "f16",
+            StorageDtype::Bf16 => "bf16",
+        }
+    }
+
+    /// Bytes per value.
+    pub fn width(self) -> usize {
+        match self {
+            StorageDtype::F32 => 4,
+            StorageDtype::F16 | StorageDtype::Bf16 => 2,
+        }
+    }
+
+    /// The storage dtype of a safetensors dtype, if the format allows it.
+    pub fn of(dtype: Dtype) -> Option<StorageDtype> {
+        match dtype {
+            Dtype::F32 => Some(StorageDtype::F32),
+            Dtype::F16 => Some(StorageDtype::F16),
+            Dtype::BF16 => Some(StorageDtype::Bf16),
+            _ => None,
+        }
+    }
+
     fn safetensors(self) -> Dtype {
         match self {
             StorageDtype::F32 => Dtype::F32,
@@ -72,10 +112,252 @@ impl StorageDtype {
             StorageDtype::Bf16 => Dtype::BF16,
         }
     }
+}
 
-    /// Little-endian bytes of `data` in this dtype, or the index of the first finite value the
-    /// dtype cannot hold (it would become ±inf, which the loader refuses).
-    fn encode(self, data: &[f32]) -> std::result::Result<Vec<u8>, usize> {
+/// A tensor's values in the dtype they are stored in. Clones share the buffer: a model's
+/// `Linear`s and its [`Weights`] hold the same matrices, never copies.
+#[derive(Clone, PartialEq)]
+pub enum TensorData {
+    F32(Arc<Vec<f32>>),
+    F16(Arc<Vec<f16>>),
+    Bf16(Arc<Vec<bf16>>),
+}
+
+impl std::fmt::Debug for TensorData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}[{}]", self.dtype().name(), self.len())
+    }
+}
+
+impl From<Vec<f32>> for TensorData {
+    fn from(v: Vec<f32>) -> TensorData {
+        TensorData::F32(Arc::new(v))
+    }
+}
+
+/// f16 → f32, exact for every finite value (stored tensors are checked finite): the 15 magnitude
+/// bits placed as an f32 read 2¹¹² too small, normal or subnormal alike, and one multiplication by
+/// 2¹¹² is exact. Branch-free, so that widening a row vectorises (also in wasm).
+#[inline]
+fn f16_to_f32(h: f16) -> f32 {
+    const TWO_POW_112: f32 = f32::from_bits(0x7780_0000);
+    let bits = h.to_bits() as u32;
+    let magnitude = f32::from_bits((bits & 0x7fff) << 13) * TWO_POW_112;
+    f32::from_bits(magnitude.to_bits() | ((bits & 0x8000) << 16))
+}
+
+/// Widen f16 values into `out` (same length), exactly: with F16C's `vcvtph2ps` where an x86-64
+/// CPU has it, else with [`f16_to_f32`].
+fn widen_f16(src: &[f16], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("f16c") {
+        // SAFETY: the CPU supports F16C (and AVX, which F16C implies), checked just above.
+        unsafe { f16c::widen(src, out) };
+        return;
+    }
+    out.iter_mut().zip(src).for_each(|(o, &h)| *o = f16_to_f32(h));
+}
+
+/// Rows of `width` values widened into one scratch row, then `f(r, row)`.
+fn widened_rows<H: Copy>(v: &[H], width: usize, to_f32: impl Fn(H) -> f32, mut f: impl FnMut(usize, &[f32])) {
+    let mut scratch = vec![0.0; width];
+    for (r, row) in v.chunks_exact(width).enumerate() {
+        scratch.iter_mut().zip(row).for_each(|(o, &h)| *o = to_f32(h));
+        f(r, &scratch);
+    }
+}
+
+/// F16 widening in hardware (x86-64 F16C, detected at run time). The portable conversion costs more
+/// than the multiply-adds of a matvec; `vcvtph2ps` makes an F16 matvec nearly as fast as an f32 one
+/// (docs/bench.md). Both are exact, so the results do not depend on the CPU.
+#[cfg(target_arch = "x86_64")]
+mod f16c {
+    use super::f16_to_f32;
+    use half::f16;
+    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
+
+    /// [`super::widen_f16`] with F16C.
+    #[target_feature(enable = "avx,f16c")]
+    pub(super) unsafe fn widen(src: &[f16], out: &mut [f32]) {
+        let n = src.len().min(out.len());
+        for (h, o) in src[..n].chunks_exact(8).zip(out[..n].chunks_exact_mut(8)) {
+            // SAFETY: `h` holds 8 f16 (16 bytes), `o` 8 f32 (32 bytes); unaligned load and store.
+            unsafe {
+                _mm256_storeu_ps(
+                    o.as_mut_ptr(),
+                    _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast::<__m128i>())),
+                )
+            };
+        }
+        let tail = n - n % 8;
+        out[tail..n].iter_mut().zip(&src[tail..n]).for_each(|(o, &h)| *o = f16_to_f32(h));
+    }
+
+    /// [`super::TensorData::for_each_row`] of an F16 tensor with F16C: the whole loop is compiled
+    /// with the feature, so the conversion is inlined into it.
+    #[target_feature(enable = "avx,f16c")]
+    pub(super) unsafe fn for_each_row(v: &[f16], width: usize, mut f: impl FnMut(usize, &[f32])) {
+        let mut scratch = vec![0.0; width];
+        for (r, row) in v.chunks_exact(width).enumerate() {
+            // SAFETY: this function runs only where F16C is available (its caller checked).
+            unsafe { widen(row, &mut scratch) };
+            f(r, &scratch);
+        }
+    }
+}
+
+/// bf16 → f32: the upper half of the f32 (exact).
+#[inline]
+fn bf16_to_f32(b: bf16) -> f32 {
+    f32::from_bits((b.to_bits() as u32) << 16)
+}
+
+impl TensorData {
+    /// The dtype the values are held in.
+    pub fn dtype(&self) -> StorageDtype {
+        match self {
+            TensorData::F32(_) => StorageDtype::F32,
+            TensorData::F16(_) => StorageDtype::F16,
+            TensorData::Bf16(_) => StorageDtype::Bf16,
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            TensorData::F32(v) => v.len(),
+            TensorData::F16(v) => v.len(),
+            TensorData::Bf16(v) => v.len(),
+        }
+    }
+
+    /// True for a tensor without values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the values take in memory.
+    pub fn bytes(&self) -> usize {
+        self.len() * self.dtype().width()
+    }
+
+    /// Whether `self` and `other` are the same buffer (not merely equal values).
+    pub fn same_buffer(&self, other: &TensorData) -> bool {
+        match (self, other) {
+            (TensorData::F32(a), TensorData::F32(b)) => Arc::ptr_eq(a, b),
+            (TensorData::F16(a), TensorData::F16(b)) => Arc::ptr_eq(a, b),
+            (TensorData::Bf16(a), TensorData::Bf16(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// The values, if they are held as f32.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            TensorData::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Values `start .. start + scratch.len()` as f32: the stored slice itself when the tensor is
+    /// f32, else widened into `scratch` (exactly: every f16 and bf16 value is an f32 value).
+    pub fn row<'a>(&'a self, start: usize, scratch: &'a mut [f32]) -> &'a [f32] {
+        let end = start + scratch.len();
+        match self {
+            TensorData::F32(v) => &v[start..end],
+            TensorData::F16(v) => {
+                widen_f16(&v[start..end], scratch);
+                scratch
+            }
+            TensorData::Bf16(v) => {
+                scratch.iter_mut().zip(&v[start..end]).for_each(|(o, &b)| *o = bf16_to_f32(b));
+                scratch
+            }
+        }
+    }
+
+    /// `f(r, row)` for every row `r` of `width` values, as f32: the stored slice when the tensor is
+    /// f32, else the row widened into one scratch row (exactly: every f16 and bf16 value is an f32
+    /// value).
+    #[inline]
+    pub fn for_each_row(&self, width: usize, mut f: impl FnMut(usize, &[f32])) {
+        match self {
+            TensorData::F32(v) => v.chunks_exact(width).enumerate().for_each(|(r, row)| f(r, row)),
+            TensorData::F16(v) => {
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("f16c") {
+                    // SAFETY: the CPU supports F16C, checked just above.
+                    return unsafe { f16c::for_each_row(v, width, f) };
+                }
+                widened_rows(v, width, f16_to_f32, f)
+            }
+            TensorData::Bf16(v) => widened_rows(v, width, bf16_to_f32, f),
+        }
+    }
+
+    /// Every value as f32 (borrowed when held as f32).
+    pub fn to_f32(&self) -> Cow<'_, [f32]> {
+        match self {
+            TensorData::F32(v) => Cow::Borrowed(v.as_slice()),
+            _ => {
+                let mut out = vec![0.0; self.len()];
+                self.row(0, &mut out);
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// The values as an f32 vector that may be edited; a half tensor becomes f32 (a shared buffer is
+    /// copied first, so the other holders keep theirs).
+    pub fn f32_mut(&mut self) -> &mut Vec<f32> {
+        if !matches!(self, TensorData::F32(_)) {
+            *self = TensorData::from(self.to_f32().into_owned());
+        }
+        match self {
+            TensorData::F32(v) => Arc::make_mut(v),
+            _ => unreachable!("widened to f32 above"),
+        }
+    }
+
+    /// `values` held as `dtype` when every one of them converts exactly (values read from a file of
+    /// that dtype and only moved about since, as the Hugging Face importer does), else as f32.
+    pub fn lossless(values: Vec<f32>, dtype: StorageDtype) -> TensorData {
+        match dtype {
+            StorageDtype::F16 if values.iter().all(|&v| f16::from_f32(v).to_f32() == v) => {
+                TensorData::F16(Arc::new(values.iter().map(|&v| f16::from_f32(v)).collect()))
+            }
+            StorageDtype::Bf16 if values.iter().all(|&v| bf16::from_f32(v).to_f32() == v) => {
+                TensorData::Bf16(Arc::new(values.iter().map(|&v| bf16::from_f32(v)).collect()))
+            }
+            _ => TensorData::from(values),
+        }
+    }
+
+    /// The little-endian values of a safetensors tensor, kept in their dtype; `None` for a dtype the
+    /// format does not allow.
+    pub(crate) fn from_le_bytes(dtype: Dtype, raw: &[u8]) -> Option<TensorData> {
+        let pairs = || raw.chunks_exact(2).map(|b| [b[0], b[1]]);
+        Some(match StorageDtype::of(dtype)? {
+            StorageDtype::F32 => TensorData::from(
+                raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect::<Vec<_>>(),
+            ),
+            StorageDtype::F16 => TensorData::F16(Arc::new(pairs().map(f16::from_le_bytes).collect())),
+            StorageDtype::Bf16 => TensorData::Bf16(Arc::new(pairs().map(bf16::from_le_bytes).collect())),
+        })
+    }
+
+    /// Index of the first NaN or ±inf.
+    fn first_non_finite(&self) -> Option<usize> {
+        match self {
+            TensorData::F32(v) => v.iter().position(|x| !x.is_finite()),
+            TensorData::F16(v) => v.iter().position(|x| !x.is_finite()),
+            TensorData::Bf16(v) => v.iter().position(|x| !x.is_finite()),
+        }
+    }
+
+    /// Little-endian bytes in `dtype`, or the index of the first finite value the dtype cannot hold
+    /// (it would become ±inf, which the loader refuses).
+    fn to_le_bytes(&self, dtype: StorageDtype) -> std::result::Result<Vec<u8>, usize> {
         fn narrow<H: Copy>(
             data: &[f32],
             conv: impl Fn(f32) -> H,
@@ -92,47 +374,27 @@ impl StorageDtype {
             }
             Ok(out)
         }
-        match self {
+        let data = self.to_f32();
+        match dtype {
             StorageDtype::F32 => Ok(data.iter().flat_map(|v| v.to_le_bytes()).collect()),
-            StorageDtype::F16 => narrow(data, half::f16::from_f32, |h| h.is_infinite(), |h| h.to_le_bytes()),
-            StorageDtype::Bf16 => {
-                narrow(data, half::bf16::from_f32, |h| h.is_infinite(), |h| h.to_le_bytes())
-            }
+            StorageDtype::F16 => narrow(&data, f16::from_f32, |h| h.is_infinite(), |h| h.to_le_bytes()),
+            StorageDtype::Bf16 => narrow(&data, bf16::from_f32, |h| h.is_infinite(), |h| h.to_le_bytes()),
         }
     }
 }
 
-/// The storage dtype of a safetensors dtype, if the format allows it.
-pub(crate) fn storage_dtype(dtype: Dtype) -> Option<StorageDtype> {
-    match dtype {
-        Dtype::F32 => Some(StorageDtype::F32),
-        Dtype::F16 => Some(StorageDtype::F16),
-        Dtype::BF16 => Some(StorageDtype::Bf16),
-        _ => None,
-    }
-}
-
-/// Widen stored bytes to f32, or `None` for a dtype the format does not allow.
-pub(crate) fn decode(dtype: Dtype, raw: &[u8]) -> Option<(usize, Vec<f32>)> {
-    match dtype {
-        Dtype::F32 => {
-            Some((4, raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()))
-        }
-        Dtype::F16 => {
-            Some((2, raw.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect()))
-        }
-        Dtype::BF16 => {
-            Some((2, raw.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect()))
-        }
-        _ => None,
-    }
-}
-
-/// A loaded f32 tensor.
+/// A loaded tensor: its shape and its values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
     pub shape: Vec<usize>,
-    pub data: Vec<f32>,
+    pub data: TensorData,
+}
+
+impl Tensor {
+    /// A tensor of f32 values.
+    pub fn f32(shape: Vec<usize>, values: Vec<f32>) -> Tensor {
+        Tensor { shape, data: TensorData::from(values) }
+    }
 }
 
 /// All tensors of a model, by name.
@@ -142,7 +404,8 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Parse safetensors bytes and check them against `specs`.
+    /// Parse safetensors bytes and check them against `specs`. Matrices keep the file's dtype; the
+    /// other tensors are widened to f32.
     pub fn from_safetensors(bytes: &[u8], specs: &[TensorSpec]) -> Result<Weights> {
         let st = SafeTensors::deserialize(bytes).map_err(|e| Error::SafetensorsParse(e.to_string()))?;
         let mut present: BTreeMap<String, TensorView<'_>> = st.tensors().into_iter().collect();
@@ -150,7 +413,7 @@ impl Weights {
         for spec in specs {
             let view = present.remove(&spec.name).ok_or_else(|| Error::MissingTensor(spec.name.clone()))?;
             let raw = view.data();
-            let Some((width, data)) = decode(view.dtype(), raw) else {
+            let Some(data) = TensorData::from_le_bytes(view.dtype(), raw) else {
                 return Err(Error::TensorDtype {
                     name: spec.name.clone(),
                     found: format!("{:?}", view.dtype()),
@@ -163,17 +426,18 @@ impl Weights {
                     found: view.shape().to_vec(),
                 });
             }
-            if raw.len() != spec.numel() * width {
+            let expected = spec.numel() * data.dtype().width();
+            if raw.len() != expected {
                 return Err(Error::SafetensorsParse(format!(
-                    "tensor `{}` holds {} bytes, expected {}",
+                    "tensor `{}` holds {} bytes, expected {expected}",
                     spec.name,
-                    raw.len(),
-                    spec.numel() * width
+                    raw.len()
                 )));
             }
-            if let Some(index) = data.iter().position(|v| !v.is_finite()) {
+            if let Some(index) = data.first_non_finite() {
                 return Err(Error::NonFinite { name: spec.name.clone(), index });
             }
+            let data = if spec.matrix { data } else { TensorData::from(data.to_f32().into_owned()) };
             tensors.insert(spec.name.clone(), Tensor { shape: spec.shape.clone(), data });
         }
         if let Some(extra) = present.keys().next() {
@@ -193,7 +457,7 @@ impl Weights {
                     found: t.shape.clone(),
                 });
             }
-            if let Some(index) = t.data.iter().position(|v| !v.is_finite()) {
+            if let Some(index) = t.data.first_non_finite() {
                 return Err(Error::NonFinite { name: spec.name.clone(), index });
             }
         }
@@ -201,6 +465,18 @@ impl Weights {
             return Err(Error::ExtraTensor(extra.clone()));
         }
         Ok(())
+    }
+
+    /// Widen every tensor that is not a matrix of `specs` to f32 (a no-op for loaded weights; the
+    /// importer keeps every tensor in its checkpoint's dtype until the model is built).
+    pub fn widen_non_matrices(&mut self, specs: &[TensorSpec]) {
+        for spec in specs.iter().filter(|s| !s.matrix) {
+            if let Some(t) = self.tensors.get_mut(&spec.name) {
+                if t.data.as_f32().is_none() {
+                    t.data = TensorData::from(t.data.to_f32().into_owned());
+                }
+            }
+        }
     }
 
     /// Serialize to safetensors bytes (F32, little-endian), with `metadata` in the header.
@@ -221,7 +497,7 @@ impl Weights {
         let mut bytes = Vec::with_capacity(self.tensors.len());
         for (name, t) in &self.tensors {
             let raw =
-                dtype.encode(&t.data).map_err(|index| Error::NonFinite { name: name.clone(), index })?;
+                t.data.to_le_bytes(dtype).map_err(|index| Error::NonFinite { name: name.clone(), index })?;
             bytes.push((name.clone(), t.shape.clone(), raw));
         }
         let mut views = Vec::with_capacity(bytes.len());
@@ -233,7 +509,7 @@ impl Weights {
         safetensors::serialize(views, &metadata).map_err(|e| Error::SafetensorsParse(e.to_string()))
     }
 
-    /// Seeded random weights following each spec's initialiser.
+    /// Seeded random weights following each spec's initialiser (f32).
     pub fn random(specs: &[TensorSpec], seed: u64) -> Weights {
         let mut rng = Rng::new(seed);
         let mut tensors = BTreeMap::new();
@@ -245,22 +521,47 @@ impl Weights {
                 Init::Const(c) => vec![*c; n],
                 Init::Values(v) => v.clone(),
             };
-            tensors.insert(spec.name.clone(), Tensor { shape: spec.shape.clone(), data });
+            tensors.insert(spec.name.clone(), Tensor::f32(spec.shape.clone(), data));
         }
         Weights { tensors }
     }
 
-    /// Borrow a tensor's data (the loader guarantees presence for every spec'd name).
+    /// Every tensor widened to f32 (what a model stored in F16 computes with).
+    pub fn widened(&self) -> Weights {
+        let tensors = self
+            .tensors
+            .iter()
+            .map(|(name, t)| (name.clone(), Tensor::f32(t.shape.clone(), t.data.to_f32().into_owned())))
+            .collect();
+        Weights { tensors }
+    }
+
+    /// Tensor `name` (the loader guarantees presence for every spec'd name).
+    pub fn tensor(&self, name: &str) -> Result<&Tensor> {
+        self.tensors.get(name).ok_or_else(|| Error::MissingTensor(name.to_string()))
+    }
+
+    /// Borrow the values of a tensor held as f32: every tensor but the matrices of a half-precision
+    /// file (read those with [`Weights::tensor`] and [`TensorData::row`] or [`TensorData::to_f32`]).
     pub fn get(&self, name: &str) -> Result<&[f32]> {
-        self.tensors
-            .get(name)
-            .map(|t| t.data.as_slice())
-            .ok_or_else(|| Error::MissingTensor(name.to_string()))
+        let data = &self.tensor(name)?.data;
+        data.as_f32().ok_or_else(|| {
+            Error::arg(name, format!("held as {}: read it row by row (TensorData::row)", data.dtype().name()))
+        })
     }
 
     /// Total number of parameters.
     pub fn num_params(&self) -> usize {
         self.tensors.values().map(|t| t.data.len()).sum()
+    }
+
+    /// Bytes the tensors take in memory, per dtype held (dtypes without tensors are left out).
+    pub fn bytes_by_dtype(&self) -> BTreeMap<StorageDtype, usize> {
+        let mut out = BTreeMap::new();
+        for t in self.tensors.values() {
+            *out.entry(t.data.dtype()).or_insert(0) += t.data.bytes();
+        }
+        out
     }
 }
 
@@ -269,4 +570,66 @@ fn standard_normal(rng: &mut Rng) -> f32 {
     let u1 = rng.next_f64().max(1e-300);
     let u2 = rng.next_f64();
     ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The branch-free widening and the slice widening (F16C where the CPU has it) equal `half`'s
+    /// for every finite f16 (all 63,488 of them, both signs, subnormals and zeros included), and
+    /// bf16's shift equals `half`'s too.
+    #[test]
+    fn widening_is_exact_for_every_finite_half() {
+        let finite: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).filter(|h| h.is_finite()).collect();
+        assert_eq!(finite.len(), 63_488);
+        let mut out = vec![0.0f32; finite.len()];
+        widen_f16(&finite, &mut out);
+        for (h, o) in finite.iter().zip(&out) {
+            assert_eq!(f16_to_f32(*h).to_bits(), h.to_f32().to_bits(), "f16 bits {:#06x}", h.to_bits());
+            assert_eq!(o.to_bits(), h.to_f32().to_bits(), "f16 bits {:#06x} (slice)", h.to_bits());
+        }
+        for bits in 0..=u16::MAX {
+            let b = bf16::from_bits(bits);
+            if b.is_finite() {
+                assert_eq!(bf16_to_f32(b).to_bits(), b.to_f32().to_bits(), "bf16 bits {bits:#06x}");
+            }
+        }
+    }
+
+    proptest! {
+        /// Rows of half tensors are the widened values; f32 rows are the stored slice.
+        #[test]
+        fn rows_are_the_widened_values(values in proptest::collection::vec(-1.0e4f32..1.0e4, 1..64), start in 0usize..8) {
+            let start = start.min(values.len() - 1);
+            let n = values.len() - start;
+            for dtype in [StorageDtype::F32, StorageDtype::F16, StorageDtype::Bf16] {
+                let rounded: Vec<f32> = match dtype {
+                    StorageDtype::F32 => values.clone(),
+                    StorageDtype::F16 => values.iter().map(|&v| f16::from_f32(v).to_f32()).collect(),
+                    StorageDtype::Bf16 => values.iter().map(|&v| bf16::from_f32(v).to_f32()).collect(),
+                };
+                let data = TensorData::lossless(rounded.clone(), dtype);
+                prop_assert_eq!(data.dtype(), dtype);
+                let mut scratch = vec![0.0; n];
+                prop_assert_eq!(data.row(start, &mut scratch), &rounded[start..]);
+                let all = data.to_f32();
+                prop_assert_eq!(all.as_ref(), rounded.as_slice());
+            }
+        }
+    }
+
+    /// A value that F16 cannot hold exactly keeps the tensor in f32.
+    #[test]
+    fn lossless_keeps_f32_when_a_value_would_round() {
+        assert_eq!(TensorData::lossless(vec![0.5, 1.0 / 3.0], StorageDtype::F16).dtype(), StorageDtype::F32);
+        assert_eq!(TensorData::lossless(vec![0.5, 98304.0], StorageDtype::F16).dtype(), StorageDtype::F32);
+        assert_eq!(TensorData::lossless(vec![0.5, 98304.0], StorageDtype::Bf16).dtype(), StorageDtype::Bf16);
+        let mut t = TensorData::lossless(vec![0.5, 2.0], StorageDtype::F16);
+        let shared = t.clone();
+        t.f32_mut()[0] = 3.0;
+        assert_eq!((t.dtype(), shared.dtype()), (StorageDtype::F32, StorageDtype::F16));
+        assert_eq!((t.to_f32()[0], shared.to_f32()[0]), (3.0, 0.5));
+    }
 }

@@ -52,10 +52,7 @@ fn missing_extra_wrong_shape_wrong_dtype_and_nan_tensors() {
     assert!(matches!(err, Error::MissingTensor(ref n) if n == "layers.1.attn.regla.b_r"), "{err}");
 
     let mut w = m.weights().clone();
-    w.tensors.insert(
-        "layers.0.attn.mystery".into(),
-        attnlab_core::weights::Tensor { shape: vec![1], data: vec![0.0] },
-    );
+    w.tensors.insert("layers.0.attn.mystery".into(), attnlab_core::weights::Tensor::f32(vec![1], vec![0.0]));
     let err = expect_err(Model::from_bytes(&json, &w.to_safetensors(None).unwrap()));
     assert!(matches!(err, Error::ExtraTensor(ref n) if n == "layers.0.attn.mystery"), "{err}");
 
@@ -66,7 +63,7 @@ fn missing_extra_wrong_shape_wrong_dtype_and_nan_tensors() {
     assert!(matches!(err, Error::TensorShape { ref name, .. } if name == "layers.0.ffn.w_up"), "{err}");
 
     let mut w = m.weights().clone();
-    w.tensors.get_mut("layers.1.ffn.w_up").unwrap().data[17] = f32::NAN;
+    w.tensors.get_mut("layers.1.ffn.w_up").unwrap().data.f32_mut()[17] = f32::NAN;
     let err = expect_err(Model::from_bytes(&json, &w.to_safetensors(None).unwrap()));
     assert!(matches!(err, Error::NonFinite { ref name, index: 17 } if name == "layers.1.ffn.w_up"), "{err}");
 
@@ -80,7 +77,7 @@ fn missing_extra_wrong_shape_wrong_dtype_and_nan_tensors() {
             if n == "final_norm.weight" {
                 (n.clone(), t.shape.clone(), vec![0u8; t.data.len() * 8])
             } else {
-                (n.clone(), t.shape.clone(), t.data.iter().flat_map(|v| v.to_le_bytes()).collect())
+                (n.clone(), t.shape.clone(), t.data.to_f32().iter().flat_map(|v| v.to_le_bytes()).collect())
             }
         })
         .collect();
@@ -107,14 +104,14 @@ fn half_precision_storage_round_trips_and_refuses_overflow() {
         assert!(bytes.len() < m.weights().to_safetensors(None).unwrap().len() * 6 / 10);
         let back = Weights::from_safetensors(&bytes, &specs).unwrap();
         for (name, t) in &m.weights().tensors {
-            for (a, b) in t.data.iter().zip(&back.tensors[name].data) {
+            for (a, b) in t.data.to_f32().iter().zip(back.tensors[name].data.to_f32().iter()) {
                 // F16 subnormals (|v| < 6.1e-5) round absolutely; allow that floor.
                 assert!((a - b).abs() <= rel * a.abs() + 6e-8, "{dtype:?} {name}: {a} -> {b}");
             }
         }
     }
     let mut w = m.weights().clone();
-    w.tensors.get_mut("final_norm.weight").unwrap().data[3] = 1.0e5;
+    w.tensors.get_mut("final_norm.weight").unwrap().data.f32_mut()[3] = 1.0e5;
     let err = w.to_safetensors_as(StorageDtype::F16, None).unwrap_err();
     assert!(matches!(err, Error::NonFinite { ref name, index: 3 } if name == "final_norm.weight"), "{err}");
     assert!(w.to_safetensors_as(StorageDtype::Bf16, None).is_ok());

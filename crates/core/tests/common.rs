@@ -225,7 +225,7 @@ pub fn with_random_biases(model: &Model, seed: u64) -> (Model, usize) {
     let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     let mut touched = 0;
     for (_, t) in w.tensors.iter_mut().filter(|(name, _)| is_bias(name)) {
-        for v in t.data.iter_mut() {
+        for v in t.data.f32_mut().iter_mut() {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             *v = ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5;
         }

@@ -595,8 +595,8 @@ fn a_tensor_in_two_shards_names_both() {
     let dir = fixture("gpt2");
     let config = std::fs::read_to_string(dir.join("config.json")).expect("config");
     let bytes = std::fs::read(dir.join(SINGLE_FILE)).expect("shard");
-    let shards = [("a.safetensors".to_string(), bytes.clone()), ("b.safetensors".to_string(), bytes)];
-    let e = hf::import(&config, None, &shards, ImportOptions::default()).expect_err("duplicate tensors");
+    let shards = vec![("a.safetensors".to_string(), bytes.clone()), ("b.safetensors".to_string(), bytes)];
+    let e = hf::import(&config, None, shards, ImportOptions::default()).expect_err("duplicate tensors");
     assert_import(&e, "b.safetensors", &["appears in more than one shard", "a.safetensors"]);
 }
 
@@ -630,7 +630,7 @@ fn loaded() -> &'static [(String, Loaded)] {
 
 /// Import, and when that succeeds run one token through the model: neither may panic.
 fn import_never_panics(config: &str, index: Option<&str>, shards: &[(String, Vec<u8>)]) {
-    if let Ok(imported) = hf::import(config, index, shards, ImportOptions::default()) {
+    if let Ok(imported) = hf::import(config, index, shards.to_vec(), ImportOptions::default()) {
         let model = Model::new(imported.config, imported.weights).expect("an imported model validates");
         let _ = model.session().prefill(&[0]);
     }

@@ -389,7 +389,7 @@ fn chunked_scan_is_stable_under_strong_decay() {
         let mut touched = 0;
         for (name, t) in w.tensors.iter_mut() {
             if name.ends_with("gla.gk_bias") || name.ends_with("regla.b_g") {
-                t.data.iter_mut().for_each(|x| *x = -20.0);
+                t.data.f32_mut().iter_mut().for_each(|x| *x = -20.0);
                 touched += 1;
             }
         }
@@ -438,7 +438,7 @@ fn contextual_bias_matches_the_cpu_reference_when_it_dominates() {
         let mut w = base.weights().clone();
         for (name, t) in w.tensors.iter_mut() {
             if name.ends_with("cope.pos_emb") {
-                t.data.iter_mut().for_each(|x| *x = f(*x));
+                t.data.f32_mut().iter_mut().for_each(|x| *x = f(*x));
             }
         }
         Model::new(cfg.clone(), w).expect("model")

@@ -176,8 +176,11 @@ fn log_gate(
             (Gate::PerHead(log_gamma.iter().map(|&g| f64::from(g)).collect()), None)
         }
         LwGate::LowRank { down, up, bias, normalizer } => {
-            let pre = linear(&linear(u, m.w(&down.name)?)?, m.w(&up.name)?)?;
-            let z = heads(&pre.broadcast_add(m.w(&bias.name)?)?, h, dh)?;
+            // Per key/value head, repeated for its query heads like the keys (fla's GLA).
+            let pre =
+                linear(&linear(u, m.w(&down.name)?)?, m.w(&up.name)?)?.broadcast_add(m.w(&bias.name)?)?;
+            let kv = pre.dim(2)? / dh;
+            let z = repeat_kv(&heads(&pre, kv, dh)?, h / kv)?;
             (Gate::PerChannel((log_sigmoid(&z)? / *normalizer)?), None)
         }
         LwGate::Refined { wg, bg, wr, br } => {

@@ -37,7 +37,7 @@ impl TrainModel {
         let mut vars = BTreeMap::new();
         let mut names = Vec::with_capacity(specs.len());
         for s in &specs {
-            let data = weights.get(&s.name)?.to_vec();
+            let data = weights.tensor(&s.name)?.data.to_f32().into_owned();
             let t = Tensor::from_vec(data, s.shape.as_slice(), &device)?;
             vars.insert(s.name.clone(), Var::from_tensor(&t)?);
             names.push(s.name.clone());
@@ -88,7 +88,7 @@ impl TrainModel {
         let mut tensors = BTreeMap::new();
         for (name, var) in self.named_vars() {
             let data = var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
-            tensors.insert(name.to_string(), CoreTensor { shape: var.dims().to_vec(), data });
+            tensors.insert(name.to_string(), CoreTensor::f32(var.dims().to_vec(), data));
         }
         Ok(Weights { tensors })
     }
@@ -107,7 +107,8 @@ impl TrainModel {
     pub fn set_weights(&self, weights: &Weights) -> Result<()> {
         weights.check(&tensor_specs(&self.cfg))?;
         for (name, var) in self.named_vars() {
-            let t = Tensor::from_vec(weights.get(name)?.to_vec(), var.dims(), &self.device)?;
+            let values = weights.tensor(name)?.data.to_f32().into_owned();
+            let t = Tensor::from_vec(values, var.dims(), &self.device)?;
             var.set(&t)?;
         }
         Ok(())

@@ -219,9 +219,11 @@ impl App {
         let info = engine.info();
         let what = info.architecture.clone().unwrap_or_else(|| "attnlab".to_string());
         self.open = OpenState::Done(format!(
-            "opened {name} ({what}, {} parameters, {} of f32 weights) from local files",
+            "opened {name} ({what}, {} parameters; weights in memory {}, about {} needed while loading) \
+             from local files",
             open::group(need.params),
-            open::size(need.params.saturating_mul(4))
+            need.resident_text(),
+            open::size(need.peak())
         ));
         self.host.begin_load();
         self.model = Some(name);

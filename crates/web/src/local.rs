@@ -92,12 +92,12 @@ async fn read(name: &str, file: &File, done: &dyn Fn(u64)) -> Result<Vec<u8>, St
     Ok(bytes)
 }
 
-/// Parameters of one safetensors file, from its header alone.
-async fn params_of(name: &str, file: &File) -> Result<u64, String> {
+/// The tensors of one safetensors file, from its header alone.
+async fn tensors_of(name: &str, file: &File) -> Result<Vec<open::HeaderTensor>, String> {
     let size = file.size() as u64;
     let blob: &Blob = file.unchecked_ref();
     let n = open::header_len(name, &slice(name, blob, 0, 8.min(size)).await?, size)?;
-    open::header_params(name, &slice(name, blob, 8, 8 + n).await?)
+    open::header_tensors(name, &slice(name, blob, 8, 8 + n).await?)
 }
 
 /// Open a model from `picked` files; `progress` hears the status and the fraction read, `alive()`
@@ -127,7 +127,7 @@ pub async fn open_model(
         return Err(m);
     }
     let name = folder.name.clone().unwrap_or_else(|| open::fallback_name(&config, &kind));
-    let need = measure(&folder, &weights).await?;
+    let need = measure(&folder, &kind, &config, &weights).await?;
     need.check(&name)?;
     let tokenizer = folder.text(TOKENIZER).await?.unwrap_or_default();
     let tokenizer = fitting_tokenizer(&config, &tokenizer)?;
@@ -137,15 +137,14 @@ pub async fn open_model(
     Ok(Opened { engine, name, need })
 }
 
-/// Parameters and file bytes of the weight files, from their headers.
-async fn measure(folder: &Folder, weights: &[String]) -> Result<Need, String> {
-    let mut need = Need { params: 0, file_bytes: 0 };
+/// What the model needs, from the weight files' sizes and headers.
+async fn measure(folder: &Folder, kind: &Kind, config: &str, weights: &[String]) -> Result<Need, String> {
+    let mut files = Vec::with_capacity(weights.len());
     for w in weights {
         let f = folder.get(w).ok_or_else(|| format!("{w} is missing"))?;
-        need.params = need.params.saturating_add(params_of(w, f).await?);
-        need.file_bytes = need.file_bytes.saturating_add(f.size() as u64);
+        files.push((f.size() as u64, tensors_of(w, f).await?));
     }
-    Ok(need)
+    Need::of(kind, config, &files)
 }
 
 /// The parsed tokenizer; one that does not parse or does not fit `vocab_size` is refused before the
@@ -210,9 +209,9 @@ async fn build(
         Kind::HuggingFace(arch) => {
             step(&format!("converting {arch} to attnlab's format…"));
             next_paint().await;
-            let imported = hf::import(config, index, &shards, hf::ImportOptions::default())
-                .map_err(|e| e.to_string())?;
-            drop(shards);
+            // The import consumes the shards: each is freed once converted.
+            let imported =
+                hf::import(config, index, shards, hf::ImportOptions::default()).map_err(|e| e.to_string())?;
             step("building the model…");
             next_paint().await;
             Model::new(imported.config, imported.weights).map_err(|e| e.to_string())?

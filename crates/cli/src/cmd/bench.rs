@@ -159,6 +159,8 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         points.push(Point { context: c, prefill_s: median(pre), decode_s: median(dec), state_bytes: bytes });
     }
     pb.finish_and_clear();
+    // The process's peak resident set, before the candle comparison adds its own f32 copy.
+    let peak_rss = peak_rss_bytes();
 
     // Ratio (b): the core CPU reference's prefill against the trainer's candle forward, same weights.
     let peer = if a.model.backend.backend == crate::common::Backend::Cpu && max >= PEER_TOKENS {
@@ -192,6 +194,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             "head_dim": cfg.head_dim,
             "max_context": cfg.max_context,
         },
+        "memory": memory_report(&model, peak_rss),
         "decode_tokens": n,
         "repeats": a.repeats,
         "decode_time_ratio": ratio.map(|(lo, hi, r)| json!({ "from_context": lo, "to_context": hi, "ratio": r })),
@@ -219,6 +222,28 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         return print_json(&report);
     }
     out(&render_text(&a, &model, &report, &points, ratio, peer))
+}
+
+/// Peak resident set size of this process so far (Linux `VmHWM`), if known.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The weights' bytes in memory by the dtype they are held in (F16/BF16 files keep their matrices
+/// in that dtype), per parameter, and the peak RSS of the run.
+fn memory_report(model: &attnlab_core::Model, peak_rss: Option<u64>) -> serde_json::Value {
+    let by_dtype = model.weights().bytes_by_dtype();
+    let total: usize = by_dtype.values().sum();
+    let params = model.weights().num_params().max(1);
+    json!({
+        "weight_bytes": by_dtype.iter().map(|(d, b)| (d.name().to_string(), json!(b))).collect::<serde_json::Map<_, _>>(),
+        "weight_bytes_total": total,
+        "weight_bytes_per_param": total as f64 / params as f64,
+        "peak_rss_bytes": peak_rss,
+    })
 }
 
 /// The contexts to measure: `--contexts`, or the defaults up to `max`; each must exceed `n`.
@@ -298,6 +323,18 @@ fn render_text(
     if let Some((lo, hi, r)) = ratio {
         s.push_str(&format!("decode time per token at {hi} ÷ at {lo}: {r:.2}\n"));
     }
+    let mem = &report["memory"];
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);
+    let held: Vec<String> = mem["weight_bytes"]
+        .as_object()
+        .map(|m| m.iter().map(|(d, b)| format!("{} {d}", mib(b.as_u64().unwrap_or(0)))).collect())
+        .unwrap_or_default();
+    s.push_str(&format!(
+        "weights in memory: {} ({:.2} bytes per parameter){}\n",
+        held.join(" + "),
+        mem["weight_bytes_per_param"].as_f64().unwrap_or(f64::NAN),
+        mem["peak_rss_bytes"].as_u64().map_or(String::new(), |b| format!("; peak RSS {}", mib(b))),
+    ));
     if let Some((core, candle)) = peer {
         s.push_str(&format!(
             "prefill of {PEER_TOKENS} tokens, core CPU reference {:.1} ms ÷ candle forward {:.1} ms: {:.2}\n",

@@ -119,11 +119,8 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
     pb.finish_and_clear();
 
     let mut tensors = BTreeMap::new();
-    tensors.insert("logits".to_string(), Tensor { shape: vec![n, cfg.vocab_size], data: trace.logits });
-    tensors.insert(
-        "tokens".to_string(),
-        Tensor { shape: vec![n], data: tokens.iter().map(|&t| t as f32).collect() },
-    );
+    tensors.insert("logits".to_string(), Tensor::f32(vec![n, cfg.vocab_size], trace.logits));
+    tensors.insert("tokens".to_string(), Tensor::f32(vec![n], tokens.iter().map(|&t| t as f32).collect()));
     let mut meta = HashMap::from([
         ("format".to_string(), "attnlab-dump".to_string()),
         ("model".to_string(), a.model.dir().display().to_string()),
@@ -135,7 +132,7 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
         let data: Vec<f32> = la.heads.concat();
         let name = format!("attention.layer{}", la.layer);
         meta.insert(format!("{name}.kind"), to_value(&la.kind)?.as_str().unwrap_or("").to_string());
-        tensors.insert(name, Tensor { shape: vec![la.heads.len(), la.n, la.n], data });
+        tensors.insert(name, Tensor::f32(vec![la.heads.len(), la.n, la.n], data));
     }
     for lg in trace.gates {
         let shape = vec![lg.n, lg.n_heads, lg.dim];
@@ -143,7 +140,7 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
         meta.insert(format!("{base}.variant"), lg.variant.clone());
         for (q, v) in [("f", Some(lg.f)), ("g", lg.g), ("r", lg.r)] {
             if let Some(data) = v {
-                tensors.insert(format!("{base}.{q}"), Tensor { shape: shape.clone(), data });
+                tensors.insert(format!("{base}.{q}"), Tensor::f32(shape.clone(), data));
             }
         }
     }

@@ -9,7 +9,7 @@ use super::{AttnLayer, LayerState, LINEAR_CHUNK};
 use crate::activations::{elu, elu_plus_one, exp_max_inplace, key_forget_log_gate, sigmoid};
 use crate::error::{Error, Result};
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Post, Rotation};
-use crate::ops::{axpy, dot, rms_norm, silu, simple_rms_norm};
+use crate::ops::{axpy, dot, repeat_heads, rms_norm, silu, simple_rms_norm};
 use crate::rotary::rope_rotate;
 use crate::variants::{gla::gla_log_gate, regla::regla_gate};
 
@@ -32,9 +32,13 @@ enum GatePre {
 }
 
 impl GatePre {
-    fn new(gate: &Gate, x: &[f32], t: usize) -> GatePre {
+    /// (`group`, `width`: with grouped-query attention the low-rank gate is computed per key/value
+    /// head, `width` channels each, and repeated for its query heads like the keys.)
+    fn new(gate: &Gate, x: &[f32], t: usize, group: usize, width: usize) -> GatePre {
         match gate {
-            Gate::LowRank { down, up, .. } => GatePre::One(up.apply_rows(&down.apply_rows(x, t), t)),
+            Gate::LowRank { down, up, .. } => {
+                GatePre::One(repeat_heads(up.apply_rows(&down.apply_rows(x, t), t), group, width))
+            }
             Gate::Refined { wg, wr, .. } => GatePre::Two(wg.apply_rows(x, t), wr.apply_rows(x, t)),
             Gate::None | Gate::PerHead { .. } | Gate::KeyForget { .. } => GatePre::None,
         }
@@ -102,7 +106,7 @@ impl AttnLayer {
             f.g = vec![0.0; t * a];
             f.r = vec![0.0; t * a];
         }
-        let pre = GatePre::new(&ll.gate, x, t);
+        let pre = GatePre::new(&ll.gate, x, t, self.kv_group, qk);
         let mut buf = vec![0.0f32; qk];
         for r in 0..t {
             let pos = pos0 + r;
@@ -161,8 +165,9 @@ impl AttnLayer {
                 }
             }
             (Gate::LowRank { bias, normalizer, .. }, GatePre::One(z)) => {
+                let kv_head = hh / self.kv_group;
                 for j in 0..dk {
-                    let zj = z[src + j] + bias[hh * qk + j];
+                    let zj = z[src + j] + bias[kv_head * qk + j];
                     lg[j] = gla_log_gate(zj as f64, *normalizer) as f32;
                 }
             }

@@ -15,7 +15,7 @@ mod trace;
 use crate::config::{AttentionSpec, ModelConfig};
 use crate::error::{Error, Result};
 use crate::lowering::{Bias, Lowering};
-use crate::ops::Linear;
+use crate::ops::{repeat_heads, Linear};
 use crate::variants::LowerCtx;
 use crate::weights::Weights;
 
@@ -41,6 +41,8 @@ pub struct AttnLayer {
     head_dim: usize,
     /// Width of one query/key head (`qk_head_dim`; head_dim unless a gla layer says otherwise).
     key_dim: usize,
+    /// Query heads per key/value head (grouped-query attention; 1: multi-head).
+    kv_group: usize,
 }
 
 /// Per-layer decode state: KV cache (softmax family) or recurrent state (linear family).
@@ -140,18 +142,18 @@ impl AttnLayer {
             let l = ctx.linear(w, out, inp)?;
             Ok(if bias { l.with_bias(ctx.tensor(b)?) } else { l })
         };
-        let (qkv, group) = (cfg.biases.qkv, cfg.n_heads / cfg.kv_heads());
+        let qkv = cfg.biases.qkv;
         Ok(AttnLayer {
             spec,
             wq: proj("wq", "bq", qd, d, qkv)?,
-            // Grouped-query attention runs as multi-head attention with each kv head repeated.
-            wk: proj("wk", "bk", kd, d, qkv)?.repeat_heads(group, cfg.key_head_dim()),
-            wv: proj("wv", "bv", kv, d, qkv)?.repeat_heads(group, cfg.head_dim),
+            wk: proj("wk", "bk", kd, d, qkv)?,
+            wv: proj("wv", "bv", kv, d, qkv)?,
             wo: proj("wo", "bo", d, a, cfg.biases.attn_out)?,
             lowering,
             n_heads: cfg.n_heads,
             head_dim: cfg.head_dim,
             key_dim: cfg.key_head_dim(),
+            kv_group: cfg.n_heads / cfg.kv_heads(),
         })
     }
 
@@ -160,9 +162,22 @@ impl AttnLayer {
         &self.lowering
     }
 
-    /// The projections `wq, wk, wv, wo`.
+    /// The projections `wq, wk, wv, wo`; with grouped-query attention `wk` and `wv` have
+    /// `n_kv_heads · qk_head_dim` and `n_kv_heads · head_dim` rows (see [`AttnLayer::kv_group`]).
     pub fn projections(&self) -> [&Linear; 4] {
         [&self.wq, &self.wk, &self.wv, &self.wo]
+    }
+
+    /// Query heads per key/value head (1 without grouped-query attention).
+    pub fn kv_group(&self) -> usize {
+        self.kv_group
+    }
+
+    /// `q, k, v` of `t` rows, with each key/value head repeated for its group of query heads, so
+    /// that grouped-query attention runs as multi-head attention (Ainslie et al., "GQA", §2).
+    fn qkv(&self, x: &[f32], t: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let kv = |w: &Linear, width| repeat_heads(w.apply_rows(x, t), self.kv_group, width);
+        (self.wq.apply_rows(x, t), kv(&self.wk, self.key_dim), kv(&self.wv, self.head_dim))
     }
 
     /// Denominator eps of a linear layer (None: no denominator), as the CPU kernel uses it.
@@ -240,9 +255,7 @@ impl AttnLayer {
         req: TraceRequest,
         layer: usize,
     ) -> Result<(Vec<f32>, LayerTrace)> {
-        let q = self.wq.apply_rows(x, t);
-        let k = self.wk.apply_rows(x, t);
-        let v = self.wv.apply_rows(x, t);
+        let (q, k, v) = self.qkv(x, t);
         let mut trace = LayerTrace::default();
         let heads_out = match &self.lowering {
             Lowering::Softmax(sl) => {
@@ -273,9 +286,7 @@ impl AttnLayer {
         match &self.lowering {
             Lowering::Softmax(_) => Ok(self.prefill(x, 1, pos, state, TraceRequest::default(), 0)?.0),
             Lowering::Linear(ll) => {
-                let q = self.wq.apply_rows(x, 1);
-                let k = self.wk.apply_rows(x, 1);
-                let v = self.wv.apply_rows(x, 1);
+                let (q, k, v) = self.qkv(x, 1);
                 let f = self.linear_features(ll, x, &q, &k, v, 1, pos, state)?;
                 let raw = self.linear_recurrent(ll, &f, state)?;
                 Ok(self.wo.apply_rows(&self.linear_post(ll, x, raw, 1), 1))

@@ -350,7 +350,7 @@ fn gla(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     cfg.qk_head_dim = (qk != dh).then_some(qk);
     cfg.tie_embeddings = c.bool_or("tie_word_embeddings", false)?;
     o.embeddings("model.embeddings.weight", "model.norm", "lm_head.weight", &cfg)?;
-    let (group, r) = (heads / kv, GLA_GATE_RANK);
+    let r = GLA_GATE_RANK;
     let (qd, kd, vd, a) =
         (heads.saturating_mul(qk), kv.saturating_mul(qk), kv.saturating_mul(dh), heads.saturating_mul(dh));
     for i in 0..dims.layers {
@@ -370,11 +370,14 @@ fn gla(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         ] {
             o.linear(&format!("{p}{hf}"), &format!("{q}{ours}"), "", shape, false)?;
         }
-        // The gate is computed per kv head and repeated like the keys (fla's `repeat(gk, …)`).
-        let up = o.s.take(&format!("{p}attn.gk_proj.1.weight"), &[kd, r])?;
-        o.put(format!("{q}attn.gla.gk_up"), &[qd, r], repeat_heads(&up, qk * r, group));
-        let bias = o.s.take(&format!("{p}attn.gk_proj.1.bias"), &[kd])?;
-        o.put(format!("{q}attn.gla.gk_bias"), &[qd], repeat_heads(&bias, qk, group));
+        // The gate per kv head, repeated for the query heads by the model as fla repeats it.
+        o.linear(
+            &format!("{p}attn.gk_proj.1"),
+            &format!("{q}attn.gla.gk_up"),
+            &format!("{q}attn.gla.gk_bias"),
+            [kd, r],
+            true,
+        )?;
         // `g_norm_swish_gate` when fused (fla's default), else `g_norm`: the same RMSNorm weight.
         let fused = format!("{p}attn.g_norm_swish_gate.weight");
         let norm = if o.s.has(&fused) { fused } else { format!("{p}attn.g_norm.weight") };
@@ -387,11 +390,6 @@ fn gla(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
 /// fla's `gate_low_rank_dim` (a layer argument its model config does not expose).
 const GLA_GATE_RANK: usize = 16;
 
-/// Each block of `width` values repeated `group` times in place (`[kv, width]` → `[kv·group, width]`).
-fn repeat_heads(x: &[f32], width: usize, group: usize) -> Vec<f32> {
-    x.chunks_exact(width.max(1)).flat_map(|h| std::iter::repeat_n(h, group).flatten().copied()).collect()
-}
-
 /// The converted tensors, filled from the store.
 struct Out<'a> {
     t: Tensors,
@@ -400,7 +398,7 @@ struct Out<'a> {
 
 impl Out<'_> {
     fn put(&mut self, name: String, shape: &[usize], data: Vec<f32>) {
-        self.t.insert(name, Tensor { shape: shape.to_vec(), data });
+        self.t.insert(name, Tensor { shape: shape.to_vec(), data: self.s.stored(data) });
     }
 
     /// Token embedding, final norm, and the output head unless tied (a tied checkpoint that also

@@ -13,7 +13,8 @@ mod arch;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::variants::rope::{Rope, RopeScaling};
-use crate::weights::{decode, storage_dtype, StorageDtype, Tensor, Weights};
+use crate::weights::{StorageDtype, TensorData, Weights};
+use safetensors::Dtype;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -93,11 +94,12 @@ fn weight_map(text: &str) -> Result<BTreeMap<String, String>> {
 }
 
 /// Convert a checkpoint: its `config.json`, its index (if sharded) and every shard as `(file name,
-/// bytes)`, in any order.
+/// bytes)`, in any order. The shards are consumed: each tensor is converted from their bytes and
+/// they are freed when the conversion ends.
 pub fn import(
     config_json: &str,
     index_json: Option<&str>,
-    shards: &[(String, Vec<u8>)],
+    shards: Vec<(String, Vec<u8>)>,
     opts: ImportOptions,
 ) -> Result<Imported> {
     let cfg = HfConfig::parse(config_json)?;
@@ -108,11 +110,15 @@ pub fn import(
     let architecture = cfg.architecture()?;
     let (config, tensors) = arch::convert(&architecture, &cfg, &mut store, opts)?;
     store.check_all_used()?;
-    let weights = Weights { tensors };
+    let dtype = store.widest;
+    drop(store);
+    let mut weights = Weights { tensors };
     // Validated like a loaded model, without building one (the caller does, once).
     config.validate()?;
-    weights.check(&crate::model::tensor_specs(&config))?;
-    Ok(Imported { config, weights, dtype: store.widest, architecture })
+    let specs = crate::model::tensor_specs(&config);
+    weights.check(&specs)?;
+    weights.widen_non_matrices(&specs);
+    Ok(Imported { config, weights, dtype, architecture })
 }
 
 /// The class a Hugging Face `config.json` names (`architectures[0]`), refused by name unless it is
@@ -302,76 +308,118 @@ fn positive(key: &str, v: f64) -> Result<f64> {
     }
 }
 
-/// Every tensor of every shard, widened to f32, with the file it came from.
+/// Every tensor of every shard, still as the shard's bytes: a tensor is widened to f32 when the
+/// converter takes it, and [`TensorStore::stored`] narrows its converted form back to the
+/// checkpoint's dtype, so an F16 checkpoint never exists as f32 all at once.
 pub(crate) struct TensorStore {
-    tensors: BTreeMap<String, (String, Tensor)>,
+    shards: Vec<(String, Vec<u8>)>,
+    tensors: BTreeMap<String, Stored>,
     widest: StorageDtype,
     /// Where a missing tensor should have been: the index, else the shard file(s).
     listing: String,
+}
+
+/// Where a tensor's bytes are: shard, dtype, shape and byte range in the shard.
+struct Stored {
+    shard: usize,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    bytes: std::ops::Range<usize>,
 }
 
 /// Buffers some checkpoints carry that are not parameters (recomputed by every runtime).
 const IGNORED_BUFFERS: &[&str] =
     &[".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias"];
 
+/// Whether checkpoint tensor `name` is a buffer the importer ignores (not a parameter).
+pub fn is_ignored_buffer(name: &str) -> bool {
+    IGNORED_BUFFERS.iter().any(|b| name.ends_with(b))
+}
+
+/// The dtype an imported model keeps its matrices in, from the dtypes its checkpoint stores: that
+/// dtype if there is one (BF16 when none), f32 when F32 or both half formats occur.
+pub fn widest(dtypes: &[StorageDtype]) -> StorageDtype {
+    match () {
+        _ if dtypes.contains(&StorageDtype::F32) => StorageDtype::F32,
+        _ if dtypes.contains(&StorageDtype::F16) && dtypes.contains(&StorageDtype::Bf16) => StorageDtype::F32,
+        _ if dtypes.contains(&StorageDtype::F16) => StorageDtype::F16,
+        _ => StorageDtype::Bf16,
+    }
+}
+
+/// Whether checkpoint tensor `name` of rank `rank` becomes one of the model's matrices, held in the
+/// [`widest`] dtype once imported: every 2-D tensor of the supported architectures but GPT-2's
+/// position table `wpe` (the other tensors are held as f32). What the page's memory estimate uses.
+pub fn is_matrix(name: &str, rank: usize) -> bool {
+    rank == 2 && !name.ends_with("wpe.weight")
+}
+
 impl TensorStore {
-    fn read(shards: &[(String, Vec<u8>)]) -> Result<TensorStore> {
+    fn read(shards: Vec<(String, Vec<u8>)>) -> Result<TensorStore> {
         let listing = shards.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>().join(", ");
-        let mut store = TensorStore { tensors: BTreeMap::new(), widest: StorageDtype::Bf16, listing };
+        let mut tensors = BTreeMap::new();
         let mut seen = Vec::new();
-        for (file, bytes) in shards {
-            let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| {
+        for (shard, (file, bytes)) in shards.iter().enumerate() {
+            let (header, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| {
                 Error::import(file, format!("not a readable safetensors file (truncated?): {e}"))
             })?;
-            for (name, view) in st.tensors() {
-                if IGNORED_BUFFERS.iter().any(|b| name.ends_with(b)) {
+            let mut named: Vec<_> = meta.tensors().into_iter().collect();
+            named.sort_by(|a, b| a.0.cmp(&b.0));
+            for (name, info) in named {
+                if is_ignored_buffer(&name) {
                     continue;
                 }
-                let dtype = storage_dtype(view.dtype()).ok_or_else(|| {
+                let dtype = StorageDtype::of(info.dtype).ok_or_else(|| {
                     Error::import(
                         file,
-                        format!("tensor `{name}` has dtype {:?}, expected F32, F16 or BF16", view.dtype()),
+                        format!("tensor `{name}` has dtype {:?}, expected F32, F16 or BF16", info.dtype),
                     )
                 })?;
                 seen.push(dtype);
-                let (_, data) = decode(view.dtype(), view.data()).unwrap_or_default();
-                if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+                let (start, end) = info.data_offsets;
+                let range = 8 + header + start..8 + header + end;
+                let raw = bytes.get(range.clone()).ok_or_else(|| {
+                    Error::import(file, format!("tensor `{name}` lies outside the file (truncated?)"))
+                })?;
+                if let Some(i) = first_non_finite(dtype, raw) {
                     return Err(Error::import(
                         file,
                         format!("tensor `{name}` has a non-finite value at flat index {i}"),
                     ));
                 }
-                let t = Tensor { shape: view.shape().to_vec(), data };
-                if let Some((first, _)) = store.tensors.insert(name.clone(), (file.clone(), t)) {
+                let t = Stored { shard, dtype: info.dtype, shape: info.shape.clone(), bytes: range };
+                if let Some(first) = tensors.insert(name.clone(), t) {
                     return Err(Error::import(
                         file,
-                        format!("tensor `{name}` appears in more than one shard (also in {first})"),
+                        format!(
+                            "tensor `{name}` appears in more than one shard (also in {})",
+                            shards[first.shard].0
+                        ),
                     ));
                 }
             }
         }
-        store.widest = match () {
-            _ if seen.contains(&StorageDtype::F32) => StorageDtype::F32,
-            _ if seen.contains(&StorageDtype::F16) && seen.contains(&StorageDtype::Bf16) => StorageDtype::F32,
-            _ if seen.contains(&StorageDtype::F16) => StorageDtype::F16,
-            _ => StorageDtype::Bf16,
-        };
-        Ok(store)
+        Ok(TensorStore { shards, tensors, widest: widest(&seen), listing })
+    }
+
+    /// The file a stored tensor came from.
+    fn file(&self, t: &Stored) -> &str {
+        self.shards.get(t.shard).map_or("", |(f, _)| f.as_str())
     }
 
     /// Every tensor the index names is in the shard it names.
     fn check_index(&mut self, map: &BTreeMap<String, String>) -> Result<()> {
         self.listing = INDEX_FILE.to_string();
         for (name, file) in map {
-            match self.tensors.get(name) {
-                Some((f, _)) if f == file => {}
-                Some((f, _)) => {
+            match self.tensors.get(name).map(|t| self.file(t)) {
+                Some(f) if f == file => {}
+                Some(f) => {
                     return Err(Error::import(
                         INDEX_FILE,
                         format!("tensor `{name}` is in {f}, the index says {file}"),
                     ))
                 }
-                None if IGNORED_BUFFERS.iter().any(|b| name.ends_with(b)) => {}
+                None if is_ignored_buffer(name) => {}
                 None => {
                     return Err(Error::import(file, format!("tensor `{name}` named by the index is missing")))
                 }
@@ -380,19 +428,34 @@ impl TensorStore {
         Ok(())
     }
 
-    /// Take tensor `name`, checking its shape.
+    /// Take tensor `name`, checking its shape, widened to f32.
     pub(crate) fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let (file, t) = self
+        let t = self
             .tensors
             .remove(name)
             .ok_or_else(|| Error::import(&self.listing, format!("missing tensor `{name}`")))?;
+        let file = self.file(&t);
         if t.shape != shape {
             return Err(Error::import(
                 file,
                 format!("tensor `{name}` has shape {:?}, config.json implies {shape:?}", t.shape),
             ));
         }
-        Ok(t.data)
+        let raw = self.shards.get(t.shard).and_then(|(_, b)| b.get(t.bytes.clone())).unwrap_or_default();
+        let data = TensorData::from_le_bytes(t.dtype, raw).map(|d| d.to_f32().into_owned());
+        match data {
+            Some(v) if v.len() == shape.iter().product::<usize>() => Ok(v),
+            _ => Err(Error::import(
+                file,
+                format!("tensor `{name}` holds {} bytes, which do not fit its shape", raw.len()),
+            )),
+        }
+    }
+
+    /// Converted values as the model keeps them: in the checkpoint's dtype (exactly, since they were
+    /// read from it and only moved about), or f32 for mixed or F32 checkpoints.
+    pub(crate) fn stored(&self, values: Vec<f32>) -> TensorData {
+        TensorData::lossless(values, self.widest)
     }
 
     /// Whether tensor `name` exists (optional heads and biases).
@@ -402,8 +465,8 @@ impl TensorStore {
 
     fn check_all_used(&self) -> Result<()> {
         match self.tensors.iter().next() {
-            Some((name, (file, _))) => Err(Error::import(
-                file,
+            Some((name, t)) => Err(Error::import(
+                self.file(t),
                 format!("unexpected tensor `{name}` (not used by this architecture and config)"),
             )),
             None => Ok(()),
@@ -427,9 +490,24 @@ pub fn import_dir(dir: &std::path::Path, opts: ImportOptions) -> Result<Imported
         .into_iter()
         .map(|f| read(&f).map(|bytes| (f, bytes)))
         .collect::<Result<Vec<_>>>()?;
-    let mut imported = import(&config, index.as_deref(), &shards, opts)?;
+    let mut imported = import(&config, index.as_deref(), shards, opts)?;
     if imported.config.name.is_empty() {
         imported.config.name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     }
     Ok(imported)
+}
+
+/// Index of the first NaN or ±inf among little-endian values of `dtype`.
+fn first_non_finite(dtype: StorageDtype, raw: &[u8]) -> Option<usize> {
+    match dtype {
+        StorageDtype::F32 => {
+            raw.chunks_exact(4).position(|b| !f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite())
+        }
+        StorageDtype::F16 => {
+            raw.chunks_exact(2).position(|b| !half::f16::from_le_bytes([b[0], b[1]]).is_finite())
+        }
+        StorageDtype::Bf16 => {
+            raw.chunks_exact(2).position(|b| !half::bf16::from_le_bytes([b[0], b[1]]).is_finite())
+        }
+    }
 }

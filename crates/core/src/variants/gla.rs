@@ -66,26 +66,27 @@ impl Variant for Gla {
 
     fn layer_tensors(&self, cfg: &ModelConfig, i: usize) -> Vec<TensorSpec> {
         let (d, a, dh, r) = (cfg.d_model, cfg.attn_dim(), cfg.head_dim, self.gate_rank);
-        let qd = cfg.qk_dims().0;
+        // The gate is computed per key/value head (`kd` wide) and repeated like the keys (fla).
+        let kd = cfg.qk_dims().1;
         let std_in = 1.0 / (d as f32).sqrt();
         let p = |name: &str| format!("layers.{i}.attn.gla.{name}");
         vec![
-            TensorSpec::new(p("gk_down"), &[r, d], Init::Normal(std_in)),
-            TensorSpec::new(p("gk_up"), &[qd, r], Init::Normal(1.0 / (r as f32).sqrt())),
-            TensorSpec::new(p("gk_bias"), &[qd], Init::Const(0.0)),
-            TensorSpec::new(p("out_gate"), &[a, d], Init::Normal(std_in)),
+            TensorSpec::new_matrix(p("gk_down"), &[r, d], Init::Normal(std_in)),
+            TensorSpec::new_matrix(p("gk_up"), &[kd, r], Init::Normal(1.0 / (r as f32).sqrt())),
+            TensorSpec::new(p("gk_bias"), &[kd], Init::Const(0.0)),
+            TensorSpec::new_matrix(p("out_gate"), &[a, d], Init::Normal(std_in)),
             TensorSpec::new(p("head_norm"), &[dh], Init::Const(1.0)),
         ]
     }
 
     fn lower(&self, ctx: &LowerCtx) -> Result<Lowering> {
         let (d, a) = (ctx.cfg.d_model, ctx.cfg.attn_dim());
-        let (qk, qd) = (ctx.cfg.key_head_dim(), ctx.cfg.qk_dims().0);
+        let (qk, kd) = (ctx.cfg.key_head_dim(), ctx.cfg.qk_dims().1);
         let q = Feature { map: FeatureMap::Identity, scale: ctx.scale() };
         let mut l = LinearLowering::plain(qk, q, Feature::plain(FeatureMap::Identity));
         l.gate = Gate::LowRank {
             down: ctx.learned_linear("gla.gk_down", self.gate_rank, d)?,
-            up: ctx.learned_linear("gla.gk_up", qd, self.gate_rank)?,
+            up: ctx.learned_linear("gla.gk_up", kd, self.gate_rank)?,
             bias: ctx.learned("gla.gk_bias")?,
             normalizer: self.gate_logit_normalizer,
         };

@@ -195,7 +195,7 @@ impl LowerCtx<'_> {
 
     /// Layer matrix `layers.{i}.attn.{name}` of shape `[out, inp]`.
     pub fn linear(&self, name: &str, out: usize, inp: usize) -> Result<Linear> {
-        Ok(Linear::new(self.tensor(name)?, out, inp))
+        Ok(Linear::new(self.weights.tensor(&self.layer_name(name))?.data.clone(), out, inp))
     }
 
     /// Full name of layer tensor `name`.
@@ -279,7 +279,7 @@ pub fn set_extreme_gate_bias(cfg: &ModelConfig, weights: &mut Weights, b: f32) -
     for (i, spec) in cfg.layers.iter().enumerate() {
         let Some(name) = spec.variant().gate_bias_tensor(i) else { continue };
         if let Some(t) = weights.tensors.get_mut(&name) {
-            for (c, v) in t.data.iter_mut().enumerate() {
+            for (c, v) in t.data.f32_mut().iter_mut().enumerate() {
                 *v = if c % 2 == 0 { b } else { -b };
             }
             changed += 1;

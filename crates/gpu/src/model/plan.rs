@@ -10,7 +10,7 @@ use attnlab_core::lowering::{
     self as lw, Bias, FeatureMap, LinearLowering, Lowering, Rotation, SoftmaxLowering, Window,
 };
 use attnlab_core::lrpe::Lrpe;
-use attnlab_core::ops::Linear;
+use attnlab_core::ops::{repeat_heads, Linear};
 use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
 use attnlab_core::{Error as CoreError, Model};
 
@@ -49,8 +49,11 @@ pub(super) fn attention(model: &Model, i: usize) -> Result<Attention> {
         Lowering::Softmax(sl) => Kind::Softmax(softmax(shape, sl)?),
         Lowering::Linear(l) => Kind::Linear(linear(shape, l)?),
     };
-    let (q, k) = (pad_keys(shape, proj(wq), wq.inp), pad_keys(shape, proj(wk), wk.inp));
-    Ok(Attention { wqkv: fused([q, k, proj(wv)], wq.inp), wo: proj(wo), kind })
+    // Grouped-query attention runs as multi-head attention with each key/value head repeated.
+    let group = attn.kv_group();
+    let (wk, wv) = (wk.repeat_heads(group, qk), wv.repeat_heads(group, dh));
+    let (q, k) = (pad_keys(shape, proj(wq), wq.inp), pad_keys(shape, proj(&wk), wk.inp));
+    Ok(Attention { wqkv: fused([q, k, proj(&wv)], wq.inp), wo: proj(wo), kind })
 }
 
 /// The kernels read query and key heads `head_dim` wide: narrower keys (`qk_head_dim`, gla only)
@@ -69,9 +72,9 @@ fn pad_keys(s: Shape, p: Proj<Vec<f32>>, row: usize) -> Proj<Vec<f32>> {
     Proj { w: pad(p.w, row), b: p.b.map(|b| pad(b, 1)) }
 }
 
-/// A projection as uploaded (weight and bias as they are).
+/// A projection as uploaded: the weight widened to f32 (the kernels read f32), the bias as it is.
 pub(super) fn proj(l: &Linear) -> Proj<Vec<f32>> {
-    Proj { w: l.w.clone(), b: l.b.clone() }
+    Proj { w: l.w.to_f32().into_owned(), b: l.b.clone() }
 }
 
 /// Projections stacked along their outputs into one matmul; a missing bias is zeros when another
@@ -88,7 +91,7 @@ fn fused(ps: [Proj<Vec<f32>>; 3], inp: usize) -> Proj<Vec<f32>> {
 /// The weight of a gate projection, whose kernels add no bias: one with a bias is refused.
 fn unbiased(l: &Linear, what: &str) -> Result<Vec<f32>> {
     match l.b {
-        None => Ok(l.w.clone()),
+        None => Ok(l.w.to_f32().into_owned()),
         Some(_) => Err(GpuError::Unsupported(format!("a bias on the {what} projection"))),
     }
 }
@@ -162,7 +165,10 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
             p.scale = l.q.scale;
             p.normalizer = *normalizer as f32;
             p.gpre_stride = usize_u32("attn_dim", a)?;
-            let up = pad_keys(s, Proj { w: unbiased(up, "GLA gate")?, b: Some(bias.to_vec()) }, up.inp);
+            // Per key/value head in the model: repeated for the query heads, then padded.
+            let group = s.h / (up.out / s.qk).max(1);
+            let up_w = repeat_heads(unbiased(up, "GLA gate")?, group, s.qk * up.inp);
+            let up = pad_keys(s, Proj { w: up_w, b: Some(repeat_heads(bias.to_vec(), group, s.qk)) }, up.inp);
             aux.extend(up.b.unwrap_or_default());
             (FeatKind::Gla, Gate::Gla { down: unbiased(down, "GLA gate")?, up: up.w, rank: down.out })
         }

@@ -86,8 +86,10 @@ impl HostModel {
     pub fn gather(model: &Model) -> Result<HostModel> {
         let cfg = model.config();
         let w = model.weights();
-        let emb = w.get("tok_emb.weight")?.to_vec();
-        let head = if cfg.tie_embeddings { None } else { Some(w.get("lm_head.weight")?.to_vec()) };
+        // Matrices held in F16/BF16 are widened here: the kernels read f32.
+        let f32_of = |name: &str| -> Result<Vec<f32>> { Ok(w.tensor(name)?.data.to_f32().into_owned()) };
+        let emb = f32_of("tok_emb.weight")?;
+        let head = if cfg.tie_embeddings { None } else { Some(f32_of("lm_head.weight")?) };
         let final_norm = norm(model, "final_norm")?;
         let emb_norm = if cfg.embedding_norm { Some(norm(model, "emb_norm")?) } else { None };
         let pe = position_table(model)?;
