@@ -42,12 +42,17 @@ impl Linear {
     pub fn apply_rows(&self, x: &[f32], rows: usize) -> Vec<f32> {
         let (inp, out) = (self.inp, self.out);
         let mut y = vec![0.0; rows * out];
-        for (xb, yb) in x[..rows * inp].chunks(ROW_BLOCK * inp).zip(y.chunks_mut(ROW_BLOCK * out)) {
-            self.w.for_each_row(inp, |o, w| {
-                for (r, xr) in xb.chunks_exact(inp).enumerate() {
-                    yb[r * out + o] = dot(w, xr);
-                }
-            });
+        if rows == 1 {
+            // One input row (a decode step): each output is one dot product.
+            self.w.matvec(&x[..inp], &mut y);
+        } else {
+            for (xb, yb) in x[..rows * inp].chunks(ROW_BLOCK * inp).zip(y.chunks_mut(ROW_BLOCK * out)) {
+                self.w.for_each_row(inp, |o, w| {
+                    for (r, xr) in xb.chunks_exact(inp).enumerate() {
+                        yb[r * out + o] = dot(w, xr);
+                    }
+                });
+            }
         }
         if let Some(b) = &self.b {
             y.chunks_exact_mut(out).for_each(|yr| yr.iter_mut().zip(b).for_each(|(y, b)| *y += b));
@@ -72,12 +77,23 @@ pub fn repeat_heads(v: Vec<f32>, group: usize, width: usize) -> Vec<f32> {
     if group == 1 {
         return v;
     }
-    v.chunks_exact(width).flat_map(|head| head.repeat(group)).collect()
+    let mut out = Vec::with_capacity(v.len() * group);
+    for head in v.chunks_exact(width) {
+        (0..group).for_each(|_| out.extend_from_slice(head));
+    }
+    out
 }
 
 /// Dot product with eight independent accumulators (vectorisable, deterministic order).
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    dot_by(a, b, |v| v)
+}
+
+/// [`dot`] with `a`'s values read through `to_f32` (a widening of stored half values): the same
+/// operations in the same order, so it equals `dot` of the widened values exactly.
+#[inline]
+pub fn dot_by<T: Copy>(a: &[T], b: &[f32], to_f32: impl Fn(T) -> f32) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0.0f32; 8];
@@ -85,12 +101,12 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     for c in 0..chunks {
         let (pa, pb) = (&a[c * 8..c * 8 + 8], &b[c * 8..c * 8 + 8]);
         for l in 0..8 {
-            acc[l] += pa[l] * pb[l];
+            acc[l] += to_f32(pa[l]) * pb[l];
         }
     }
     let mut tail = 0.0f32;
     for i in chunks * 8..n {
-        tail += a[i] * b[i];
+        tail += to_f32(a[i]) * b[i];
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
@@ -239,6 +255,7 @@ mod tests {
     use super::*;
     use crate::rng::seeded_normal;
     use crate::test_util::close;
+    use crate::weights::{StorageDtype, PORTABLE_ONLY};
 
     /// SimpleRMSNorm (fairseq-evo `rms_norm.py`) output has
     /// unit RMS up to eps; zero input stays zero. RMSNorm with gain matches the formula.
@@ -268,9 +285,20 @@ mod tests {
         assert!(close(x[0] as f64, 3.0 / (13.5f64).sqrt(), 1e-6));
     }
 
+    /// `Linear` over `w` held as `dtype` (the values must be exact in it), with bias `b`.
+    fn linear_as(w: &[f32], dtype: StorageDtype, out: usize, inp: usize, b: &Option<Vec<f32>>) -> Linear {
+        let l = Linear::new(TensorData::lossless(w.to_vec(), dtype), out, inp);
+        assert_eq!(l.w.dtype(), dtype);
+        match b {
+            Some(b) => l.with_bias(b.clone()),
+            None => l,
+        }
+    }
+
     proptest::proptest! {
-        /// `apply_rows` on F16 storage equals it on F32 storage of the widened values, bit for bit,
-        /// and every output is `dot(W[o], x_r) + b[o]` (whatever the row blocking).
+        /// `apply_rows` on F16 and BF16 storage equals it on F32 storage of the widened values, bit
+        /// for bit, for one row (decode) and blocks of rows, with the hardware f16 conversion and
+        /// without; and every output is `dot(W[o], x_r) + b[o]`.
         #[test]
         fn matvec_on_half_storage_is_the_f32_matvec_of_the_widened_values(
             out in 1usize..24,
@@ -279,22 +307,28 @@ mod tests {
             seed in 0u64..1000,
             bias: bool,
         ) {
-            let w: Vec<f32> = seeded_normal(out * inp, seed).iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
             let x = seeded_normal(rows * inp, seed + 1);
             let b = bias.then(|| seeded_normal(out, seed + 2));
-            let with_bias = |l: Linear| match &b {
-                Some(b) => l.with_bias(b.clone()),
-                None => l,
-            };
-            let half = with_bias(Linear::new(TensorData::lossless(w.clone(), crate::weights::StorageDtype::F16), out, inp));
-            let full = with_bias(Linear::new(w.clone(), out, inp));
-            proptest::prop_assert_eq!(half.w.dtype(), crate::weights::StorageDtype::F16);
-            let (yh, yf) = (half.apply_rows(&x, rows), full.apply_rows(&x, rows));
-            proptest::prop_assert_eq!(yh.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), yf.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
-            for r in 0..rows {
-                for o in 0..out {
-                    let expect = dot(&w[o * inp..(o + 1) * inp], &x[r * inp..(r + 1) * inp]) + b.as_ref().map_or(0.0, |b| b[o]);
-                    proptest::prop_assert_eq!(yf[r * out + o].to_bits(), expect.to_bits(), "row {} output {}", r, o);
+            for dtype in [StorageDtype::F16, StorageDtype::Bf16] {
+                let round = |v: f32| match dtype {
+                    StorageDtype::F16 => half::f16::from_f32(v).to_f32(),
+                    _ => half::bf16::from_f32(v).to_f32(),
+                };
+                let w: Vec<f32> = seeded_normal(out * inp, seed).into_iter().map(round).collect();
+                let yf = linear_as(&w, StorageDtype::F32, out, inp, &b).apply_rows(&x, rows);
+                for portable in [false, true] {
+                    PORTABLE_ONLY.with(|p| p.set(portable));
+                    let yh = linear_as(&w, dtype, out, inp, &b).apply_rows(&x, rows);
+                    PORTABLE_ONLY.with(|p| p.set(false));
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    proptest::prop_assert_eq!(bits(&yh), bits(&yf), "{:?}, portable {}", dtype, portable);
+                }
+                for r in 0..rows {
+                    for o in 0..out {
+                        let dot_ro = dot(&w[o * inp..(o + 1) * inp], &x[r * inp..(r + 1) * inp]);
+                        let expect = dot_ro + b.as_ref().map_or(0.0, |b| b[o]);
+                        proptest::prop_assert_eq!(yf[r * out + o].to_bits(), expect.to_bits(), "row {} output {}", r, o);
+                    }
                 }
             }
         }

@@ -10,6 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::sampling::Rng;
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use safetensors::{tensor::TensorView, Dtype, SafeTensors};
 use std::borrow::Cow;
@@ -135,48 +136,54 @@ impl From<Vec<f32>> for TensorData {
     }
 }
 
-/// f16 → f32, exact for every finite value (stored tensors are checked finite): the 15 magnitude
-/// bits placed as an f32 read 2¹¹² too small, normal or subnormal alike, and one multiplication by
-/// 2¹¹² is exact. Branch-free, so that widening a row vectorises (also in wasm).
-#[inline]
-fn f16_to_f32(h: f16) -> f32 {
-    const TWO_POW_112: f32 = f32::from_bits(0x7780_0000);
-    let bits = h.to_bits() as u32;
-    let magnitude = f32::from_bits((bits & 0x7fff) << 13) * TWO_POW_112;
-    f32::from_bits(magnitude.to_bits() | ((bits & 0x8000) << 16))
+/// Every value of a 16-bit float format as f32, by bit pattern (256 KiB, built on first use from
+/// `half`'s exact conversion). Widening by table is one load per value: in wasm (no vector unit,
+/// no conversion instruction) that is about three times faster than converting by bit
+/// manipulation (docs/bench.md), and one code path serves F16 and BF16.
+fn table(dtype: StorageDtype) -> &'static [f32; 65536] {
+    use std::sync::OnceLock;
+    type Table = Box<[f32; 65536]>;
+    fn build(to_f32: impl Fn(u16) -> f32) -> Table {
+        let mut t: Table =
+            vec![0.0f32; 65536].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!());
+        t.iter_mut().enumerate().for_each(|(b, v)| *v = to_f32(b as u16));
+        t
+    }
+    static F16: OnceLock<Table> = OnceLock::new();
+    static BF16: OnceLock<Table> = OnceLock::new();
+    match dtype {
+        StorageDtype::Bf16 => BF16.get_or_init(|| build(|b| bf16::from_bits(b).to_f32())),
+        _ => F16.get_or_init(|| build(|b| f16::from_bits(b).to_f32())),
+    }
 }
 
-/// Widen f16 values into `out` (same length), exactly: with F16C's `vcvtph2ps` where an x86-64
-/// CPU has it, else with [`f16_to_f32`].
-fn widen_f16(src: &[f16], out: &mut [f32]) {
+#[cfg(test)]
+thread_local! {
+    /// Set by tests to run the table paths on a CPU with F16C.
+    pub(crate) static PORTABLE_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this CPU converts f16 in hardware (x86-64 F16C): then F16 rows are widened with
+/// `vcvtph2ps` instead of the table, which makes an F16 matvec nearly as fast as an f32 one.
+fn has_f16c() -> bool {
+    #[cfg(test)]
+    if PORTABLE_ONLY.with(|p| p.get()) {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("f16c") {
-        // SAFETY: the CPU supports F16C (and AVX, which F16C implies), checked just above.
-        unsafe { f16c::widen(src, out) };
-        return;
-    }
-    out.iter_mut().zip(src).for_each(|(o, &h)| *o = f16_to_f32(h));
+    return std::arch::is_x86_feature_detected!("f16c");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }
 
-/// Rows of `width` values widened into one scratch row, then `f(r, row)`.
-fn widened_rows<H: Copy>(v: &[H], width: usize, to_f32: impl Fn(H) -> f32, mut f: impl FnMut(usize, &[f32])) {
-    let mut scratch = vec![0.0; width];
-    for (r, row) in v.chunks_exact(width).enumerate() {
-        scratch.iter_mut().zip(row).for_each(|(o, &h)| *o = to_f32(h));
-        f(r, &scratch);
-    }
-}
-
-/// F16 widening in hardware (x86-64 F16C, detected at run time). The portable conversion costs more
-/// than the multiply-adds of a matvec; `vcvtph2ps` makes an F16 matvec nearly as fast as an f32 one
-/// (docs/bench.md). Both are exact, so the results do not depend on the CPU.
+/// F16 widening in hardware (x86-64 F16C, detected at run time). Exact like the table, so results
+/// do not depend on the CPU.
 #[cfg(target_arch = "x86_64")]
 mod f16c {
-    use super::f16_to_f32;
     use half::f16;
     use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
 
-    /// [`super::widen_f16`] with F16C.
+    /// Widen `src` into `out` (same length).
     #[target_feature(enable = "avx,f16c")]
     pub(super) unsafe fn widen(src: &[f16], out: &mut [f32]) {
         let n = src.len().min(out.len());
@@ -190,11 +197,12 @@ mod f16c {
             };
         }
         let tail = n - n % 8;
-        out[tail..n].iter_mut().zip(&src[tail..n]).for_each(|(o, &h)| *o = f16_to_f32(h));
+        out[tail..n].iter_mut().zip(&src[tail..n]).for_each(|(o, &h)| *o = h.to_f32());
     }
 
-    /// [`super::TensorData::for_each_row`] of an F16 tensor with F16C: the whole loop is compiled
-    /// with the feature, so the conversion is inlined into it.
+    /// [`super::TensorData::for_each_row`] of an F16 tensor with F16C: the whole loop, `f`
+    /// included, is compiled with the feature, so the conversion is inlined into it (and the dot
+    /// products run 8 lanes wide, in the same order, with the same results).
     #[target_feature(enable = "avx,f16c")]
     pub(super) unsafe fn for_each_row(v: &[f16], width: usize, mut f: impl FnMut(usize, &[f32])) {
         let mut scratch = vec![0.0; width];
@@ -204,12 +212,6 @@ mod f16c {
             f(r, &scratch);
         }
     }
-}
-
-/// bf16 → f32: the upper half of the f32 (exact).
-#[inline]
-fn bf16_to_f32(b: bf16) -> f32 {
-    f32::from_bits((b.to_bits() as u32) << 16)
 }
 
 impl TensorData {
@@ -259,39 +261,69 @@ impl TensorData {
         }
     }
 
+    /// The bits of a half tensor and the table that widens them; `None` for f32 and where this
+    /// CPU widens F16 in hardware.
+    fn bits_and_table(&self) -> Option<(&[u16], &'static [f32; 65536])> {
+        match self {
+            TensorData::F32(_) => None,
+            TensorData::F16(_) if has_f16c() => None,
+            TensorData::F16(v) => Some((v.reinterpret_cast(), table(StorageDtype::F16))),
+            TensorData::Bf16(v) => Some((v.reinterpret_cast(), table(StorageDtype::Bf16))),
+        }
+    }
+
     /// Values `start .. start + scratch.len()` as f32: the stored slice itself when the tensor is
     /// f32, else widened into `scratch` (exactly: every f16 and bf16 value is an f32 value).
     pub fn row<'a>(&'a self, start: usize, scratch: &'a mut [f32]) -> &'a [f32] {
         let end = start + scratch.len();
-        match self {
-            TensorData::F32(v) => &v[start..end],
-            TensorData::F16(v) => {
-                widen_f16(&v[start..end], scratch);
+        match (self, self.bits_and_table()) {
+            (TensorData::F32(v), _) => &v[start..end],
+            (_, Some((bits, table))) => {
+                scratch.iter_mut().zip(&bits[start..end]).for_each(|(o, &b)| *o = table[b as usize]);
                 scratch
             }
-            TensorData::Bf16(v) => {
-                scratch.iter_mut().zip(&v[start..end]).for_each(|(o, &b)| *o = bf16_to_f32(b));
+            #[cfg(target_arch = "x86_64")]
+            (TensorData::F16(v), None) => {
+                // SAFETY: `bits_and_table` is `None` for F16 only where the CPU supports F16C.
+                unsafe { f16c::widen(&v[start..end], scratch) };
                 scratch
             }
+            _ => unreachable!("a half tensor is widened by table or, on x86-64 with F16C, in hardware"),
         }
     }
 
     /// `f(r, row)` for every row `r` of `width` values, as f32: the stored slice when the tensor is
-    /// f32, else the row widened into one scratch row (exactly: every f16 and bf16 value is an f32
-    /// value).
+    /// f32, else the row widened into one scratch row.
     #[inline]
     pub fn for_each_row(&self, width: usize, mut f: impl FnMut(usize, &[f32])) {
-        match self {
-            TensorData::F32(v) => v.chunks_exact(width).enumerate().for_each(|(r, row)| f(r, row)),
-            TensorData::F16(v) => {
-                #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("f16c") {
-                    // SAFETY: the CPU supports F16C, checked just above.
-                    return unsafe { f16c::for_each_row(v, width, f) };
+        match (self, self.bits_and_table()) {
+            (TensorData::F32(v), _) => v.chunks_exact(width).enumerate().for_each(|(r, row)| f(r, row)),
+            (_, Some((bits, table))) => {
+                let mut scratch = vec![0.0; width];
+                for (r, row) in bits.chunks_exact(width).enumerate() {
+                    scratch.iter_mut().zip(row).for_each(|(o, &b)| *o = table[b as usize]);
+                    f(r, &scratch);
                 }
-                widened_rows(v, width, f16_to_f32, f)
             }
-            TensorData::Bf16(v) => widened_rows(v, width, bf16_to_f32, f),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `bits_and_table` is `None` for F16 only where the CPU supports F16C.
+            (TensorData::F16(v), None) => unsafe { f16c::for_each_row(v, width, f) },
+            _ => unreachable!("a half tensor is widened by table or, on x86-64 with F16C, in hardware"),
+        }
+    }
+
+    /// `y[r] = dot(row r, x)` for every row of `width = x.len()` values: a matvec with one input
+    /// row (a decode step). Stored values widened by table are read straight into
+    /// [`crate::ops::dot_by`], which saves writing and reading a scratch row; the sums are the same.
+    pub fn matvec(&self, x: &[f32], y: &mut [f32]) {
+        match self.bits_and_table() {
+            Some((bits, table)) => {
+                let rows = bits.chunks_exact(x.len());
+                y.iter_mut()
+                    .zip(rows)
+                    .for_each(|(y, row)| *y = crate::ops::dot_by(row, x, |b| table[b as usize]));
+            }
+            None => self.for_each_row(x.len(), |r, row| y[r] = crate::ops::dot(row, x)),
         }
     }
 
@@ -577,25 +609,31 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The branch-free widening and the slice widening (F16C where the CPU has it) equal `half`'s
-    /// for every finite f16 (all 63,488 of them, both signs, subnormals and zeros included), and
-    /// bf16's shift equals `half`'s too.
+    /// Widening (F16C where the CPU has it, else the tables) equals `half`'s for every finite f16
+    /// and bf16 (63,488 and 65,280 values: both signs, subnormals and zeros included), at every
+    /// offset within an 8-value chunk.
     #[test]
     fn widening_is_exact_for_every_finite_half() {
-        let finite: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).filter(|h| h.is_finite()).collect();
-        assert_eq!(finite.len(), 63_488);
-        let mut out = vec![0.0f32; finite.len()];
-        widen_f16(&finite, &mut out);
-        for (h, o) in finite.iter().zip(&out) {
-            assert_eq!(f16_to_f32(*h).to_bits(), h.to_f32().to_bits(), "f16 bits {:#06x}", h.to_bits());
-            assert_eq!(o.to_bits(), h.to_f32().to_bits(), "f16 bits {:#06x} (slice)", h.to_bits());
-        }
-        for bits in 0..=u16::MAX {
-            let b = bf16::from_bits(bits);
-            if b.is_finite() {
-                assert_eq!(bf16_to_f32(b).to_bits(), b.to_f32().to_bits(), "bf16 bits {bits:#06x}");
+        let f16s: Vec<f32> =
+            (0..=u16::MAX).map(f16::from_bits).filter(|h| h.is_finite()).map(f16::to_f32).collect();
+        let bf16s: Vec<f32> =
+            (0..=u16::MAX).map(bf16::from_bits).filter(|b| b.is_finite()).map(bf16::to_f32).collect();
+        assert_eq!((f16s.len(), bf16s.len()), (63_488, 65_280));
+        for portable in [false, true] {
+            PORTABLE_ONLY.with(|p| p.set(portable));
+            for (values, dtype) in [(&f16s, StorageDtype::F16), (&bf16s, StorageDtype::Bf16)] {
+                let data = TensorData::lossless(values.clone(), dtype);
+                assert_eq!(data.dtype(), dtype);
+                for skip in 0..8 {
+                    let mut out = vec![0.0f32; values.len() - skip];
+                    let row = data.row(skip, &mut out);
+                    for (a, b) in row.iter().zip(&values[skip..]) {
+                        assert_eq!(a.to_bits(), b.to_bits(), "{dtype:?}, portable {portable}");
+                    }
+                }
             }
         }
+        PORTABLE_ONLY.with(|p| p.set(false));
     }
 
     proptest! {

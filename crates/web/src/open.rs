@@ -5,7 +5,6 @@
 //! Plain Rust, tested natively; reading the files is `local.rs` (wasm32 only).
 use attnlab_core::weights::StorageDtype;
 use attnlab_core::{hf, ModelConfig};
-use std::collections::{BTreeMap, BTreeSet};
 
 /// The most memory an opened model may need while it loads (the wasm heap is at most 4 GiB, and
 /// the page, the previous model and the allocator need the rest).
@@ -116,8 +115,8 @@ pub fn header_tensors(file: &str, header: &[u8]) -> Result<Vec<HeaderTensor>, St
 pub struct Need {
     pub params: u64,
     pub file_bytes: u64,
-    /// Bytes of the loaded weights by the dtype they are held in.
-    pub resident: BTreeMap<StorageDtype, u64>,
+    /// Bytes of the loaded weights by the dtype they are held in (each dtype once).
+    pub resident: Vec<(StorageDtype, u64)>,
     /// Bytes in use at once beyond files and weights while loading: a Hugging Face checkpoint's
     /// largest tensor widened to f32 and one rearranged f32 copy of it (an attnlab file is read
     /// into its final dtype directly).
@@ -137,11 +136,11 @@ impl Need {
             Kind::Attnlab => {
                 let cfg = ModelConfig::from_json(config_json).map_err(|e| e.to_string())?;
                 let specs = attnlab_core::model::tensor_specs(&cfg);
-                (specs.into_iter().filter(|s| s.matrix).map(|s| s.name).collect::<BTreeSet<_>>(), None)
+                (specs.into_iter().filter(|s| s.matrix).map(|s| s.name).collect::<Vec<_>>(), None)
             }
             Kind::HuggingFace(_) => {
                 let kept = tensors().filter(|t| !hf::is_ignored_buffer(&t.name));
-                (BTreeSet::new(), Some(hf::widest(&kept.filter_map(|t| t.dtype).collect::<Vec<_>>())))
+                (Vec::new(), Some(hf::widest(&kept.filter_map(|t| t.dtype).collect::<Vec<_>>())))
             }
         };
         for t in tensors() {
@@ -154,8 +153,11 @@ impl Need {
                 Some(_) => Some(StorageDtype::F32),
             };
             if let Some(dtype) = held {
-                let entry = need.resident.entry(dtype).or_insert(0);
-                *entry = entry.saturating_add(t.numel.saturating_mul(dtype.width() as u64));
+                let bytes = t.numel.saturating_mul(dtype.width() as u64);
+                match need.resident.iter_mut().find(|(d, _)| *d == dtype) {
+                    Some((_, total)) => *total = total.saturating_add(bytes),
+                    None => need.resident.push((dtype, bytes)),
+                }
             }
         }
         if matches!(kind, Kind::HuggingFace(_)) {
@@ -166,7 +168,7 @@ impl Need {
 
     /// Bytes of the loaded weights.
     pub fn resident_bytes(&self) -> u64 {
-        self.resident.values().fold(0, |a, b| a.saturating_add(*b))
+        self.resident.iter().fold(0, |a, (_, b)| a.saturating_add(*b))
     }
 
     /// Memory at the peak of the load: the files read, the weights built and the transient.
@@ -256,6 +258,12 @@ pub fn name_in_folder(relative_path: &str, name: &str) -> Option<String> {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The need's bytes by dtype, in dtype order.
+    fn by_dtype(need: &Need) -> BTreeMap<StorageDtype, u64> {
+        need.resident.iter().copied().collect()
+    }
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/tests/fixtures/hf");
 
@@ -310,8 +318,8 @@ mod tests {
             let imported = hf::import(&config, index.as_deref(), shards, Default::default()).expect("import");
             let model = attnlab_core::Model::new(imported.config, imported.weights).expect("model");
             let name = dir.display();
-            assert_eq!(need.resident, held(&model), "{name}");
-            dtypes.extend(need.resident.keys().copied());
+            assert_eq!(by_dtype(&need), held(&model), "{name}");
+            dtypes.extend(by_dtype(&need).into_keys());
             let dropped_head = model.config().tie_embeddings
                 && files.iter().any(|(_, t)| t.iter().any(|t| t.name == "lm_head.weight"));
             if !dropped_head {
@@ -335,7 +343,7 @@ mod tests {
             let need =
                 Need::of(&Kind::Attnlab, &config, &[(bytes.len() as u64, tensors(bytes))]).expect("need");
             let loaded = attnlab_core::Model::from_bytes(&config, bytes).expect("model");
-            assert_eq!(need.resident, held(&loaded), "{dtype:?}");
+            assert_eq!(by_dtype(&need), held(&loaded), "{dtype:?}");
             assert_eq!(need.params as usize, loaded.weights().num_params());
             assert_eq!(need.transient, 0);
             let per_param = need.resident_bytes() as f64 / need.params as f64;
@@ -352,7 +360,7 @@ mod tests {
         let need = |params: u64, dtype: StorageDtype, transient: u64| Need {
             params,
             file_bytes: params * dtype.width() as u64,
-            resident: BTreeMap::from([(dtype, params * dtype.width() as u64)]),
+            resident: vec![(dtype, params * dtype.width() as u64)],
             transient,
         };
         assert!(need(1_000_000, StorageDtype::F32, 0).check("x").is_ok());

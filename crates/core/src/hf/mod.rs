@@ -363,9 +363,7 @@ impl TensorStore {
             let (header, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| {
                 Error::import(file, format!("not a readable safetensors file (truncated?): {e}"))
             })?;
-            let mut named: Vec<_> = meta.tensors().into_iter().collect();
-            named.sort_by(|a, b| a.0.cmp(&b.0));
-            for (name, info) in named {
+            for (name, info) in meta.tensors() {
                 if is_ignored_buffer(&name) {
                     continue;
                 }
