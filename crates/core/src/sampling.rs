@@ -118,13 +118,27 @@ enum Choice {
 pub struct Sampler {
     cfg: SamplingConfig,
     rng: Rng,
+    /// Only ids below this are picked (see [`Sampler::limit_vocab`]).
+    vocab_limit: Option<usize>,
 }
 
 impl Sampler {
     /// Validate `cfg` and seed the RNG with `cfg.seed`.
     pub fn new(cfg: SamplingConfig) -> Result<Sampler> {
         cfg.validate()?;
-        Ok(Sampler { cfg, rng: Rng::new(cfg.seed) })
+        Ok(Sampler { cfg, rng: Rng::new(cfg.seed), vocab_limit: None })
+    }
+
+    /// Pick only among the first `n` ids: the ids a tokenizer can decode when the model's vocabulary
+    /// is padded beyond it (Pythia: 50,304 logits for a 50,277-id tokenizer).
+    pub fn limit_vocab(mut self, n: usize) -> Sampler {
+        self.vocab_limit = Some(n.max(1));
+        self
+    }
+
+    /// The limit set by [`Sampler::limit_vocab`].
+    pub fn vocab_limit(&self) -> Option<usize> {
+        self.vocab_limit
     }
 
     /// The settings this sampler was built with.
@@ -137,6 +151,7 @@ impl Sampler {
     /// never chosen; a +∞ logit is chosen greedily; no finite or +∞ logit →
     /// [`Error::InvalidArgument`].
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
+        let logits = &logits[..self.vocab_limit.map_or(logits.len(), |n| n.min(logits.len()))];
         let choice = self.choice(logits)?;
         if self.cfg.temperature == 0.0 {
             // Greedy: no RNG use at all.
@@ -564,5 +579,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A limited sampler never picks an id at or above the limit, even where those logits dominate.
+    #[test]
+    fn a_vocabulary_limit_keeps_every_pick_below_it() {
+        let cfg = SamplingConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 3 };
+        let logits: Vec<f32> = (0..50).map(|i| if i >= 40 { 10.0 } else { 0.0 }).collect();
+        let mut limited = Sampler::new(cfg).unwrap().limit_vocab(40);
+        assert!((0..200).all(|_| limited.sample(&logits).unwrap() < 40));
+        let mut free = Sampler::new(cfg).unwrap();
+        assert!(
+            (0..200).any(|_| free.sample(&logits).unwrap() >= 40),
+            "the test logits favour the padded ids"
+        );
+        let mut greedy = Sampler::new(SamplingConfig { temperature: 0.0, ..cfg }).unwrap().limit_vocab(40);
+        assert!(greedy.sample(&logits).unwrap() < 40);
     }
 }

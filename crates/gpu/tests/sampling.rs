@@ -68,7 +68,7 @@ fn gpu_sampling_matches_the_cpu_sampler() {
             let mut twin = Sampler::new(cfg).expect("sampler");
             let want = cpu.sample(&logits).expect("cpu sample");
             let u = twin.draw().unwrap_or(0.0);
-            let gs = GpuSampling { temperature, top_k: top_k as u32, top_p, u };
+            let gs = GpuSampling { temperature, top_k: top_k as u32, top_p, u, vocab: 0 };
             let got = pollster::block_on(s.sample_logits(&logits, &gs)).expect("gpu sample");
             if temperature > 0.0 && near_boundary(cfg, &logits, u) {
                 skipped += 1;
@@ -104,7 +104,7 @@ fn sampled_decode_stays_in_the_cpu_top_k_and_reads_back_one_token() {
         let before = ctx.traffic();
         let u = sampler.draw().expect("temperature > 0 draws");
         let next = pollster::block_on(
-            s.step_sample(tok, &GpuSampling { temperature: 1.0, top_k: 5, top_p: 1.0, u }),
+            s.step_sample(tok, &GpuSampling { temperature: 1.0, top_k: 5, top_p: 1.0, u, vocab: 0 }),
         )
         .expect("gpu step");
         let after = ctx.traffic();
@@ -126,7 +126,7 @@ fn bad_sampling_settings_are_typed_errors() {
     let mut gm = pollster::block_on(GpuModel::new(ctx, &m)).expect("upload");
     let mut s = pollster::block_on(gm.session()).expect("session");
     let logits = vec![0.0f32; 61];
-    let ok = GpuSampling { temperature: 1.0, top_k: 0, top_p: 1.0, u: 0.5 };
+    let ok = GpuSampling { temperature: 1.0, top_k: 0, top_p: 1.0, u: 0.5, vocab: 0 };
     for bad in [
         GpuSampling { temperature: f32::NAN, ..ok },
         GpuSampling { temperature: -1.0, ..ok },
@@ -138,4 +138,24 @@ fn bad_sampling_settings_are_typed_errors() {
     assert!(pollster::block_on(s.sample_logits(&logits[..10], &ok)).is_err());
     // Uniform logits, u = 0.5 → the middle id in (weight desc, id asc) order.
     assert_eq!(pollster::block_on(s.sample_logits(&logits, &ok)).expect("sample"), 30);
+}
+
+/// A vocabulary limit (a tokenizer smaller than the model's vocabulary) bounds the GPU's pick,
+/// greedy and sampled, even where the ids beyond it have the largest logits.
+#[test]
+fn a_vocabulary_limit_bounds_the_gpu_pick() {
+    let Some(ctx) = context() else { return };
+    let m = model(61);
+    let mut gm = pollster::block_on(GpuModel::new(ctx, &m)).expect("upload");
+    let mut s = pollster::block_on(gm.session()).expect("session");
+    let logits: Vec<f32> = (0..61).map(|i| if i >= 40 { 10.0 } else { (i % 7) as f32 }).collect();
+    for temperature in [0.0, 1.0] {
+        for u in [0.0, 0.5, 0.99] {
+            let g = GpuSampling { temperature, top_k: 0, top_p: 1.0, u, vocab: 40 };
+            let id = pollster::block_on(s.sample_logits(&logits, &g)).expect("sample");
+            assert!(id < 40, "t {temperature} u {u}: id {id}");
+            let free = GpuSampling { vocab: 0, ..g };
+            assert!(pollster::block_on(s.sample_logits(&logits, &free)).expect("sample") >= 40);
+        }
+    }
 }

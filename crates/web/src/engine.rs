@@ -158,7 +158,9 @@ impl Engine {
             top_p: settings.top_p,
             seed: settings.seed,
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        // Only ids the tokenizer can write (a model's vocabulary may be padded beyond it).
+        .limit_vocab(self.tokenizer.vocab_size());
         Ok(Decoder {
             sampler,
             greedy: settings.temperature == 0.0,
@@ -407,6 +409,27 @@ mod tests {
         }
         let shown: Vec<u32> = ids.iter().copied().filter(|&id| Some(id) != e.eos).collect();
         assert_eq!(text, e.tokenizer.decode(&shown).expect("decode"));
+    }
+
+    /// A model whose vocabulary is padded beyond its tokenizer (Pythia: 50,304 logits, 50,277
+    /// ids) never samples an id the tokenizer cannot write, even where those logits dominate.
+    #[test]
+    fn sampling_stays_within_the_tokenizer() {
+        let (c, w, _) = model_files(64);
+        let small = Tokenizer::train_byte_bpe(INIT_CORPUS, 280).expect("tokenizer").to_json().expect("json");
+        let e = Engine::load(&c, &w, small.as_bytes()).expect("a smaller tokenizer fits");
+        let padded: Vec<f32> = (0..VOCAB).map(|i| if i >= 280 { 10.0 } else { 0.0 }).collect();
+        for temperature in [0.0, 1.0] {
+            let mut d =
+                e.decoder("The jury", &GenSettings { temperature, ..settings(50, 3) }).expect("decoder");
+            for _ in 0..20 {
+                let out = d.accept_logits(&padded).expect("a token the tokenizer writes");
+                assert!(out.id < 280, "sampled id {} has no token", out.id);
+                if out.finish.is_some() {
+                    break;
+                }
+            }
+        }
     }
 
     #[test]

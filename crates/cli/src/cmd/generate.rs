@@ -78,9 +78,10 @@ pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
     }
     let sampling =
         SamplingConfig { temperature: a.temperature, top_k: a.top_k, top_p: a.top_p, seed: a.seed };
-    let mut sampler = Sampler::new(sampling)?;
     let model = a.model.load_any_backend()?;
     let tok = load_tokenizer(&a.model.dir(), &model)?;
+    // Only ids the tokenizer can write (a model's vocabulary may be padded beyond it).
+    let mut sampler = Sampler::new(sampling)?.limit_vocab(tok.vocab_size());
     let prompt_ids = tok.encode(&a.prompt).map_err(|e| CliError::runtime(e.to_string()))?;
     if prompt_ids.is_empty() {
         return Err(CliError::usage("empty prompt: the prompt encodes to no tokens"));

@@ -20,6 +20,8 @@ pub struct GpuSampling {
     pub top_p: f32,
     /// The uniform draw in [0, 1) that picks the token by inverse CDF.
     pub u: f64,
+    /// Pick only among the first `vocab` ids (0: the whole vocabulary; `Sampler::limit_vocab`).
+    pub vocab: u32,
 }
 
 /// The `sample_top` op of a session with its writable parameter block and sort scratch.
@@ -67,6 +69,7 @@ impl GpuSampling {
             top_k: u32::try_from(c.top_k).unwrap_or(u32::MAX),
             top_p: c.top_p,
             u: sampler.draw().unwrap_or(0.0),
+            vocab: sampler.vocab_limit().map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         }
     }
 }
@@ -85,7 +88,10 @@ impl GpuSession<'_> {
     fn write_sampling(&self, s: &GpuSampling) {
         let ts = &self.top;
         let p = SampleParams {
-            vocab: self.model.cfg.vocab_size as u32,
+            vocab: match (s.vocab, self.model.cfg.vocab_size as u32) {
+                (0, all) => all,
+                (limit, all) => limit.min(all),
+            },
             top_k: s.top_k,
             temperature: s.temperature,
             top_p: s.top_p,
