@@ -14,7 +14,9 @@ use std::time::Instant;
 /// For each context C: prefill tokens/s = C / time to prefill C tokens from an empty state; decode
 /// tokens/s = N / time of N single-token steps after a prefill of C − N tokens (so decoding happens at
 /// context C). Each figure is the median of --repeats runs. Token ids are a fixed pseudo-random
-/// sequence (throughput does not depend on the text).
+/// sequence (throughput does not depend on the text). Also reported: the weights' bytes in memory by
+/// the dtype they are held in (F16/BF16 files keep their matrices in that dtype) and the process's
+/// peak RSS.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     #[command(flatten)]
