@@ -114,7 +114,10 @@ async fn generate_gpu(job: &Job, ctx: &GpuContext, slot: &GpuSlot) -> Result<Str
     let mut lease = slot.acquire().await.map_err(gpu_err(0))?;
     events.emit(RunEvent::Status("uploading the model to the GPU…".to_string()));
     let model = lease.model_for(ctx, engine).await.map_err(gpu_err(0))?;
+    // A tokenizer smaller than the model's vocabulary bounds the pick: the sampling kernel's, not
+    // the plain argmax.
     let vocab = model.config().vocab_size;
+    let plain_argmax = decoder.is_greedy() && decoder.sampler_mut().vocab_limit().is_none_or(|n| n >= vocab);
     let mut session = model.session().await.map_err(|e| gpu_err(0)(gpu::failure(e)))?;
     let prompt_tokens = decoder.prompt_len();
     events.emit(RunEvent::Status(format!("prefilling {prompt_tokens} prompt tokens on the GPU…")));
@@ -147,9 +150,7 @@ async fn generate_gpu(job: &Job, ctx: &GpuContext, slot: &GpuSlot) -> Result<Str
         let t = now_ms();
         // The GPU picks the token inside the step's submission (argmax, or temperature / top-k /
         // top-p with the decoder's own random draw): only the id is read back.
-        // (A tokenizer smaller than the model's vocabulary bounds the pick: the sampling kernel's.)
-        let limited = decoder.sampler_mut().vocab_limit().is_some_and(|n| n < vocab);
-        let id = if decoder.is_greedy() && !limited {
+        let id = if plain_argmax {
             session.step_greedy(out.id).await
         } else {
             let sampling = attnlab_gpu::GpuSampling::next_from(decoder.sampler_mut());

@@ -281,11 +281,11 @@ impl GpuModel {
         for c in captured {
             let Captured::Linear { layer, lg, gpre, .. } = c else { continue };
             let Some(Kind::Linear(ln)) = self.layers.get(*layer).map(|l| &l.kind) else { continue };
+            let dim = qk.min(ln.dk);
             let (f, g, r) = match (ln.feat, gpre) {
                 (FeatKind::Gla | FeatKind::Retnet | FeatKind::Hgrn2, _) => {
                     let lg = read_f32(self, lg, n * h * ln.dk).await?;
-                    let real =
-                        lg.chunks_exact(ln.dk).flat_map(|c| c[..qk.min(ln.dk)].iter().map(|x| x.exp()));
+                    let real = lg.chunks_exact(ln.dk).flat_map(|c| c[..dim].iter().map(|x| x.exp()));
                     (real.collect(), None, None)
                 }
                 (FeatKind::Regla, Some(gp)) => {
@@ -295,7 +295,7 @@ impl GpuModel {
                 _ => continue,
             };
             let variant = self.cfg.layers.get(*layer).map(|l| l.variant_id().to_string()).unwrap_or_default();
-            out.push(LayerGates { layer: *layer, variant, n, n_heads: h, dim: qk.min(ln.dk), f, g, r });
+            out.push(LayerGates { layer: *layer, variant, n, n_heads: h, dim, f, g, r });
         }
         Ok(out)
     }
