@@ -85,7 +85,34 @@ async function slide(page, sel, value) {
 }
 
 async function kernelValues(page) {
+  await page.waitForSelector('#kernel-curves[data-current="true"] #kernel-chart g.series');
   return numbers(await attr(page, "#kernel-chart g.series", "data-values"));
+}
+
+/** Kernel curves of the next model (a slider edit makes a new one in the worker) than `model`. */
+async function kernelValuesAfterEdit(page, model) {
+  await page.waitForFunction(
+    (m) => {
+      const c = document.querySelector('#kernel-curves[data-current="true"]');
+      return c && c.getAttribute("data-model") !== m;
+    },
+    model,
+  );
+  return kernelValues(page);
+}
+
+const kernelModel = (page) => attr(page, "#kernel-curves", "data-model");
+
+/**
+ * A setup for `open` that runs `code` in the model's worker before its wasm starts: the worker
+ * script is served with `code` in front (the model, the GPU device and the caches live there).
+ */
+function workerPrelude(code) {
+  return (page) =>
+    page.route("**/worker-*.js", async (route) => {
+      const response = await route.fetch();
+      await route.fulfill({ response, body: `${code}\n${await response.text()}` });
+    });
 }
 
 async function pplValues(page) {
@@ -147,6 +174,71 @@ test("loads from a subpath and generates 32 tokens on the CPU, with throughput s
   await context.close();
 });
 
+test("decode speed seen vs raw; a long prompt prefills in the worker: progress shows, the page stays responsive, Stop ends it at once", async () => {
+  const { page, context, errors } = await open("?backend=cpu");
+  // Decode first, with nothing else in the worker: the speed seen on the page (tokens on screen,
+  // rendering included) beside the raw one (time inside the model) and the worker's wall time.
+  await page.fill("#prompt", "The history of the city");
+  await page.fill("#max-tokens", "512");
+  await page.fill("#temperature", "0");
+  const run = await generateRun(page);
+  const seen = Number(await attr(page, "#decode-seen-tps", "data-value"));
+  const wall = Number(await attr(page, "#decode-seen-tps", "data-worker-wall"));
+  assert.match(run.status, /^done: \d+ tokens/);
+  assert.ok(run.decode > 0 && seen > 0, `raw ${run.decode}, seen ${seen}`);
+  console.log(`# decode (CPU/wasm, 512 tokens): raw ${run.decode.toFixed(1)} tok/s, worker wall ${wall.toFixed(1)} tok/s, seen ${seen.toFixed(1)} tok/s, seen/raw ${(seen / run.decode).toFixed(3)}`);
+  // Held-out Brown text, thousands of tokens: the page's main thread must stay free while it prefills.
+  const text = readFileSync(join(SITE, "eval", "heldout.txt"), "utf8").slice(0, 19_000);
+  await page.fill("#prompt", text);
+  await page.fill("#max-tokens", "4");
+  await page.click("#generate");
+  await page.waitForSelector("#prefill-progress", { timeout: LOAD_MS });
+  const total = Number(await attr(page, "#prefill-progress", "data-total"));
+  // The longest gap between two 10 ms timers on the main thread over 0.4 s of prefill (short enough
+  // that the prompt is still being prefilled on a fast machine).
+  const gap = await page.evaluate(
+    () =>
+      new Promise((resolve) => {
+        let last = performance.now();
+        let worst = 0;
+        const t = setInterval(() => {
+          const now = performance.now();
+          worst = Math.max(worst, now - last);
+          last = now;
+        }, 10);
+        setTimeout(() => {
+          clearInterval(t);
+          resolve(worst);
+        }, 400);
+      }),
+  );
+  const done = Number(await attr(page, "#prefill-progress", "data-done"));
+  assert.ok(total > 4000 && done > 0 && done < total, `prefill progress ${done} of ${total}`);
+  await page.locator("#prefill-progress").scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(SHOTS, "prefill-progress.png") });
+  const t0 = Date.now();
+  await page.click("#stop");
+  await page.waitForFunction(() => /^stopped while prefilling \(\d+ of \d+/.test(document.querySelector("#status")?.textContent ?? ""), null, {
+    timeout: LOAD_MS,
+  });
+  const stopMs = Date.now() - t0;
+  assert.equal(await page.inputValue("#prompt"), text, "the prompt is kept");
+  // The page answers while the worker computes: another lab tab opens during the next prefill.
+  await page.click("#generate");
+  await page.waitForSelector("#prefill-progress", { timeout: LOAD_MS });
+  await page.click("#tab-gates");
+  await page.waitForSelector("#gate-view");
+  await page.click("#stop");
+  await page.waitForFunction(() => /^stopped while prefilling/.test(document.querySelector("#status")?.textContent ?? ""), null, {
+    timeout: LOAD_MS,
+  });
+  assert.equal(await attr(page, "main", "data-state"), "ready");
+  console.log(`# ${total}-token prompt: ${done} prefilled after ~0.5 s; main thread's longest gap ${gap.toFixed(1)} ms; Stop → stopped in ${stopMs} ms (click to status, Playwright included)`);
+
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("a shipped model (trained mep, F16) loads and writes its first token; load-to-first-token measured", async () => {
   const t0 = Date.now();
   const { page, context, outside, errors } = await open("?model=mep&backend=cpu");
@@ -180,19 +272,17 @@ test("slope and mix sliders change the kernel curves and the perplexity plot", a
   await page.screenshot({ path: join(SHOTS, "extrapolation.png"), fullPage: true });
 
   await page.click("#tab-kernels");
+  const trained = await kernelModel(page);
   await slide(page, "#slope-scale", 2); // ×4
   await page.waitForFunction(() => document.querySelector("#slope-scale-value")?.textContent === "×4.0000");
-  const scaled = await kernelValues(page);
+  const scaled = await kernelValuesAfterEdit(page, trained);
   assert.notDeepEqual(scaled, before, "the slope slider changes B(d)");
   // ALiBi: B = −m·d, so ×4 slopes is ×4 bias (MEP digest §3.6).
   assert.ok(Math.abs(scaled[10] - 4 * before[10]) < 1e-3 * Math.abs(before[10]) + 1e-6, `${scaled[10]} vs ${before[10]}`);
 
+  const scaledModel = await kernelModel(page);
   await slide(page, "#mix-weight-1", 0.8); // switch on kernel β (exp(m/2)): the model becomes a mix
-  await page.waitForFunction((b) => {
-    const v = document.querySelector("#kernel-chart g.series")?.getAttribute("data-values");
-    return v && v !== b;
-  }, scaled.join(","));
-  const mixed = await kernelValues(page);
+  const mixed = await kernelValuesAfterEdit(page, scaledModel);
   assert.notDeepEqual(mixed, scaled, "the mix-weight slider changes B(d)");
   assert.ok(mixed.every(Number.isFinite));
 
@@ -531,17 +621,15 @@ test("without WebGPU the page says why and generates on the CPU", async () => {
 });
 
 test("losing the GPU device mid-generation stops the run, keeps its text and switches to the CPU", async (t) => {
-  // Keep a handle on the page's GPUDevice so the test can destroy it (a device loss).
-  const setup = (page) =>
-    page.addInitScript(() => {
-      if (!("GPUAdapter" in self)) return;
+  // Keep a handle on the worker's GPUDevice so the test can destroy it (a device loss).
+  const setup = workerPrelude(`if ("GPUAdapter" in self) {
       const request = GPUAdapter.prototype.requestDevice;
       GPUAdapter.prototype.requestDevice = async function (...args) {
         const device = await request.apply(this, args);
         self.__attnlabDevices = [...(self.__attnlabDevices ?? []), device];
         return device;
       };
-    });
+    }`);
   const { page, context, errors } = await open("", { setup });
   await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
   if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
@@ -554,7 +642,7 @@ test("losing the GPU device mid-generation stops the run, keeps its text and swi
   await page.waitForFunction(() => /generating… [2-9]\d* tokens/.test(document.querySelector("#status")?.textContent ?? ""), null, {
     timeout: LOAD_MS,
   });
-  await page.evaluate(() => self.__attnlabDevices.forEach((d) => d.destroy()));
+  await page.workers()[0].evaluate(() => self.__attnlabDevices.forEach((d) => d.destroy()));
   await page.waitForFunction(() => /^stopped after \d+ tokens: /.test(document.querySelector("#status")?.textContent ?? ""), null, {
     timeout: LOAD_MS,
   });
@@ -666,10 +754,9 @@ test("model files come from the browser cache on reload; a corrupt entry is noti
   assert.deepEqual(errors, []);
   await context.close();
 
-  // Without the Cache API the page loads from the network and says so.
-  const noCache = await open("", {
-    setup: (page) => page.addInitScript(() => Object.defineProperty(window, "caches", { value: undefined })),
-  });
+  // Without the Cache API (in the worker, which loads the model) the page loads from the network
+  // and says so.
+  const noCache = await open("", { setup: workerPrelude(`Object.defineProperty(self, "caches", { value: undefined });`) });
   assert.equal(await attr(noCache.page, "#model-source", "data-source"), "network");
   assert.match(await noCache.page.textContent("#model-source"), /not cached: .*Cache API/);
   assert.deepEqual(noCache.errors, []);
@@ -970,21 +1057,9 @@ test("Open model…: a 100M+ F16 checkpoint (ATTNLAB_BIG_MODEL, any family) load
   }
   const vocab = JSON.parse(readFileSync(join(BIG_MODEL, "config.json"), "utf8")).vocab_size;
   writeFileSync(join(dir, "tokenizer.json"), tinyTokenizer(vocab));
-  // The wasm module's memory, captured when the page instantiates it: its size is the heap's peak.
-  const captureMemory = (page) =>
-    page.addInitScript(() => {
-      for (const name of ["instantiate", "instantiateStreaming"]) {
-        const original = WebAssembly[name];
-        WebAssembly[name] = async (...args) => {
-          const result = await original.apply(WebAssembly, args);
-          const memory = (result.instance ?? result)?.exports?.memory;
-          if (memory) globalThis.__attnlabMemory = memory;
-          return result;
-        };
-      }
-    });
-  const { page, context, errors } = await open("?backend=cpu", { setup: captureMemory });
-  const wasmBytes = () => page.evaluate(() => globalThis.__attnlabMemory?.buffer.byteLength ?? 0);
+  const { page, context, errors } = await open("?backend=cpu");
+  // The model worker's wasm memory, as the page shows it: its size is the heap's peak.
+  const wasmBytes = async () => Number((await attr(page, "#model-info", "data-worker-bytes")) ?? 0);
   const before = await wasmBytes();
   const t0 = Date.now();
   await page.setInputFiles("#open-folder", dir);

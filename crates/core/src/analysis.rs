@@ -29,7 +29,7 @@ use crate::attention::{AttnMatrixKind, LayerAttention, LayerGates, TraceRequest}
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::sampling::log_softmax;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Number of points of an LAA curve (r = 0, 0.01, …, 1).
 pub const LAA_POINTS: usize = 101;
@@ -39,7 +39,7 @@ pub const SATURATION_LOW: f32 = 0.05;
 pub const SATURATION_HIGH: f32 = 0.95;
 
 /// `B_h(d)` and `exp(B_h(d))` of one head for d = 0..n.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KernelCurve {
     pub layer: usize,
     pub head: usize,
@@ -65,7 +65,7 @@ pub fn kernel_curves(model: &Model, layer: usize, n: usize) -> Result<Vec<Kernel
 }
 
 /// LAA curve and its area (TransNormer §3.2, Fig. 2a; exact prefix-sum definition).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Laa {
     /// LAA(r) at r = k/100.
     pub curve: Vec<f64>,
@@ -123,7 +123,7 @@ fn trapezoid(curve: &[f64]) -> f64 {
 }
 
 /// Summary statistics of one head's attention matrix.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeadSummary {
     pub head: usize,
     /// Mean row entropy in nats (of |A| normalised per row); all means are over non-zero rows.
@@ -138,7 +138,7 @@ pub struct HeadSummary {
 }
 
 /// Per-layer attention summary with the head-averaged LAA curve.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayerSummary {
     pub layer: usize,
     pub variant: String,
@@ -204,7 +204,7 @@ pub fn summarize_attention(model: &Model, layers: &[LayerAttention]) -> Vec<Laye
 }
 
 /// Histogram and saturation of one gate quantity.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GateStats {
     pub layer: usize,
     pub variant: String,
@@ -265,7 +265,7 @@ pub fn gate_stats(gates: &[LayerGates], bins: usize) -> Vec<GateStats> {
 }
 
 /// Perplexity at one context length.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PplPoint {
     pub length: usize,
     pub windows: usize,

@@ -117,7 +117,10 @@ pub fn build(opts: &BuildOptions) -> Result<Site, BuildError> {
     );
     fs::copy(&css_src, staging.join(&css)).map_err(io_err(&css_src))?;
 
-    let assets = Assets { css, js, wasm: wasm_name };
+    let mut assets = Assets { css, js, wasm: wasm_name, worker: String::new() };
+    let worker = html::worker_script(&assets);
+    assets.worker = hashed_name("worker", worker.as_bytes(), ".js");
+    fs::write(staging.join(&assets.worker), worker).map_err(io_err(&staging))?;
     let page = html::render(&template, &assets)?;
     fs::write(staging.join("index.html"), page).map_err(io_err(&staging))?;
     for (from, to) in COPIES {

@@ -21,6 +21,14 @@ pub struct Assets {
     pub css: String,
     pub js: String,
     pub wasm: String,
+    /// The model's worker script (it imports `js` and runs the same wasm in a Web Worker).
+    pub worker: String,
+}
+
+/// The worker script: a module that starts the wasm glue; the module's `main` finds itself in a
+/// worker and runs the model's side (crates/web `worker.rs`).
+pub fn worker_script(a: &Assets) -> String {
+    format!("import init from \"./{}\";\nawait init({{ module_or_path: \"./{}\" }});\n", a.js, a.wasm)
 }
 
 /// Renders the page: every line of `template` is kept except the marker line, which becomes the
@@ -61,8 +69,8 @@ fn asset_tags(a: &Assets) -> Vec<String> {
             a.wasm
         ),
         format!(
-            r#"<script type="module">import init from "./{}"; await init({{ module_or_path: "./{}" }});</script>"#,
-            a.js, a.wasm
+            r#"<script type="module">import init from "./{}"; globalThis.__attnlabWorker = "./{}"; await init({{ module_or_path: "./{}" }});</script>"#,
+            a.js, a.worker, a.wasm
         ),
     ]
 }
@@ -72,7 +80,12 @@ mod tests {
     use super::*;
 
     fn assets() -> Assets {
-        Assets { css: "style-1.css".into(), js: "app-2.js".into(), wasm: "app-2_bg.wasm".into() }
+        Assets {
+            css: "style-1.css".into(),
+            js: "app-2.js".into(),
+            wasm: "app-2_bg.wasm".into(),
+            worker: "worker-3.js".into(),
+        }
     }
 
     #[test]
@@ -84,8 +97,13 @@ mod tests {
         );
         assert!(page.ends_with("</script>\n</head>\n"));
         assert!(page.contains(
-            r#"import init from "./app-2.js"; await init({ module_or_path: "./app-2_bg.wasm" });"#
+            r#"import init from "./app-2.js"; globalThis.__attnlabWorker = "./worker-3.js"; await init({ module_or_path: "./app-2_bg.wasm" });"#
         ));
+        let worker = worker_script(&assets());
+        assert_eq!(
+            worker,
+            "import init from \"./app-2.js\";\nawait init({ module_or_path: \"./app-2_bg.wasm\" });\n"
+        );
         assert!(!page.contains(ASSETS_MARKER));
         assert!(!page.contains("href=\"/"), "only relative URLs");
     }

@@ -5,8 +5,9 @@
 //!
 //! Switching models stops a running generation first (the generator sees the new load; its output
 //! stays, labelled with the model that wrote it) and empties the lab until the new model is ready.
+//! The model itself lives in the worker (`worker.rs`); its messages arrive here through the
+//! [`WorkerClient`] unless a view subscribed to them.
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use attnlab_core::catalog::ModelIndex;
@@ -15,17 +16,17 @@ use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
 use crate::backend;
-use crate::engine::Engine;
+use crate::client::{ClientEvent, WorkerClient};
 use crate::form::DEFAULT_PROMPT;
-use crate::host::{self, HostMsg, LoadTicket, ModelHost};
+use crate::host::{HostMsg, ModelHost};
 use crate::lab::BiasEdit;
-use crate::loader::{self, LoadReport};
-use crate::local::{self, Opened};
+use crate::loader;
+use crate::local;
 use crate::models;
-use crate::open;
 use crate::panels::{
     files_of, BackendBadge, GenReport, Generator, LabPanel, ModelPicker, OpenModel, OpenState,
 };
+use crate::protocol::{FromWorker, LoadReport, ModelMeta, Opened, ToWorker};
 
 /// Where the current model stands.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -53,9 +54,11 @@ pub struct App {
     trace_text: Rc<String>,
     /// Whether the generator is running.
     running: bool,
-    /// "Open model…": where the latest open stands, and its id (a newer open or load supersedes it).
+    /// The worker seq of the load in flight, and of the open in flight ("Open model…"; a newer
+    /// open or load supersedes it), with where the latest open stands.
+    load_seq: Option<u32>,
+    open_seq: Option<u32>,
     open: OpenState,
-    open_seq: Rc<Cell<u32>>,
     links: Links,
 }
 
@@ -74,35 +77,21 @@ pub enum Msg {
     Index(Result<Option<ModelIndex>, String>),
     /// The picker chose a model.
     Pick(String),
-    LoadProgress {
-        load: LoadTicket,
-        status: String,
-        fraction: Option<f64>,
-    },
-    Loaded {
-        load: LoadTicket,
-        result: Result<(Rc<Engine>, LoadReport), String>,
-    },
+    /// What the model's worker says (or that it failed).
+    Client(ClientEvent),
     Host(HostMsg),
     Generator(GenReport),
     BiasEdited(BiasEdit),
     DismissError,
     /// Files picked or dropped for "Open model…".
     OpenFiles(Vec<web_sys::File>),
-    OpenProgress {
-        open: u32,
-        status: String,
-        fraction: Option<f64>,
-    },
-    Opened {
-        open: u32,
-        result: Result<Box<Opened>, String>,
-    },
+    /// A dropped folder could not be read.
+    OpenFailed(String),
 }
 
 impl App {
     /// Choose the model from the URL and the index (or show why none can be loaded).
-    fn on_index(&mut self, ctx: &Context<Self>, result: Result<Option<ModelIndex>, String>) {
+    fn on_index(&mut self, result: Result<Option<ModelIndex>, String>) {
         let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
         let chosen = match result {
             Ok(index) => {
@@ -112,7 +101,7 @@ impl App {
             Err(e) => Err(format!("Could not read the models index: {e}")),
         };
         match chosen {
-            Ok(name) => self.start_load(ctx, name),
+            Ok(name) => self.start_load(name),
             Err(e) => {
                 self.phase = Phase::LoadFailed;
                 self.status = "no model loaded".to_string();
@@ -122,7 +111,7 @@ impl App {
     }
 
     /// The picker chose `name`: keep it in the URL and load it (unless it is already shown).
-    fn on_pick(&mut self, ctx: &Context<Self>, name: String) -> bool {
+    fn on_pick(&mut self, name: String) -> bool {
         let listed = self.index.as_ref().is_some_and(|i| i.get(&name).is_some());
         if !listed || (self.model.as_deref() == Some(name.as_str()) && self.phase != Phase::LoadFailed) {
             return false;
@@ -136,33 +125,26 @@ impl App {
             }
         }
         self.error = None;
-        self.start_load(ctx, name);
+        self.start_load(name);
         true
     }
 
-    /// Load `name` (superseding any load in flight); the prompt and settings are kept.
-    fn start_load(&mut self, ctx: &Context<Self>, name: String) {
-        self.open_seq.set(self.open_seq.get().wrapping_add(1));
+    /// Load `name` (superseding any load or open in flight); the prompt and settings are kept.
+    fn start_load(&mut self, name: String) {
+        self.open_seq = None;
         if matches!(self.open, OpenState::Busy(..)) {
             self.open = OpenState::Idle;
         }
-        let load = self.host.begin_load();
+        let (_, seq) = self.host.begin_load(&name);
+        self.load_seq = Some(seq);
         self.phase = Phase::Loading;
         self.progress = None;
         self.status = format!("loading model {name}…");
-        self.model = Some(name.clone());
+        self.model = Some(name);
         self.load_report = None;
-        let link = ctx.link().clone();
-        spawn_local(async move {
-            let progress = |status: String, fraction: Option<f64>| {
-                link.send_message(Msg::LoadProgress { load: load.clone(), status, fraction })
-            };
-            let result = host::load_model(&name, &load, progress).await;
-            link.send_message(Msg::Loaded { load: load.clone(), result });
-        });
     }
 
-    fn on_loaded(&mut self, engine: Rc<Engine>, report: LoadReport) {
+    fn on_loaded(&mut self, meta: ModelMeta, report: LoadReport) {
         self.load_report = Some(Rc::new(report));
         self.phase = Phase::Ready;
         self.progress = Some(1.0);
@@ -170,32 +152,23 @@ impl App {
             Some(name) => format!("model {name} loaded: ready"),
             None => "model loaded: ready".to_string(),
         };
-        self.host.set_loaded(engine);
+        self.host.set_loaded(meta);
     }
 
     /// Open a model from the user's files; the current model stays in use until it is ready.
-    fn start_open(&mut self, ctx: &Context<Self>, files: Vec<web_sys::File>) {
+    fn start_open(&mut self, files: Vec<web_sys::File>) {
         if files.is_empty() {
             return;
         }
-        let seq = self.open_seq.clone();
-        let open = seq.get().wrapping_add(1);
-        seq.set(open);
         self.error = None;
         self.open = OpenState::Busy(format!("opening {} files…", files.len()), None);
-        let link = ctx.link().clone();
-        spawn_local(async move {
-            let progress = |status: String, fraction: Option<f64>| {
-                link.send_message(Msg::OpenProgress { open, status, fraction })
-            };
-            let result = local::open_model(files, progress, || seq.get() == open).await.map(Box::new);
-            link.send_message(Msg::Opened { open, result });
-        });
+        let files = files.into_iter().map(|f| (local::relative_path(&f), f)).collect();
+        self.open_seq = Some(self.host.begin_open(files));
     }
 
     /// Dropped files open as they are; a dropped folder is read through its entries first.
     fn on_drop(&self, ctx: &Context<Self>) -> Callback<DragEvent> {
-        let (link, seq) = (ctx.link().clone(), self.open_seq.clone());
+        let link = ctx.link().clone();
         Callback::from(move |e: DragEvent| {
             e.prevent_default();
             let dt = e.data_transfer();
@@ -203,36 +176,72 @@ impl App {
             if entries.is_empty() {
                 return link.send_message(Msg::OpenFiles(files_of(dt.and_then(|d| d.files()))));
             }
-            let seq = seq.clone();
             link.send_future(async move {
                 match local::entry_files(entries).await {
                     Ok(files) => Msg::OpenFiles(files),
-                    Err(e) => Msg::Opened { open: seq.get(), result: Err(e) },
+                    Err(e) => Msg::OpenFailed(e),
                 }
             });
         })
     }
 
     /// The opened model becomes the page's model, exactly as a loaded one does.
-    fn on_opened(&mut self, opened: Box<Opened>) {
-        let Opened { engine, name, need } = *opened;
-        let info = engine.info();
-        let what = info.architecture.clone().unwrap_or_else(|| "attnlab".to_string());
-        self.open = OpenState::Done(format!(
-            "opened {name} ({what}, {} parameters; weights in memory {}, about {} needed while loading) \
-             from local files",
-            open::group(need.params),
-            need.resident_text(),
-            open::size(need.peak())
-        ));
-        self.host.begin_load();
-        self.model = Some(name);
+    fn on_opened(&mut self, opened: Opened) {
+        let Opened { meta, name, line } = opened;
+        self.open = OpenState::Done(line);
+        self.host.adopt_open();
+        self.load_seq = None;
+        self.model = Some(name.clone());
         self.error = None;
-        self.on_loaded(Rc::new(engine), LoadReport::default());
+        self.on_loaded(meta, LoadReport::default());
         self.load_report = None;
-        if let Some(name) = &self.model {
-            self.status = format!("model {name} opened from local files: ready");
+        self.status = format!("model {name} opened from local files: ready");
+    }
+
+    /// A message of the worker that no view took.
+    fn on_worker(&mut self, msg: FromWorker) -> bool {
+        let is = |slot: Option<u32>, seq: u32| slot == Some(seq) && self.host.is_latest(seq);
+        match msg {
+            FromWorker::Backend { state, probes } => self.host.set_backend(state, probes),
+            FromWorker::Memory { bytes } => self.host.set_memory(bytes),
+            FromWorker::Progress { seq, status, fraction } if is(self.load_seq, seq) => {
+                self.status = status;
+                self.progress = fraction;
+            }
+            FromWorker::Progress { seq, status, fraction } if is(self.open_seq, seq) => {
+                self.open = OpenState::Busy(status, fraction);
+            }
+            FromWorker::Loaded { seq, result } if is(self.load_seq, seq) => {
+                self.load_seq = None;
+                match result {
+                    Ok((meta, report)) => self.on_loaded(meta, report),
+                    Err(e) => {
+                        self.phase = Phase::LoadFailed;
+                        self.status = "model failed to load".to_string();
+                        let name = self.model.as_deref().unwrap_or("?");
+                        self.error = Some(format!("Could not load the model {name}: {e}"));
+                    }
+                }
+            }
+            FromWorker::Opened { seq, result } if is(self.open_seq, seq) => {
+                self.open_seq = None;
+                match result {
+                    Ok(opened) => self.on_opened(opened),
+                    Err(e) => {
+                        self.open = OpenState::Failed;
+                        self.error = Some(format!("Could not open the model: {e}"));
+                    }
+                }
+            }
+            FromWorker::Edited { of, result } => match self.host.edited(of, result) {
+                Ok(false) => return false,
+                Ok(true) => self.error = None,
+                // Keep the last valid model; the sliders show the refused value's neighbour.
+                Err(e) => self.error = Some(format!("That bias setting was not applied: {e}")),
+            },
+            _ => return false,
         }
+        true
     }
 
     fn on_generator(&mut self, report: GenReport) {
@@ -261,6 +270,11 @@ impl Component for App {
         let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
         let link = ctx.link();
         let on_host = link.callback(Msg::Host);
+        let client = WorkerClient::start(link.callback(Msg::Client));
+        let force_cpu = backend::force_cpu_from_query(&search);
+        if force_cpu {
+            client.send(&ToWorker::ForceCpu(true));
+        }
         App {
             phase: Phase::Loading,
             index: None,
@@ -269,11 +283,12 @@ impl Component for App {
             progress: None,
             load_report: None,
             error: None,
-            host: ModelHost::new(backend::force_cpu_from_query(&search), on_host.clone()),
+            host: ModelHost::new(client, force_cpu),
             trace_text: Rc::new(DEFAULT_PROMPT.to_string()),
             running: false,
+            load_seq: None,
+            open_seq: None,
             open: OpenState::Idle,
-            open_seq: Rc::new(Cell::new(0)),
             links: Links {
                 pick: link.callback(Msg::Pick),
                 generator: link.callback(Msg::Generator),
@@ -285,44 +300,24 @@ impl Component for App {
         }
     }
 
-    fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
+    fn update(&mut self, _ctx: &Context<Self>, msg: Self::Message) -> bool {
         match msg {
-            Msg::Index(result) => self.on_index(ctx, result),
-            Msg::Pick(name) => return self.on_pick(ctx, name),
-            Msg::LoadProgress { load, status, fraction } => {
-                if !load.is_current() {
-                    return false;
+            Msg::Index(result) => self.on_index(result),
+            Msg::Pick(name) => return self.on_pick(name),
+            Msg::Client(ClientEvent::Message(msg)) => return self.on_worker(msg),
+            Msg::Client(ClientEvent::Failed(e)) => {
+                if self.phase == Phase::Loading {
+                    self.phase = Phase::LoadFailed;
+                    self.status = "no model loaded".to_string();
                 }
-                self.status = status;
-                self.progress = fraction;
+                self.error = Some(e);
             }
-            Msg::Loaded { load, .. } if !load.is_current() => return false,
-            Msg::Loaded { result: Ok((engine, report)), .. } => self.on_loaded(engine, report),
-            Msg::Loaded { result: Err(e), .. } => {
-                self.phase = Phase::LoadFailed;
-                self.status = "model failed to load".to_string();
-                let name = self.model.as_deref().unwrap_or("?");
-                self.error = Some(format!("Could not load the model {name}: {e}"));
-            }
-            Msg::Host(msg) => return self.host.update(msg),
+            Msg::Host(msg) => self.host.control(msg),
             Msg::Generator(report) => self.on_generator(report),
-            Msg::BiasEdited(edit) => match self.host.apply_edit(edit) {
-                Ok(false) => return false,
-                Ok(true) => self.error = None,
-                // Keep the last valid model; the sliders show the refused value's neighbour.
-                Err(e) => self.error = Some(format!("That bias setting was not applied: {e}")),
-            },
+            Msg::BiasEdited(edit) => return self.host.request_edit(edit),
             Msg::DismissError => self.error = None,
-            Msg::OpenFiles(files) => self.start_open(ctx, files),
-            Msg::OpenProgress { open, status, fraction } => {
-                if open != self.open_seq.get() {
-                    return false;
-                }
-                self.open = OpenState::Busy(status, fraction);
-            }
-            Msg::Opened { open, .. } if open != self.open_seq.get() => return false,
-            Msg::Opened { result: Ok(opened), .. } => self.on_opened(opened),
-            Msg::Opened { result: Err(e), .. } => {
+            Msg::OpenFiles(files) => self.start_open(files),
+            Msg::OpenFailed(e) => {
                 self.open = OpenState::Failed;
                 self.error = Some(format!("Could not open the model: {e}"));
             }
@@ -364,7 +359,7 @@ impl Component for App {
                 </p>
                 <ModelPicker index={self.index.clone()} model={self.model.clone().map(AttrValue::from)}
                     phase={self.phase} progress={self.progress} status={self.status.clone()}
-                    engine={self.host.engine()} report={self.load_report.clone()} load={load.id()}
+                    loaded={self.host.model()} memory={self.host.memory()} report={self.load_report.clone()} load={load.id()}
                     on_pick={self.links.pick.clone()} />
                 <OpenModel state={self.open.clone()} on_files={self.links.open_files.clone()} />
                 { error }

@@ -1,6 +1,6 @@
 //! Which backend generates: WebGPU (the `attnlab-gpu` crate) or the CPU (wasm) reference runtime.
 //!
-//! Pure state and wording, compiled and tested natively; the wasm side (`host.rs`, `gpu.rs`) probes
+//! Pure state and wording, compiled and tested natively; the worker (`worker.rs`, `gpu.rs`) probes
 //! the GPU, uploads the model and maps `attnlab_gpu::GpuError` onto [`GpuFailure`].
 //!
 //! Rules: generation runs on WebGPU when a device was created, the user did not force the CPU, no
@@ -9,7 +9,7 @@
 //! next model is tried again). The lab views always use the CPU engine.
 
 /// Why the GPU path is not used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum GpuFailure {
     /// The browser has no `navigator.gpu` (no WebGPU, or not a secure context).
     NoWebGpu,
@@ -59,7 +59,7 @@ impl GpuFailure {
 }
 
 /// Where the GPU probe stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Probe {
     /// Still asking for an adapter and device.
     Pending,
@@ -70,14 +70,14 @@ pub enum Probe {
 }
 
 /// The backend used for generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Active {
     Gpu,
     Cpu,
 }
 
 /// Everything that decides the backend, and what the badge says about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BackendState {
     pub probe: Probe,
     /// The user's "force CPU" choice (also `?backend=cpu`).

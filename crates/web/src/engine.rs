@@ -11,7 +11,7 @@ use attnlab_core::tokenizer::{Tokenizer, EOS_TOKEN};
 use attnlab_core::{Model, Session};
 
 /// What the UI shows about the loaded model (read once from its config).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelInfo {
     /// `name` from config.json, or "(unnamed)".
     pub name: String,
@@ -32,7 +32,7 @@ pub struct ModelInfo {
 }
 
 /// Sampling and length settings of one generation, as parsed from the form.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GenSettings {
     pub max_tokens: usize,
     pub temperature: f32,
@@ -131,6 +131,7 @@ impl Engine {
         Ok(Generation {
             session: self.model.session(),
             decoder: self.decoder(prompt, settings)?,
+            prefilled: 0,
             logits: None,
         })
     }
@@ -270,7 +271,9 @@ impl Decoder<'_> {
 pub struct Generation<'m> {
     session: Session<'m>,
     decoder: Decoder<'m>,
-    /// Logits for the next position; `None` before prefill.
+    /// Prompt tokens already through the model.
+    prefilled: usize,
+    /// Logits for the next position; `None` until the whole prompt is through.
     logits: Option<Vec<f32>>,
 }
 
@@ -296,14 +299,30 @@ impl Generation<'_> {
         self.decoder.generated_len()
     }
 
-    /// Run the prompt through the model (one forward pass over all prompt tokens).
+    /// Run the whole prompt through the model.
     pub fn prefill(&mut self) -> Result<(), String> {
         if self.logits.is_some() {
             return Err("prefill was already run for this generation".to_string());
         }
-        let logits = self.session.prefill(self.decoder.prompt_ids()).map_err(|e| e.to_string())?;
-        self.logits = Some(logits);
+        while self.prefill_chunk(usize::MAX)? < self.prompt_len() {}
         Ok(())
+    }
+
+    /// Run up to `max` more prompt tokens through the model (the session continues where the last
+    /// chunk ended, so chunks give the same state as one pass); returns the prompt tokens done.
+    /// The page runs long prompts in chunks so that Stop and progress get their turn in between.
+    pub fn prefill_chunk(&mut self, max: usize) -> Result<usize, String> {
+        let ids = self.decoder.prompt_ids();
+        if self.logits.is_some() || self.prefilled >= ids.len() {
+            return Ok(self.prefilled);
+        }
+        let end = self.prefilled.saturating_add(max.max(1)).min(ids.len());
+        let logits = self.session.prefill(&ids[self.prefilled..end]).map_err(|e| e.to_string())?;
+        self.prefilled = end;
+        if end == ids.len() {
+            self.logits = Some(logits);
+        }
+        Ok(end)
     }
 
     /// Why the generation ended, once it has.
@@ -386,6 +405,31 @@ mod tests {
             assert_eq!(out.finish, g.finished());
         }
         (ids, text, g.finished().expect("finished"), g.prompt_len())
+    }
+
+    #[test]
+    fn a_prompt_prefilled_in_chunks_generates_what_one_pass_does() {
+        let e = engine(128);
+        let prompt = "The history of the city and of the river that runs through it";
+        let s = settings(10, 5);
+        let (whole, ..) = run(&e, prompt, s);
+        let mut g = e.start(prompt, &s).expect("start");
+        let (n, mut done, mut chunks) = (g.prompt_len(), 0, 0);
+        assert!(g.next_token().is_err(), "no token before the whole prompt is through");
+        while done < n {
+            let next = g.prefill_chunk(3).expect("chunk");
+            assert!(next > done && next <= n, "each chunk advances by at most 3");
+            assert!(next - done <= 3);
+            done = next;
+            chunks += 1;
+        }
+        assert_eq!(chunks, n.div_ceil(3));
+        assert_eq!(g.prefill_chunk(3).expect("after the end"), n, "nothing more to do");
+        let mut ids = Vec::new();
+        while let Some(out) = g.next_token().expect("next token") {
+            ids.push(out.id);
+        }
+        assert_eq!(ids, whole);
     }
 
     #[test]

@@ -43,8 +43,7 @@ pub async fn open_optional(path: &str) -> Result<Option<Pending>, String> {
 }
 
 async fn open_inner(path: &str, optional: bool) -> Result<Option<Pending>, String> {
-    let window = web_sys::window().ok_or_else(|| "no window object (not running in a page?)".to_string())?;
-    let value = JsFuture::from(window.fetch_with_str(path))
+    let value = JsFuture::from(crate::global::fetch(path)?)
         .await
         .map_err(|e| format!("{path}: network error: {}", js_error_text(&e)))?;
     let response: Response =

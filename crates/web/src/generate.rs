@@ -1,91 +1,68 @@
-//! One generation as a chain of small tasks: prefill in one, then one token per task with a yield to
-//! the event loop in between (see `yield_now`), so the page stays responsive and Stop takes effect at
-//! the next token. Progress goes out as [`RunEvent`]s; the caller tags them with its run id.
+//! One generation, run in the model's worker: the prompt goes through the model in chunks (each
+//! about [`CHUNK_TARGET_MS`] long, with progress), then tokens are decoded one by one. Between
+//! chunks, and every [`YIELD_EVERY_MS`] of decoding, the task yields to the worker's event loop so
+//! that a Stop message is heard within ~0.1 s. Tokens reach the page in batches (at most one message
+//! per [`POST_EVERY_MS`]): the page renders once per animation frame anyway.
 //!
 //! On WebGPU (`crate::gpu`, the `attnlab-gpu` crate) a GPU error before the first token reruns the
 //! generation on the CPU; one mid-generation stops it (the text so far stays). Either way the
-//! failure is reported, and the page's backend state turns to the CPU.
+//! failure is reported, and the backend state turns to the CPU.
 
 use std::cell::Cell;
 use std::rc::Rc;
 
 use attnlab_gpu::GpuContext;
-use yew::Callback;
 
 use crate::backend::{Active, GpuFailure};
 use crate::engine::{Engine, Finish, GenSettings, TokenOut};
+use crate::global::now_ms;
 use crate::gpu::{self, GpuSlot};
-use crate::yield_now::{next_paint, yield_now};
+use crate::protocol::{DecodeStats, PrefillStats, RunEvent};
+use crate::yield_now::yield_now;
 
-/// Milliseconds from `performance.now()` (falls back to `Date.now()`).
-fn now_ms() -> f64 {
-    web_sys::window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or_else(js_sys::Date::now)
-}
+/// Aim of one prefill chunk's duration: short enough for Stop to act within ~0.1 s.
+pub const CHUNK_TARGET_MS: f64 = 40.0;
+/// Decode yields to the event loop (to hear Stop) after this much work: each yield costs about a
+/// token's time on a small model, so not every token.
+const YIELD_EVERY_MS: f64 = 25.0;
+/// Tokens are posted to the page at most this often (the last one always).
+const POST_EVERY_MS: f64 = 16.0;
 
-/// Prefill throughput of the last run.
-#[derive(Clone, Copy, Default)]
-pub struct PrefillStats {
-    pub tokens: usize,
-    pub ms: f64,
-}
-
-/// Decode throughput of the last run: `compute_ms` is time inside the engine, `wall_ms` includes the
-/// yields to the event loop between tokens.
-#[derive(Clone, Copy, Default)]
-pub struct DecodeStats {
-    pub tokens: usize,
-    pub compute_ms: f64,
-    pub wall_ms: f64,
-}
-
-/// What a run reports, in order: status lines, the prefill, each token (the whole text so far), the
-/// backend when it changes, and the end.
-pub enum RunEvent {
-    Status(String),
-    Prefilled(PrefillStats),
-    Token {
-        text: String,
-        stats: DecodeStats,
-    },
-    /// The run continues on this backend (a GPU run that failed before its first token reruns on
-    /// the CPU).
-    Backend(Active),
-    /// The final status line, or the error for the error box.
-    Finished(Result<String, String>),
-}
+/// Where a run's events go.
+pub type Events = Rc<dyn Fn(RunEvent)>;
 
 /// One run's input and where its events go.
 pub struct Job {
     pub engine: Rc<Engine>,
     pub prompt: String,
     pub settings: GenSettings,
-    /// Set by Stop (or a model switch): the run ends at its next token.
+    /// Set by Stop (or a model switch): the run ends at its next chunk or token.
     pub stop: Rc<Cell<bool>>,
-    pub events: Callback<RunEvent>,
+    pub events: Events,
 }
 
-/// One generation: prefill in one task, then one token per task. With `gpu`, on WebGPU: a GPU
-/// failure before the first token reruns the generation on the CPU, one later stops it with the
-/// text so far kept; either way `gpu_failed` hears of it and the page turns to the CPU.
-pub async fn generate(job: Job, gpu: Option<(Rc<GpuContext>, GpuSlot)>, gpu_failed: Callback<GpuFailure>) {
+/// One generation. With `gpu`, on WebGPU: a GPU failure before the first token reruns the
+/// generation on the CPU, one later stops it with the text so far kept; either way `gpu_failed`
+/// hears of it and the backend turns to the CPU.
+pub async fn generate(job: Job, gpu: Option<(Rc<GpuContext>, GpuSlot)>, gpu_failed: Rc<dyn Fn(GpuFailure)>) {
     let result = match gpu {
-        None => generate_tokens(&job).await,
+        None => generate_cpu(&job).await,
         Some((ctx, slot)) => match generate_gpu(&job, &ctx, &slot).await {
             Ok(status) => Ok(status),
             Err(GpuRunError::Input(e)) => Err(e),
             Err(GpuRunError::Gpu { failure, tokens: 0 }) => {
-                gpu_failed.emit(failure);
-                job.events.emit(RunEvent::Backend(Active::Cpu));
-                generate_tokens(&job).await
+                gpu_failed(failure);
+                (job.events)(RunEvent::Backend(Active::Cpu));
+                generate_cpu(&job).await
             }
             Err(GpuRunError::Gpu { failure, tokens }) => {
                 let reason = failure.reason();
-                gpu_failed.emit(failure);
+                gpu_failed(failure);
                 Ok(format!("stopped after {tokens} tokens: {reason}; next runs use the CPU"))
             }
         },
     };
-    job.events.emit(RunEvent::Finished(result));
+    (job.events)(RunEvent::Finished(result));
 }
 
 /// Why a GPU run ended early: bad input (an error for the user), or the GPU after `tokens` tokens.
@@ -104,101 +81,177 @@ fn finish_status(tokens: usize, finish: Finish) -> String {
     format!("done: {tokens} tokens ({reason})")
 }
 
-/// The WebGPU run: prefill and decode steps on the GPU, sampling on the CPU from the read-back logits
-/// with the core's sampler (temperature 0: argmax on the GPU, only the token id read back).
+/// Prefill chunk sizes that keep each chunk near [`CHUNK_TARGET_MS`]: doubled while chunks are
+/// quick, halved when one was slow (attention over a long cache makes later tokens dearer).
+struct Chunker {
+    size: usize,
+}
+
+impl Chunker {
+    fn new(first: usize) -> Chunker {
+        Chunker { size: first.max(1) }
+    }
+
+    fn next(&mut self, last_ms: f64) -> usize {
+        if last_ms < CHUNK_TARGET_MS / 2.0 {
+            self.size = self.size.saturating_mul(2).min(4096);
+        } else if last_ms > CHUNK_TARGET_MS * 1.5 {
+            self.size = (self.size / 2).max(1);
+        }
+        self.size
+    }
+}
+
+/// Decoded tokens on their way to the page: posted at most every [`POST_EVERY_MS`].
+struct Poster {
+    events: Events,
+    last_post: f64,
+    pending: Option<(String, DecodeStats)>,
+}
+
+impl Poster {
+    fn new(events: &Events) -> Poster {
+        Poster { events: events.clone(), last_post: f64::NEG_INFINITY, pending: None }
+    }
+
+    fn token(&mut self, text: String, stats: DecodeStats) {
+        self.pending = Some((text, stats));
+        if now_ms() - self.last_post >= POST_EVERY_MS {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((text, stats)) = self.pending.take() {
+            (self.events)(RunEvent::Token { text, stats });
+            self.last_post = now_ms();
+        }
+    }
+}
+
+/// Yields to the worker's event loop once [`YIELD_EVERY_MS`] of work has passed.
+struct Yielder {
+    last: f64,
+}
+
+impl Yielder {
+    async fn maybe(&mut self) {
+        if now_ms() - self.last >= YIELD_EVERY_MS {
+            yield_now().await;
+            self.last = now_ms();
+        }
+    }
+}
+
+/// The WebGPU run: prefill and decode steps on the GPU; the token is picked on the GPU (argmax,
+/// or the decoder's own random draw for temperature / top-k / top-p) and only its id read back.
 async fn generate_gpu(job: &Job, ctx: &GpuContext, slot: &GpuSlot) -> Result<String, GpuRunError> {
     let (engine, stop, events) = (&job.engine, &job.stop, &job.events);
-    yield_now().await;
     let mut decoder = engine.decoder(&job.prompt, &job.settings).map_err(GpuRunError::Input)?;
     let gpu_err = |tokens: usize| move |failure: GpuFailure| GpuRunError::Gpu { failure, tokens };
     let mut lease = slot.acquire().await.map_err(gpu_err(0))?;
-    events.emit(RunEvent::Status("uploading the model to the GPU…".to_string()));
+    events(RunEvent::Status("uploading the model to the GPU…".to_string()));
     let model = lease.model_for(ctx, engine).await.map_err(gpu_err(0))?;
     // A tokenizer smaller than the model's vocabulary bounds the pick: the sampling kernel's, not
     // the plain argmax.
     let vocab = model.config().vocab_size;
     let plain_argmax = decoder.is_greedy() && decoder.sampler_mut().vocab_limit().is_none_or(|n| n >= vocab);
     let mut session = model.session().await.map_err(|e| gpu_err(0)(gpu::failure(e)))?;
-    let prompt_tokens = decoder.prompt_len();
-    events.emit(RunEvent::Status(format!("prefilling {prompt_tokens} prompt tokens on the GPU…")));
-    next_paint().await;
-    if stop.get() {
-        return Ok("stopped before prefill".to_string());
-    }
-    let t0 = now_ms();
-    let logits = session.prefill(decoder.prompt_ids()).await.map_err(|e| gpu_err(0)(gpu::failure(e)))?;
-    let prefill_ms = now_ms() - t0;
-    events.emit(RunEvent::Prefilled(PrefillStats { tokens: prompt_tokens, ms: prefill_ms }));
-    let wall_start = now_ms();
+    let total = decoder.prompt_len();
+    events(RunEvent::Status(format!("prefilling {total} prompt tokens on the GPU…")));
+    let (t0, mut done, mut chunker) = (now_ms(), 0, Chunker::new(256));
+    let mut last_ms = CHUNK_TARGET_MS;
+    let logits = loop {
+        yield_now().await;
+        if stop.get() {
+            return Ok(format!("stopped while prefilling ({done} of {total} prompt tokens)"));
+        }
+        let end = (done + chunker.next(last_ms)).min(total);
+        let t = now_ms();
+        let logits = session
+            .prefill(&decoder.prompt_ids()[done..end])
+            .await
+            .map_err(|e| gpu_err(0)(gpu::failure(e)))?;
+        last_ms = now_ms() - t;
+        done = end;
+        events(RunEvent::Prefilling { done, total });
+        if done == total {
+            break logits;
+        }
+    };
+    events(RunEvent::Prefilled(PrefillStats { tokens: total, ms: now_ms() - t0 }));
+    let (wall_start, mut poster, mut yielder) = (now_ms(), Poster::new(events), Yielder { last: now_ms() });
     let t = now_ms();
     let mut out: TokenOut = decoder.accept_logits(&logits).map_err(GpuRunError::Input)?;
     let mut compute_ms = now_ms() - t;
     loop {
         let tokens = decoder.generated_len();
         let finish = out.finish;
-        events.emit(RunEvent::Token {
-            text: out.text,
-            stats: DecodeStats { tokens, compute_ms, wall_ms: now_ms() - wall_start },
-        });
+        poster.token(out.text, DecodeStats { tokens, compute_ms, wall_ms: now_ms() - wall_start });
         if let Some(f) = finish {
+            poster.flush();
             return Ok(finish_status(tokens, f));
         }
-        yield_now().await;
+        yielder.maybe().await;
         if stop.get() {
+            poster.flush();
             return Ok(format!("stopped after {tokens} tokens"));
         }
         let t = now_ms();
-        // The GPU picks the token inside the step's submission (argmax, or temperature / top-k /
-        // top-p with the decoder's own random draw): only the id is read back.
         let id = if plain_argmax {
             session.step_greedy(out.id).await
         } else {
             let sampling = attnlab_gpu::GpuSampling::next_from(decoder.sampler_mut());
             session.step_sample(out.id, &sampling).await
         };
-        let id = id.map_err(|e| gpu_err(tokens)(gpu::failure(e)))?;
+        let id = id.map_err(|e| {
+            poster.flush();
+            gpu_err(tokens)(gpu::failure(e))
+        })?;
         out = decoder.accept_token(id).map_err(GpuRunError::Input)?;
         compute_ms += now_ms() - t;
     }
 }
 
 /// The CPU run: the core's reference runtime through [`Engine::start`].
-async fn generate_tokens(job: &Job) -> Result<String, String> {
+async fn generate_cpu(job: &Job) -> Result<String, String> {
     let (stop, events) = (&job.stop, &job.events);
-    // Yield first so the cleared output and the status render before any compute.
-    yield_now().await;
     let mut generation = job.engine.start(&job.prompt, &job.settings)?;
-    let prompt_tokens = generation.prompt_len();
-    events.emit(RunEvent::Status(format!("prefilling {prompt_tokens} prompt tokens…")));
-    next_paint().await;
-    if stop.get() {
-        return Ok("stopped before prefill".to_string());
-    }
-    let t0 = now_ms();
-    generation.prefill()?;
-    let prefill_ms = now_ms() - t0;
-    events.emit(RunEvent::Prefilled(PrefillStats { tokens: prompt_tokens, ms: prefill_ms }));
-    let wall_start = now_ms();
-    let mut compute_ms = 0.0;
-    loop {
+    let total = generation.prompt_len();
+    events(RunEvent::Status(format!("prefilling {total} prompt tokens…")));
+    let (t0, mut done, mut chunker) = (now_ms(), 0, Chunker::new(16));
+    let mut last_ms = CHUNK_TARGET_MS;
+    while done < total {
         yield_now().await;
         if stop.get() {
+            return Ok(format!("stopped while prefilling ({done} of {total} prompt tokens)"));
+        }
+        let t = now_ms();
+        done = generation.prefill_chunk(chunker.next(last_ms))?;
+        last_ms = now_ms() - t;
+        events(RunEvent::Prefilling { done, total });
+    }
+    events(RunEvent::Prefilled(PrefillStats { tokens: total, ms: now_ms() - t0 }));
+    let (wall_start, mut poster, mut yielder) = (now_ms(), Poster::new(events), Yielder { last: now_ms() });
+    let mut compute_ms = 0.0;
+    loop {
+        yielder.maybe().await;
+        if stop.get() {
+            poster.flush();
             return Ok(format!("stopped after {} tokens", generation.generated_len()));
         }
         let t = now_ms();
-        let out = generation.next_token()?;
+        let out = generation.next_token().inspect_err(|_| poster.flush())?;
         compute_ms += now_ms() - t;
         let Some(out) = out else {
+            poster.flush();
             return Ok(format!("done: {} tokens", generation.generated_len()));
         };
         let tokens = generation.generated_len();
-        events.emit(RunEvent::Token {
-            text: out.text,
-            stats: DecodeStats { tokens, compute_ms, wall_ms: now_ms() - wall_start },
-        });
-        match out.finish {
-            None => continue,
-            Some(f) => return Ok(finish_status(tokens, f)),
+        poster.token(out.text, DecodeStats { tokens, compute_ms, wall_ms: now_ms() - wall_start });
+        if let Some(f) = out.finish {
+            poster.flush();
+            return Ok(finish_status(tokens, f));
         }
     }
 }

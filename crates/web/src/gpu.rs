@@ -29,12 +29,7 @@ pub fn failure(e: GpuError) -> GpuFailure {
 
 /// Whether `navigator.gpu` exists (WebGPU in a secure context).
 fn has_navigator_gpu() -> bool {
-    let Some(window) = web_sys::window() else {
-        return false;
-    };
-    js_sys::Reflect::get(&window.navigator(), &"gpu".into())
-        .map(|v| !v.is_undefined() && !v.is_null())
-        .unwrap_or(false)
+    crate::global::navigator_gpu().is_some()
 }
 
 /// Ask the browser for an adapter and device. Ok: the device and the adapter's name for the badge.
@@ -58,7 +53,7 @@ pub async fn probe() -> Result<(GpuContext, String), GpuFailure> {
 async fn js_adapter_name() -> Option<String> {
     use wasm_bindgen::JsCast;
     let get = |o: &wasm_bindgen::JsValue, k: &str| js_sys::Reflect::get(o, &k.into()).ok();
-    let gpu = get(&web_sys::window()?.navigator().into(), "gpu")?;
+    let gpu = crate::global::navigator_gpu()?;
     let request: js_sys::Function = get(&gpu, "requestAdapter")?.dyn_into().ok()?;
     let promise: js_sys::Promise = request.call0(&gpu).ok()?.dyn_into().ok()?;
     let adapter = wasm_bindgen_futures::JsFuture::from(promise).await.ok()?;

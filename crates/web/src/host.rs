@@ -1,33 +1,118 @@
-//! The page's one interface to the model: loading one ([`load_model`], superseded by a newer
-//! [`LoadTicket`]), the loaded engine as trained and with the bias sliders' edit applied (the one
-//! place an edited engine is built), the WebGPU device and the backend choice ([`BackendState`]),
-//! and starting a generation ([`Runner`]).
-//!
-//! The root component owns the [`ModelHost`]; the generator panel gets a [`Runner`], the lab views an
-//! [`EngineRef`] (they always run on the CPU engine). Nothing else touches the engine or the GPU, so
-//! moving inference into a Web Worker changes this module's insides, not its callers.
+//! The page's one interface to the model, which lives in the worker (`worker.rs`, reached through
+//! [`WorkerClient`]): loads ([`LoadTicket`]; a newer one supersedes), the model as trained and as
+//! edited by the bias sliders ([`ModelRef`]s: what the page knows of a model, and the analyses the
+//! views ask of it), the backend the worker reports ([`BackendState`]), and starting a generation
+//! ([`Runner`]).
 
 use std::cell::Cell;
 use std::rc::Rc;
 
-use attnlab_gpu::GpuContext;
-use wasm_bindgen_futures::spawn_local;
+use attnlab_core::analysis::{GateStats, KernelCurve, PplPoint};
+use attnlab_core::attention::AttnStage;
+use attnlab_core::AttentionSpec;
 use yew::Callback;
 
-use crate::backend::{Active, BackendState, GpuFailure, Probe};
-use crate::engine::{Engine, GenSettings};
-use crate::generate::{self, Job, RunEvent};
-use crate::gpu::{self, GpuSlot};
-use crate::lab::BiasEdit;
-use crate::loader::{self, LoadReport};
+use crate::backend::{Active, BackendState};
+use crate::client::WorkerClient;
+use crate::engine::{GenSettings, ModelInfo};
+use crate::lab::{self, BiasEdit, TraceView};
+use crate::protocol::{Answer, ModelMeta, RunEvent, Task, ToWorker};
 
-/// An engine shared by the views; equal when it is the same engine (a slider edit makes a new one).
+/// A model the worker holds, as the views see it; equal when it is the same model (a slider edit
+/// makes a new one).
 #[derive(Clone)]
-pub struct EngineRef(pub Rc<Engine>);
+pub struct ModelRef {
+    client: WorkerClient,
+    meta: Rc<ModelMeta>,
+}
 
-impl PartialEq for EngineRef {
+impl PartialEq for ModelRef {
     fn eq(&self, other: &Self) -> bool {
-        Rc::ptr_eq(&self.0, &other.0)
+        self.meta.id == other.meta.id
+    }
+}
+
+fn wrong(what: &str) -> String {
+    format!("the model's worker answered a {what} request with something else")
+}
+
+impl ModelRef {
+    pub fn new(client: WorkerClient, meta: ModelMeta) -> ModelRef {
+        ModelRef { client, meta: Rc::new(meta) }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.meta.id
+    }
+
+    /// The worker that holds it.
+    pub fn client(&self) -> WorkerClient {
+        self.client.clone()
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.meta.info
+    }
+
+    /// Attention specs the model was trained with.
+    pub fn trained_specs(&self) -> &[AttentionSpec] {
+        &self.meta.trained
+    }
+
+    /// Attention spec of every layer as used now (after slider edits).
+    pub fn current_specs(&self) -> &[AttentionSpec] {
+        &self.meta.current
+    }
+
+    /// The bias edit this model carries.
+    pub fn edit(&self) -> &BiasEdit {
+        &self.meta.edit
+    }
+
+    /// Whether any layer can be steered by the bias sliders.
+    pub fn has_steerable_layers(&self) -> bool {
+        self.meta.trained.iter().any(lab::is_steerable)
+    }
+
+    /// Trace `text` at `stage` (attention, LAA and gates; the worker cuts it to the trace limit).
+    pub async fn trace(&self, text: &str, stage: AttnStage) -> Result<TraceView, String> {
+        let task = Task::Trace { text: text.to_string(), stage };
+        match self.client.analyze("trace", self.meta.id, task).await? {
+            Answer::Trace(t) => Ok(t),
+            _ => Err(wrong("trace")),
+        }
+    }
+
+    /// Gate statistics of `text` alone (the Fig. 4 comparison).
+    pub async fn gate_stats(&self, text: &str) -> Result<Vec<GateStats>, String> {
+        let task = Task::GateStats { text: text.to_string() };
+        match self.client.analyze("gates", self.meta.id, task).await? {
+            Answer::Gates(g) => Ok(g),
+            _ => Err(wrong("gates")),
+        }
+    }
+
+    /// B_h(d) and exp(B_h(d)) of every head of `layer` for d < n.
+    pub async fn kernel_curves(&self, layer: usize, n: usize) -> Result<Vec<KernelCurve>, String> {
+        match self.client.analyze("kernels", self.meta.id, Task::KernelCurves { layer, n }).await? {
+            Answer::Curves(c) => Ok(c),
+            _ => Err(wrong("kernel curve")),
+        }
+    }
+
+    /// Perplexity against context length on `text`; `progress` hears the fraction done and the
+    /// lengths finished. A newer sweep cancels this one.
+    pub async fn ppl_sweep(
+        &self,
+        text: &str,
+        progress: Callback<(f64, Vec<PplPoint>)>,
+    ) -> Result<Vec<PplPoint>, String> {
+        self.client.sweep(self.meta.id, text.to_string(), progress).await
+    }
+
+    /// Stop a sweep in flight (its view went away).
+    pub fn cancel_sweep(&self) {
+        self.client.cancel_channel("ppl");
     }
 }
 
@@ -55,141 +140,125 @@ impl PartialEq for LoadTicket {
     }
 }
 
-/// Load the model `name` as part of `load` (the page's model, or a checkpoint it compares with); it
-/// gives up once a newer load starts. `progress` hears the status line and the fraction done.
-pub async fn load_model(
-    name: &str,
-    load: &LoadTicket,
-    progress: impl Fn(String, Option<f64>),
-) -> Result<(Rc<Engine>, LoadReport), String> {
-    let (engine, report) = loader::fetch_engine(name, progress, || load.is_current()).await?;
-    Ok((Rc::new(engine), report))
-}
-
 /// The loaded model as the lab sees it: as trained, as edited by the sliders, and the edit.
 #[derive(Clone, PartialEq)]
 pub struct LabModel {
-    pub trained: EngineRef,
-    pub current: EngineRef,
+    pub trained: ModelRef,
+    pub current: ModelRef,
     pub edit: BiasEdit,
 }
 
-/// The WebGPU device and the slot of its one uploaded model.
+/// A generation in flight: stop it at any moment.
 #[derive(Clone)]
-struct GpuRun {
-    ctx: Rc<GpuContext>,
-    slot: GpuSlot,
+pub struct RunHandle {
+    client: WorkerClient,
+    run: u32,
 }
 
-impl PartialEq for GpuRun {
-    fn eq(&self, other: &Self) -> bool {
-        Rc::ptr_eq(&self.ctx, &other.ctx) && self.slot == other.slot
+impl RunHandle {
+    /// Ask the worker to stop the run (it stops at its next prefill chunk or token).
+    pub fn stop(&self) {
+        self.client.send(&ToWorker::Stop { run: self.run });
     }
 }
 
-/// Starts generations on the current engine and backend (what the generator panel holds).
+/// Starts generations on the current model (what the generator panel holds).
 #[derive(Clone, PartialEq)]
 pub struct Runner {
-    engine: EngineRef,
-    /// Set when a run started now goes to WebGPU.
-    gpu: Option<GpuRun>,
-    gpu_failed: Callback<GpuFailure>,
+    model: ModelRef,
+    backend: Active,
 }
 
 impl Runner {
     /// The backend a run started now uses.
     pub fn backend(&self) -> Active {
-        if self.gpu.is_some() {
-            Active::Gpu
-        } else {
-            Active::Cpu
-        }
+        self.backend
     }
 
-    /// Start one run; its events go to `events` in order. Setting `stop` ends it at its next token.
+    /// Start run `run`; its events go to `events` in order.
     pub fn start(
         &self,
+        run: u32,
         prompt: String,
         settings: GenSettings,
-        stop: Rc<Cell<bool>>,
         events: Callback<RunEvent>,
-    ) {
-        let job = Job { engine: self.engine.0.clone(), prompt, settings, stop, events };
-        let gpu = self.gpu.as_ref().map(|g| (g.ctx.clone(), g.slot.clone()));
-        spawn_local(generate::generate(job, gpu, self.gpu_failed.clone()));
+    ) -> RunHandle {
+        let client = self.model.client.clone();
+        client.generate(ToWorker::Generate { run, model: self.model.id(), prompt, settings }, run, events);
+        RunHandle { client, run }
     }
 }
 
-/// What the host's own tasks and the backend controls report.
+/// The backend controls of the badge.
 pub enum HostMsg {
-    /// The WebGPU probe's answer: the device and the adapter's name.
-    GpuProbed(Result<(GpuContext, String), GpuFailure>),
-    /// The GPU failed; `load` is set when the failure is the upload of that load's model.
-    GpuFailed {
-        load: Option<u32>,
-        failure: GpuFailure,
-    },
     ForceCpu(bool),
     /// "Try WebGPU again": probe the adapter and device anew.
     RetryGpu,
 }
 
-/// The model, the GPU and the backend choice of the page.
+/// The model, the backend and the worker, as the page's root holds them.
 pub struct ModelHost {
+    client: WorkerClient,
     /// Id of the latest model load.
     latest_load: Rc<Cell<u32>>,
-    /// The model as trained (what "reset to trained" returns to).
-    trained: Option<Rc<Engine>>,
-    /// The engine in use: the trained model with the bias sliders' edit applied.
-    current: Option<Rc<Engine>>,
-    edit: BiasEdit,
-    /// Which backend generates, and why (the badge).
+    /// Order of loads and opens in the worker (only the latest becomes the page's model).
+    seq: u32,
+    trained: Option<ModelRef>,
+    current: Option<ModelRef>,
+    /// Which backend generates, and why (the badge), as the worker reports it.
     backend: BackendState,
-    /// How many times the page asked for a WebGPU device (the first probe, then each retry).
     probes: u32,
-    /// The WebGPU device, once the probe succeeded.
-    gpu_ctx: Option<Rc<GpuContext>>,
-    /// The model uploaded to the GPU.
-    gpu_slot: GpuSlot,
-    /// Where the host's tasks (probe, warm-up upload) report.
-    notify: Callback<HostMsg>,
-    /// Run failures into `notify`, made once so an unchanged [`Runner`] compares equal.
-    gpu_failed: Callback<GpuFailure>,
+    /// Bytes of the worker's wasm memory, as last reported.
+    memory: u64,
 }
 
 impl ModelHost {
-    /// A host without a model; starts the WebGPU probe. `force_cpu`: the `?backend=cpu` choice.
-    pub fn new(force_cpu: bool, notify: Callback<HostMsg>) -> ModelHost {
-        let gpu_failed = notify.reform(|failure| HostMsg::GpuFailed { load: None, failure });
-        let host = ModelHost {
+    /// A host without a model. `force_cpu`: the `?backend=cpu` choice (the worker starts with it).
+    pub fn new(client: WorkerClient, force_cpu: bool) -> ModelHost {
+        ModelHost {
+            client,
             latest_load: Rc::new(Cell::new(0)),
+            seq: 0,
             trained: None,
             current: None,
-            edit: BiasEdit::default(),
             backend: BackendState::new(force_cpu),
             probes: 1,
-            gpu_ctx: None,
-            gpu_slot: GpuSlot::default(),
-            notify,
-            gpu_failed,
-        };
-        host.probe();
-        host
+            memory: 0,
+        }
     }
 
-    fn probe(&self) {
-        let notify = self.notify.clone();
-        spawn_local(async move { notify.emit(HostMsg::GpuProbed(gpu::probe().await)) });
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
     }
 
-    /// Start a new load, superseding every older one; the current model is dropped until
-    /// [`ModelHost::set_loaded`].
-    pub fn begin_load(&mut self) -> LoadTicket {
+    /// Start loading `models/<name>/`, superseding every older load and open; the current model
+    /// is dropped until [`ModelHost::set_loaded`]. Returns the load's ticket and its worker seq.
+    pub fn begin_load(&mut self, name: &str) -> (LoadTicket, u32) {
         self.latest_load.set(self.latest_load.get().wrapping_add(1));
         self.trained = None;
         self.current = None;
-        self.edit = BiasEdit::default();
-        self.ticket()
+        let seq = self.next_seq();
+        self.client.send(&ToWorker::Load { seq, name: name.to_string() });
+        (self.ticket(), seq)
+    }
+
+    /// Open the user's files (with their paths in the picked folder); the current model stays in
+    /// use until the opened one is ready. Returns the open's worker seq.
+    pub fn begin_open(&mut self, files: Vec<(String, web_sys::File)>) -> u32 {
+        let seq = self.next_seq();
+        self.client.send_with_files(&ToWorker::Open { seq }, files);
+        seq
+    }
+
+    /// Whether `seq` is the latest load or open.
+    pub fn is_latest(&self, seq: u32) -> bool {
+        self.seq == seq
+    }
+
+    /// An opened model replaces the shown one: a new load as far as the page is concerned.
+    pub fn adopt_open(&mut self) {
+        self.latest_load.set(self.latest_load.get().wrapping_add(1));
     }
 
     /// The latest load.
@@ -197,84 +266,54 @@ impl ModelHost {
         LoadTicket { id: self.latest_load.get(), latest: self.latest_load.clone() }
     }
 
-    /// The latest load's model is ready: trained and current at once. It is uploaded to the GPU ahead
-    /// of the first generation, so a model the adapter refuses shows the CPU badge right away.
-    pub fn set_loaded(&mut self, engine: Rc<Engine>) {
-        self.trained = Some(engine.clone());
-        self.current = Some(engine);
-        self.edit = BiasEdit::default();
-        self.backend.new_model();
-        self.warm_gpu();
+    /// The latest load's model is ready (the worker already uses it): trained and current at once.
+    pub fn set_loaded(&mut self, meta: ModelMeta) {
+        let model = ModelRef::new(self.client.clone(), meta);
+        self.trained = Some(model.clone());
+        self.current = Some(model);
     }
 
-    /// Apply `edit` to the trained model. `Ok(false)` without a model; an edit the model refuses is
-    /// an error and leaves the last valid engine in place.
-    pub fn apply_edit(&mut self, edit: BiasEdit) -> Result<bool, String> {
-        let Some(trained) = &self.trained else {
-            return Ok(false);
-        };
-        let engine = trained.edited(&edit)?;
-        self.current = Some(Rc::new(engine));
-        self.edit = edit;
-        Ok(true)
-    }
-
-    /// Handle a probe answer, a GPU failure or a backend control; true when the badge changes.
-    pub fn update(&mut self, msg: HostMsg) -> bool {
-        match msg {
-            HostMsg::GpuProbed(Ok((gpu_ctx, adapter))) => {
-                self.backend.probe = Probe::Ready { adapter };
-                self.gpu_ctx = Some(Rc::new(gpu_ctx));
-                self.warm_gpu();
-            }
-            HostMsg::GpuProbed(Err(failure)) => self.backend.fail(failure),
-            HostMsg::GpuFailed { load, failure } => {
-                if failure.is_model_specific() && load.is_some_and(|l| l != self.latest_load.get()) {
-                    return false;
-                }
-                if !failure.is_model_specific() {
-                    // The device is gone or misbehaves: free the GPU model, stay on the CPU.
-                    self.gpu_slot.clear();
-                }
-                self.backend.fail(failure);
-            }
-            HostMsg::ForceCpu(force) => {
-                self.backend.force_cpu = force;
-                self.warm_gpu();
-            }
-            HostMsg::RetryGpu => {
-                if !self.backend.can_retry() {
-                    return false;
-                }
-                // Free the lost device's model; a run still on it has stopped (the GPU failed).
-                self.gpu_slot.clear();
-                self.gpu_ctx = None;
-                self.backend.retry();
-                self.probes += 1;
-                self.probe();
-            }
-        }
+    /// Ask the worker to apply `edit` to the trained model; `false` without a model.
+    pub fn request_edit(&self, edit: BiasEdit) -> bool {
+        let Some(trained) = &self.trained else { return false };
+        self.client.send(&ToWorker::Edit { of: trained.id(), edit });
         true
     }
 
-    /// Upload the current model to the GPU when generation would run there.
-    fn warm_gpu(&self) {
-        let (Some(gpu_ctx), Some(engine)) = (self.gpu_ctx.clone(), self.current.clone()) else {
-            return;
-        };
-        if self.backend.active() != Active::Gpu {
-            return;
+    /// The worker's answer to an edit of `of`: the new current model, or why the edit was refused
+    /// (the last valid model stays).
+    pub fn edited(&mut self, of: u32, result: Result<ModelMeta, String>) -> Result<bool, String> {
+        if self.trained.as_ref().map(ModelRef::id) != Some(of) {
+            return Ok(false);
         }
-        let (notify, slot, load) = (self.notify.clone(), self.gpu_slot.clone(), self.latest_load.get());
-        spawn_local(async move {
-            let result = match slot.acquire().await {
-                Ok(mut lease) => lease.model_for(&gpu_ctx, &engine).await.map(|_| ()),
-                Err(f) => Err(f),
-            };
-            if let Err(failure) = result {
-                notify.emit(HostMsg::GpuFailed { load: Some(load), failure });
+        self.current = Some(ModelRef::new(self.client.clone(), result?));
+        Ok(true)
+    }
+
+    /// The badge's controls.
+    pub fn control(&mut self, msg: HostMsg) {
+        match msg {
+            HostMsg::ForceCpu(force) => {
+                self.backend.force_cpu = force;
+                self.client.send(&ToWorker::ForceCpu(force));
             }
-        });
+            HostMsg::RetryGpu => self.client.send(&ToWorker::RetryGpu),
+        }
+    }
+
+    /// The worker's backend state.
+    pub fn set_backend(&mut self, state: BackendState, probes: u32) {
+        self.backend = state;
+        self.probes = probes;
+    }
+
+    pub fn set_memory(&mut self, bytes: u64) {
+        self.memory = bytes;
+    }
+
+    /// Bytes of the worker's wasm memory (0 until it reports).
+    pub fn memory(&self) -> u64 {
+        self.memory
     }
 
     pub fn backend(&self) -> &BackendState {
@@ -285,18 +324,18 @@ impl ModelHost {
         self.probes
     }
 
-    /// The engine in use (the model info line); `None` while a model loads or after it failed.
-    pub fn engine(&self) -> Option<EngineRef> {
-        self.current.clone().map(EngineRef)
+    /// The model in use (the model info line); `None` while a model loads or after it failed.
+    pub fn model(&self) -> Option<ModelRef> {
+        self.current.clone()
     }
 
     /// The lab's view of the model; `None` while a model loads or after it failed.
     pub fn lab_model(&self) -> Option<LabModel> {
         match (&self.trained, &self.current) {
             (Some(trained), Some(current)) => Some(LabModel {
-                trained: EngineRef(trained.clone()),
-                current: EngineRef(current.clone()),
-                edit: self.edit.clone(),
+                trained: trained.clone(),
+                current: current.clone(),
+                edit: current.edit().clone(),
             }),
             _ => None,
         }
@@ -304,11 +343,6 @@ impl ModelHost {
 
     /// What the generator starts runs with; `None` while no model is ready.
     pub fn runner(&self) -> Option<Runner> {
-        let engine = EngineRef(self.current.clone()?);
-        let gpu = match (self.backend.active(), &self.gpu_ctx) {
-            (Active::Gpu, Some(ctx)) => Some(GpuRun { ctx: ctx.clone(), slot: self.gpu_slot.clone() }),
-            _ => None,
-        };
-        Some(Runner { engine, gpu, gpu_failed: self.gpu_failed.clone() })
+        Some(Runner { model: self.current.clone()?, backend: self.backend.active() })
     }
 }

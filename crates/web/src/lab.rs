@@ -29,13 +29,14 @@ pub const PPL_SLICE: usize = 128;
 pub const GATE_BINS: usize = 20;
 
 /// A live edit of the position bias of every steerable layer (alibi, gaussian, mep).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BiasEdit {
     /// Multiplies every head's slope m_h (1 = as trained).
     pub slope_scale: f64,
     /// MEP Table 4 presets: every head gets this slope before `slope_scale` applies.
     pub uniform_slope: Option<f64>,
     /// Replaces the layer's kernel with this mix (the α, β, γ sliders); `None` keeps the layer's own.
+    #[serde(with = "crate::protocol::as_json")]
     pub mix: Option<Vec<KernelTerm>>,
 }
 
@@ -104,6 +105,7 @@ pub fn edited_spec(spec: &AttentionSpec, edit: &BiasEdit, n_heads: usize) -> Res
 }
 
 /// What a trace of the current text gives the attention, LAA and gate views.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct TraceView {
     /// Readable label of every traced token (its own decoded text).
     pub labels: Vec<String>,

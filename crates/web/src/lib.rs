@@ -4,15 +4,20 @@
 //! chooses it from the models index and the URL, `form` parses the generator's settings, `colors`
 //! holds the colormaps (all tested natively too); the UI modules exist only on wasm32:
 //!
+//! The model runs in a dedicated Web Worker (the same wasm module, started in the worker by `run`);
+//! `protocol` holds the messages between the page and the worker (native, tested).
+//!
 //! - `app`: the root component (index, model loading, page status and errors, layout);
-//! - `host`: the one interface to the model and the GPU (load tickets, bias edits, backend, runs);
-//! - `generate`: the generation tasks (CPU and WebGPU), reporting `RunEvent`s;
+//! - `client`: the page's side of the worker (routing answers, tokens once per animation frame);
+//! - `host`: the page's one interface to the model (load tickets, bias edits, backend, runs);
+//! - `worker`: the worker (models, WebGPU device and backend, generation, analyses);
+//! - `generate`: the generation tasks in the worker (CPU and WebGPU, chunked prefill);
 //! - `loader`: model files from the browser cache or the network, and the page's other files;
 //! - `local`: a model from the user's own files ("Open model…"; `open` decides what it needs);
 //! - `panels`: the backend badge, the model picker, the generator and the lab tabs;
 //! - `views`: the lab views (kernels, perplexity, attention, LAA, gates);
-//! - `heatmap`, `plot`: canvas heatmaps and SVG charts; `gpu`, `store`, `fetch`, `yield_now`: browser
-//!   plumbing.
+//! - `heatmap`, `plot`: canvas heatmaps and SVG charts; `gpu`, `store`, `fetch`, `global`,
+//!   `yield_now`: browser plumbing.
 
 pub mod backend;
 pub mod colors;
@@ -22,14 +27,19 @@ pub mod integrity;
 pub mod lab;
 pub mod models;
 pub mod open;
+pub mod protocol;
 pub mod results;
 
 #[cfg(target_arch = "wasm32")]
 mod app;
 #[cfg(target_arch = "wasm32")]
+mod client;
+#[cfg(target_arch = "wasm32")]
 mod fetch;
 #[cfg(target_arch = "wasm32")]
 mod generate;
+#[cfg(target_arch = "wasm32")]
+mod global;
 #[cfg(target_arch = "wasm32")]
 mod gpu;
 #[cfg(target_arch = "wasm32")]
@@ -49,11 +59,18 @@ mod store;
 #[cfg(target_arch = "wasm32")]
 mod views;
 #[cfg(target_arch = "wasm32")]
+mod worker;
+#[cfg(target_arch = "wasm32")]
 mod yield_now;
 
-/// Mount the app on `<body>`. Called by the binary's `main` in the browser.
+/// Mount the app on `<body>`, or, in the page's worker, run the model's side. Called by the
+/// binary's `main` in the browser (the worker script imports the same module).
 #[cfg(target_arch = "wasm32")]
 pub fn run() {
     console_error_panic_hook::set_once();
-    yew::Renderer::<app::App>::new().render();
+    if global::is_worker() {
+        worker::start();
+    } else {
+        yew::Renderer::<app::App>::new().render();
+    }
 }

@@ -8,6 +8,7 @@ use attnlab_core::catalog::ModelIndex;
 use crate::engine::Engine;
 use crate::fetch;
 use crate::models;
+pub use crate::protocol::LoadReport;
 use crate::results::{self, ShippedCurve, RESULTS_URL};
 use crate::store;
 use crate::yield_now::next_paint;
@@ -54,45 +55,6 @@ pub async fn fetch_shipped() -> Result<Vec<ShippedCurve>, String> {
     let bytes = pending.read(|_| {}).await?;
     let text = String::from_utf8(bytes).map_err(|_| format!("{RESULTS_URL}: not valid UTF-8"))?;
     results::parse(&text)
-}
-
-/// Where a model's files came from: shown under the model's description.
-#[derive(Clone, Default, PartialEq)]
-pub struct LoadReport {
-    /// Files read from the browser cache, and fetched from the network.
-    pub from_cache: usize,
-    pub from_network: usize,
-    /// Why the browser cache was not used (or not written), when it was not.
-    pub cache_off: Option<String>,
-    /// One line per cached file that was corrupt and fetched again.
-    pub notices: Vec<String>,
-}
-
-impl LoadReport {
-    /// `data-source` of the line: "cache", "network" or "mixed".
-    pub fn code(&self) -> &'static str {
-        match (self.from_cache, self.from_network) {
-            (_, 0) => "cache",
-            (0, _) => "network",
-            _ => "mixed",
-        }
-    }
-
-    pub fn text(&self) -> String {
-        let total = self.from_cache + self.from_network;
-        let mut text = match (self.from_cache, self.from_network) {
-            (_, 0) => "model files: from the browser cache (no download)".to_string(),
-            (0, _) if self.cache_off.is_none() => {
-                "model files: fetched from the network, now kept in the browser cache".to_string()
-            }
-            (0, _) => "model files: fetched from the network".to_string(),
-            (c, _) => format!("model files: {c} of {total} from the browser cache, the rest fetched"),
-        };
-        if let Some(why) = &self.cache_off {
-            text.push_str(&format!(" (not cached: {why})"));
-        }
-        text
-    }
 }
 
 /// One model file: its bytes, the URL they belong to, and whether they came from the cache.

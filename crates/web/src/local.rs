@@ -30,15 +30,21 @@ struct Folder {
     files: Vec<(String, File)>,
 }
 
+/// The path of a picked file inside its picked folder (`webkitRelativePath`; empty for a file
+/// picked alone). Read on the page: a `File` sent to the worker does not carry it.
+pub fn relative_path(file: &File) -> String {
+    js_sys::Reflect::get(file, &"webkitRelativePath".into())
+        .ok()
+        .and_then(|v| v.as_string())
+        .unwrap_or_default()
+}
+
 impl Folder {
-    fn new(picked: Vec<File>) -> Folder {
+    /// The picked files with their [`relative_path`]s.
+    fn new(picked: Vec<(String, File)>) -> Folder {
         let mut name = None;
         let mut files = Vec::new();
-        for f in picked {
-            let rel = js_sys::Reflect::get(&f, &"webkitRelativePath".into())
-                .ok()
-                .and_then(|v| v.as_string())
-                .unwrap_or_default();
+        for (rel, f) in picked {
             if let Some(n) = open::name_in_folder(&rel, &f.name()) {
                 if name.is_none() && rel.contains('/') {
                     name = rel.split('/').next().map(str::to_string);
@@ -100,10 +106,10 @@ async fn tensors_of(name: &str, file: &File) -> Result<Vec<open::HeaderTensor>, 
     open::header_tensors(name, &slice(name, blob, 8, 8 + n).await?)
 }
 
-/// Open a model from `picked` files; `progress` hears the status and the fraction read, `alive()`
+/// Open a model from `picked` files (with their relative paths); `progress` hears the status and the fraction read, `alive()`
 /// turning false (another model was chosen) abandons it between steps.
 pub async fn open_model(
-    picked: Vec<File>,
+    picked: Vec<(String, File)>,
     progress: impl Fn(String, Option<f64>),
     alive: impl Fn() -> bool,
 ) -> Result<Opened, String> {

@@ -10,7 +10,7 @@
 //! Without the Cache API (an insecure context, storage disabled) [`ModelCache::open`] fails with a
 //! reason and the page loads from the network as before. Nothing here unwraps a JS result.
 
-use js_sys::{Reflect, Uint8Array};
+use js_sys::Uint8Array;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Cache, CacheStorage, Headers, Response, ResponseInit};
@@ -36,13 +36,10 @@ pub enum Cached {
 
 /// The `CacheStorage` of the page, when the browser offers it here.
 fn storage() -> Result<CacheStorage, String> {
-    let window = web_sys::window().ok_or_else(|| "no window object".to_string())?;
-    let caches = Reflect::get(&window, &JsValue::from_str("caches"))
-        .map_err(|e| format!("window.caches: {}", js_error_text(&e)))?;
-    if caches.is_undefined() || caches.is_null() {
+    let Some(caches) = crate::global::property("caches") else {
         return Err("the browser's Cache API is not available here (not a secure context?)".to_string());
-    }
-    caches.dyn_into().map_err(|_| "window.caches is not a CacheStorage".to_string())
+    };
+    caches.dyn_into().map_err(|_| "caches is not a CacheStorage".to_string())
 }
 
 async fn settle(promise: Result<js_sys::Promise, JsValue>) -> Result<JsValue, String> {

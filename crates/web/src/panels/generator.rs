@@ -5,9 +5,10 @@
 //!
 //! Each run carries an id, and it is also bound to the load it started under: when a new load starts
 //! (a model switch), the run's later events are dropped, it is told to stop, and its text so far
-//! stays, labelled as cut short.
+//! stays, labelled as cut short. The run itself happens in the model's worker: this panel shows the
+//! prefill's progress and the tokens (at most once per animation frame), and measures the decode
+//! speed the user sees beside the worker's raw one.
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use web_sys::{HtmlInputElement, HtmlTextAreaElement};
@@ -15,8 +16,9 @@ use yew::prelude::*;
 
 use crate::backend::Active;
 use crate::form::{Field, SettingsForm, MAX_TOKENS_LIMIT};
-use crate::generate::{DecodeStats, PrefillStats, RunEvent};
-use crate::host::{LoadTicket, Runner};
+use crate::global::now_ms;
+use crate::host::{LoadTicket, RunHandle, Runner};
+use crate::protocol::{DecodeStats, PrefillStats, RunEvent};
 
 /// What the generator tells the page.
 pub enum GenReport {
@@ -61,10 +63,17 @@ pub struct Generator {
     output_model: String,
     output_cut_by_switch: bool,
     running: bool,
-    stop: Rc<Cell<bool>>,
+    /// The run in flight (Stop goes to it).
+    handle: Option<RunHandle>,
     run_id: u32,
+    /// Prompt tokens through the model so far, of how many (while prefilling).
+    prefilling: Option<(usize, usize)>,
     prefill: Option<PrefillStats>,
     decode: Option<DecodeStats>,
+    /// When the prefill's end reached this page, and the decode speed seen here since (tokens on
+    /// screen over page time): what the user sees, beside the worker's raw speed.
+    decode_start_ms: Option<f64>,
+    seen_tps: Option<f64>,
     /// Backend of the shown run.
     run_backend: Option<Active>,
 }
@@ -96,19 +105,21 @@ impl Generator {
         Self::report(ctx, GenReport::Error(None));
         self.run_id = self.run_id.wrapping_add(1);
         self.running = true;
-        self.stop = Rc::new(Cell::new(false));
         self.shown_prompt = self.form.prompt.clone();
         self.output.clear();
         self.output_model = ctx.props().model.to_string();
         self.output_cut_by_switch = false;
+        self.prefilling = None;
         self.prefill = None;
         self.decode = None;
+        self.decode_start_ms = None;
+        self.seen_tps = None;
         Self::report(ctx, GenReport::Status("tokenizing…".to_string()));
         Self::report(ctx, GenReport::Running(true));
         self.run_backend = Some(runner.backend());
         let run = self.run_id;
         let events = ctx.link().callback(move |event| GenMsg::Run { run, event });
-        runner.start(self.form.prompt.clone(), settings, self.stop.clone(), events);
+        self.handle = Some(runner.start(run, self.form.prompt.clone(), settings, events));
         true
     }
 
@@ -119,18 +130,24 @@ impl Generator {
         }
         match event {
             RunEvent::Status(status) => Self::report(ctx, GenReport::Status(status)),
+            RunEvent::Prefilling { done, total } => self.prefilling = Some((done, total)),
             RunEvent::Prefilled(stats) => {
+                self.prefilling = None;
                 self.prefill = Some(stats);
+                self.decode_start_ms = Some(now_ms());
                 Self::report(ctx, GenReport::Status("generating…".to_string()));
             }
             RunEvent::Token { text, stats } => {
                 self.output = text;
                 self.decode = Some(stats);
+                self.seen_tps = self.decode_start_ms.and_then(|t0| per_second(stats.tokens, now_ms() - t0));
                 Self::report(ctx, GenReport::Status(format!("generating… {} tokens", stats.tokens)));
             }
             RunEvent::Backend(backend) => self.run_backend = Some(backend),
             RunEvent::Finished(result) => {
                 self.running = false;
+                self.handle = None;
+                self.prefilling = None;
                 self.report_text(ctx);
                 match result {
                     Ok(status) => Self::report(ctx, GenReport::Status(status)),
@@ -155,7 +172,9 @@ impl Generator {
         if !self.running {
             return;
         }
-        self.stop.set(true);
+        if let Some(h) = self.handle.take() {
+            h.stop();
+        }
         self.run_id = self.run_id.wrapping_add(1);
         self.running = false;
         self.output_cut_by_switch = true;
@@ -176,10 +195,13 @@ impl Component for Generator {
             output_model: String::new(),
             output_cut_by_switch: false,
             running: false,
-            stop: Rc::new(Cell::new(false)),
+            handle: None,
             run_id: 0,
+            prefilling: None,
             prefill: None,
             decode: None,
+            decode_start_ms: None,
+            seen_tps: None,
             run_backend: None,
         }
     }
@@ -202,7 +224,9 @@ impl Component for Generator {
                 if !self.running {
                     return false;
                 }
-                self.stop.set(true);
+                if let Some(h) = &self.handle {
+                    h.stop();
+                }
                 Self::report(ctx, GenReport::Status("stopping…".to_string()));
                 true
             }
@@ -216,6 +240,7 @@ impl Component for Generator {
                 { self.view_controls(ctx) }
                 <section class="output">
                     <h2>{ "Output" }</h2>
+                    { self.view_prefill() }
                     <pre id="output" aria-live="polite">
                         <span class="prompt-echo">{ &self.shown_prompt }</span>
                         <span id="generated" class="generated">{ &self.output }</span>
@@ -292,19 +317,28 @@ impl Generator {
         }
     }
 
-    /// Which backend ran, and prefill and decode throughput.
+    /// The prefill's progress bar while the prompt goes through the model.
+    fn view_prefill(&self) -> Html {
+        let Some((done, total)) = self.prefilling else { return html! {} };
+        html! {
+            <p class="prefill-progress muted">
+                <label for="prefill-progress">{ format!("prefill: {done} of {total} prompt tokens ") }</label>
+                <progress id="prefill-progress" max={total.to_string()} value={done.to_string()}
+                    data-done={done.to_string()} data-total={total.to_string()}></progress>
+            </p>
+        }
+    }
+
+    /// Which backend ran, and prefill and decode throughput (raw in the worker, and as seen here).
     fn view_stats(&self) -> Html {
         let prefill_tps = self.prefill.and_then(|p| per_second(p.tokens, p.ms));
         let decode_tps = self.decode.and_then(|d| per_second(d.tokens, d.compute_ms));
-        let decode_wall_tps = self.decode.and_then(|d| per_second(d.tokens, d.wall_ms));
         let fmt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".to_string());
         let raw = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_default();
         let prefill_detail =
             self.prefill.map(|p| format!(" ({} tokens in {:.1} ms)", p.tokens, p.ms)).unwrap_or_default();
-        let decode_detail = self
-            .decode
-            .map(|d| format!(" ({} tokens; {} tok/s incl. UI yields)", d.tokens, fmt(decode_wall_tps)))
-            .unwrap_or_default();
+        let decode_detail =
+            self.decode.map(|d| format!(" ({} tokens) · seen: ", d.tokens)).unwrap_or_default();
         let on = match self.run_backend {
             Some(Active::Gpu) => {
                 html! { <span id="run-backend" class="stat" data-backend="webgpu">{ "on WebGPU" }</span> }
@@ -326,6 +360,12 @@ impl Generator {
                     { "decode: " }
                     <b id="decode-tps" data-value={raw(decode_tps)}>{ fmt(decode_tps) }</b>
                     { " tok/s" }{ decode_detail }
+                    if self.decode.is_some() {
+                        <b id="decode-seen-tps" data-value={raw(self.seen_tps)}
+                            data-worker-wall={raw(self.decode.and_then(|d| per_second(d.tokens, d.wall_ms)))}
+                            title="tokens on screen per second of page time, rendering included">
+                            { fmt(self.seen_tps) }</b>{ " tok/s" }
+                    }
                 </span>
             </div>
         }

@@ -13,10 +13,10 @@ use std::rc::Rc;
 use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
-use crate::engine::Engine;
-use crate::host::{self, EngineRef, LabModel, LoadTicket};
+use crate::host::{LabModel, LoadTicket, ModelRef};
 use crate::lab::BiasEdit;
 use crate::loader::{self, HELDOUT_URL};
+use crate::protocol::{FromWorker, ToWorker};
 use crate::views::{
     Compare, CompareState, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, Shipped, TraceKind,
     TraceViewComp,
@@ -60,10 +60,10 @@ pub enum LabMsg {
     Tab(Tab),
     Heldout(Result<String, String>),
     Shipped(Shipped),
-    PplDone(EngineRef, PplCurve),
+    PplDone(ModelRef, PplCurve),
     Laa(String, Vec<LayerLaa>),
-    InitialProgress { load: LoadTicket, status: String },
-    InitialLoaded { load: LoadTicket, result: Result<Rc<Engine>, String> },
+    /// The comparison checkpoint's load, for trained model `of`.
+    Initial(FromWorker),
 }
 
 /// The untrained checkpoint of the current model, loaded for the gate view's comparison.
@@ -128,14 +128,10 @@ impl LabPanel {
             name: name.clone(),
             state: CompareState::Loading(format!("loading {name}…").into()),
         });
-        let (link, load) = (ctx.link().clone(), props.load.clone());
-        spawn_local(async move {
-            let progress = |status: String, _: Option<f64>| {
-                link.send_message(LabMsg::InitialProgress { load: load.clone(), status })
-            };
-            let result = host::load_model(&name, &load, progress).await.map(|(e, _)| e);
-            link.send_message(LabMsg::InitialLoaded { load: load.clone(), result });
-        });
+        let Some(trained) = props.model.as_ref().map(|m| m.trained.clone()) else { return };
+        let client = trained.client();
+        client.on_initial(trained.id(), ctx.link().callback(LabMsg::Initial));
+        client.send(&ToWorker::LoadInitial { of: trained.id(), name });
     }
 
     fn compare(&self) -> Option<Compare> {
@@ -211,21 +207,7 @@ impl Component for LabPanel {
                 self.laa_overlay = Rc::new(overlay);
                 return false;
             }
-            LabMsg::InitialProgress { load, status } => match &mut self.initial {
-                Some(i) if load.is_current() && matches!(i.state, CompareState::Loading(_)) => {
-                    i.state = CompareState::Loading(status.into());
-                }
-                _ => return false,
-            },
-            LabMsg::InitialLoaded { load, result } => {
-                let Some(i) = self.initial.as_mut().filter(|_| load.is_current()) else {
-                    return false;
-                };
-                i.state = match result {
-                    Ok(engine) => CompareState::Ready(EngineRef(engine)),
-                    Err(e) => CompareState::Failed(format!("Could not load {}: {e}", i.name).into()),
-                };
-            }
+            LabMsg::Initial(msg) => return self.on_initial(ctx, msg),
         }
         true
     }
@@ -249,8 +231,9 @@ impl Component for LabPanel {
                 <p class="muted" id="bias-state">{ format!("model: {edited}") }</p>
                 <p class="muted" id="lab-backend-note">
                     { "The lab views (heatmaps, gates, perplexity sweep, kernels) run on the CPU \
-                       (wasm) reference runtime, whatever backend generates. A bias edit is uploaded \
-                       to the GPU at the next generation." }
+                       (wasm) reference runtime in the model's worker, whatever backend generates; \
+                       traces stop at 512 tokens there. A bias edit is uploaded to the GPU at the \
+                       next generation." }
                 </p>
                 { self.view_tab(ctx, model) }
             </section>
@@ -259,6 +242,29 @@ impl Component for LabPanel {
 }
 
 impl LabPanel {
+    /// The comparison checkpoint's load progress or result (of the current trained model only).
+    fn on_initial(&mut self, ctx: &Context<Self>, msg: FromWorker) -> bool {
+        let trained = ctx.props().model.as_ref().map(|m| m.trained.clone());
+        let Some(trained) = trained else { return false };
+        let Some(i) = self.initial.as_mut() else { return false };
+        match msg {
+            FromWorker::InitialProgress { of, status } if of == trained.id() => {
+                if !matches!(i.state, CompareState::Loading(_)) {
+                    return false;
+                }
+                i.state = CompareState::Loading(status.into());
+            }
+            FromWorker::InitialLoaded { of, result } if of == trained.id() => {
+                i.state = match result {
+                    Ok(meta) => CompareState::Ready(ModelRef::new(trained.client(), meta)),
+                    Err(e) => CompareState::Failed(format!("Could not load {}: {e}", i.name).into()),
+                };
+            }
+            _ => return false,
+        }
+        true
+    }
+
     /// The chosen tab's view, on the current (edited) engine.
     fn view_tab(&self, ctx: &Context<Self>, model: &LabModel) -> Html {
         let (props, link) = (ctx.props(), ctx.link());

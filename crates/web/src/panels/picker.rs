@@ -12,9 +12,9 @@ use yew::prelude::*;
 
 use crate::app::Phase;
 use crate::engine::ModelInfo;
-use crate::host::EngineRef;
-use crate::loader::LoadReport;
+use crate::host::ModelRef;
 use crate::models;
+use crate::protocol::LoadReport;
 use crate::store;
 
 #[derive(Properties, PartialEq)]
@@ -28,8 +28,10 @@ pub struct PickerProps {
     pub progress: Option<f64>,
     /// The page's status line (loading, then generation).
     pub status: AttrValue,
-    /// The engine in use, once loaded.
-    pub engine: Option<EngineRef>,
+    /// The model in use, once loaded.
+    pub loaded: Option<ModelRef>,
+    /// Bytes of the model worker's wasm memory (0 until it reports).
+    pub memory: u64,
     /// Where the current model's files came from (browser cache or network), with notices.
     pub report: Option<Rc<LoadReport>>,
     /// Id of the latest load (a new load clears the answer of "forget cached models").
@@ -142,8 +144,8 @@ impl ModelPicker {
             (Phase::Loading, None) => html! { <progress id="load-progress"></progress> },
             _ => html! {},
         };
-        let info = match props.engine.as_ref().map(|e| e.0.info()) {
-            Some(info) => view_model_info(info),
+        let info = match props.loaded.as_ref().map(|m| m.info()) {
+            Some(info) => view_model_info(info, props.memory),
             None => html! {},
         };
         let source = match &props.report {
@@ -178,11 +180,13 @@ impl ModelPicker {
 }
 
 /// The model's name, source architecture, variants, shape, parameter count and description.
-fn view_model_info(info: &ModelInfo) -> Html {
+fn view_model_info(info: &ModelInfo, memory: u64) -> Html {
     let variants = info.variants.join(" + ");
     let arch = info.architecture.as_deref().map(|a| format!(" · {a}")).unwrap_or_default();
+    let memory_text = (memory > 0).then(|| format!(" · worker memory {}", crate::open::size(memory)));
     html! {
         <p id="model-info" class="model-info" data-params={info.params.to_string()}
+            data-worker-bytes={memory.to_string()}
             data-architecture={info.architecture.clone().unwrap_or_else(|| "attnlab".to_string())}>
             <b>{ &info.name }</b>
             { format!(
@@ -191,6 +195,7 @@ fn view_model_info(info: &ModelInfo) -> Html {
                 info.n_layers, info.n_heads, info.d_model, info.vocab_size, info.max_context,
                 info.train_context, crate::open::group(info.params as u64)
             ) }
+            { memory_text.unwrap_or_default() }
             if !info.description.is_empty() {
                 <br/><span class="muted">{ &info.description }</span>
             }

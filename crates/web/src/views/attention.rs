@@ -73,12 +73,8 @@ impl AttentionState {
 
     /// The stage toggle (softmax layers only), the thumbnails and the zoomed heatmap.
     pub fn view(&self, props: &TraceProps, t: &TraceView, send: &Callback<AttentionMsg>) -> Html {
-        let softmax_layers = props
-            .engine
-            .0
-            .current_specs()
-            .iter()
-            .any(|s| s.family() == attnlab_core::config::Family::Softmax);
+        let softmax_layers =
+            props.engine.current_specs().iter().any(|s| s.family() == attnlab_core::config::Family::Softmax);
         let (sl, sh) = self.selected;
         let layer: Option<&LayerAttention> = t.attention.get(sl);
         let labels = Rc::new(t.labels.clone());

@@ -11,10 +11,9 @@ use yew::prelude::*;
 
 use super::note;
 use super::trace::{TraceKind, TraceProps};
-use crate::host::EngineRef;
+use crate::host::ModelRef;
 use crate::lab::TraceView;
 use crate::plot::{histogram, PALETTE};
-use crate::yield_now::next_paint;
 
 /// The untrained checkpoint the gate view compares the current model with (ReGLA Fig. 4).
 #[derive(Clone, PartialEq)]
@@ -30,7 +29,7 @@ pub struct Compare {
 pub enum CompareState {
     /// Loading, with a status line.
     Loading(AttrValue),
-    Ready(EngineRef),
+    Ready(ModelRef),
     Failed(AttrValue),
 }
 
@@ -80,10 +79,9 @@ impl GatesState {
                     return true;
                 }
                 let (run, send) = (self.run, send.clone());
-                let (engine, text) = (engine.0.clone(), props.text.clone());
+                let (model, text) = (engine.clone(), props.text.clone());
                 spawn_local(async move {
-                    next_paint().await;
-                    let result = engine.gate_stats(&text).map(Rc::new);
+                    let result = model.gate_stats(&text).await.map(Rc::new);
                     send.emit(GatesMsg::Done { run, result });
                 });
             }

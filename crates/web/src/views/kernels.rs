@@ -7,13 +7,14 @@
 
 use std::rc::Rc;
 
+use attnlab_core::analysis::KernelCurve;
 use attnlab_core::variants::{KernelKind, KernelTerm};
+use wasm_bindgen_futures::spawn_local;
 use web_sys::{HtmlInputElement, HtmlSelectElement};
 use yew::prelude::*;
 
 use super::note;
-use crate::engine::Engine;
-use crate::host::EngineRef;
+use crate::host::ModelRef;
 use crate::lab::{self, BiasEdit};
 use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
 
@@ -72,7 +73,7 @@ pub fn mix_rows(trained: Option<Vec<KernelTerm>>) -> Vec<KernelTerm> {
 
 #[derive(Properties, PartialEq)]
 pub struct KernelProps {
-    pub engine: EngineRef,
+    pub engine: ModelRef,
     pub edit: BiasEdit,
     pub on_edit: Callback<BiasEdit>,
 }
@@ -168,12 +169,25 @@ fn number<T: std::str::FromStr>(value: String, fallback: T) -> T {
 /// B_h(d) and exp(B_h(d)) per head, with the slope and mix sliders.
 #[function_component(KernelView)]
 pub fn kernel_view(props: &KernelProps) -> Html {
-    let engine = &props.engine.0;
+    let engine = &props.engine;
     let plot = use_reducer(Plot::default);
     let info = engine.info();
     let layer = plot.layer.min(info.n_layers.saturating_sub(1));
     let n = (info.train_context * plot.range).clamp(2, info.max_context);
     let steerable = engine.has_steerable_layers();
+    // The worker's curves for (model, layer, n); the last ones stay drawn while new ones compute.
+    let curves = use_state(|| None::<Rc<Curves>>);
+    {
+        let (curves, model) = (curves.clone(), engine.clone());
+        use_effect_with((engine.id(), layer, n), move |&(id, layer, n)| {
+            spawn_local(async move {
+                match model.kernel_curves(layer, n).await {
+                    Err(e) if e == "superseded" => {}
+                    result => curves.set(Some(Rc::new(Curves { key: (id, layer, n), result }))),
+                }
+            });
+        });
+    }
     html! {
         <section class="view" id="kernel-view">
             <h2>{ "Position kernels" }</h2>
@@ -186,7 +200,7 @@ pub fn kernel_view(props: &KernelProps) -> Html {
                  line marks the training length. Moving a slider rebuilds the bias tables and re-runs the \
                  model: the heatmap, perplexity and the next generation all use the edited bias." ) }
             { view_plot_settings(engine, &plot, layer) }
-            { view_chart(engine, &plot, layer, n) }
+            { view_chart(engine, &plot, layer, curves.as_deref()) }
             if !steerable {
                 <p class="notice">{ "This model's biases are learned (or it has none), so the sliders are off: the curves show what training produced." }</p>
             }
@@ -196,7 +210,7 @@ pub fn kernel_view(props: &KernelProps) -> Html {
 }
 
 /// Layer, distance range, curve kind and log y.
-fn view_plot_settings(engine: &Engine, plot: &UseReducerHandle<Plot>, layer: usize) -> Html {
+fn view_plot_settings(engine: &ModelRef, plot: &UseReducerHandle<Plot>, layer: usize) -> Html {
     let specs = engine.current_specs();
     let send = |f: fn(String) -> PlotMsg| {
         let plot = plot.clone();
@@ -237,11 +251,23 @@ fn view_plot_settings(engine: &Engine, plot: &UseReducerHandle<Plot>, layer: usi
     }
 }
 
-/// The curves of `layer` for d = 0..n.
-fn view_chart(engine: &Engine, plot: &Plot, layer: usize, n: usize) -> Html {
+/// Kernel curves the worker computed, for (model id, layer, n).
+struct Curves {
+    key: (u32, usize, usize),
+    result: Result<Vec<KernelCurve>, String>,
+}
+
+/// The curves of `layer` (the latest computed; `data-current` says whether they are of the
+/// settings shown).
+fn view_chart(engine: &ModelRef, plot: &Plot, layer: usize, curves: Option<&Curves>) -> Html {
     let info = engine.info();
     let kind = plot.kind;
-    match engine.kernel_curves(layer, n) {
+    let Some(computed) = curves else {
+        return html! { <p class="muted" id="kernel-chart-pending">{ "computing the curves…" }</p> };
+    };
+    let current = computed.key.0 == engine.id() && computed.key.1 == layer;
+    let layer = computed.key.1;
+    let chart = match &computed.result {
         Ok(curves) => {
             let series = curves
                 .iter()
@@ -273,12 +299,13 @@ fn view_chart(engine: &Engine, plot: &Plot, layer: usize, n: usize) -> Html {
             })
         }
         Err(e) => html! { <p class="error">{ e }</p> },
-    }
+    };
+    html! { <div id="kernel-curves" data-model={computed.key.0.to_string()} data-current={current.to_string()}>{ chart }</div> }
 }
 
 /// The global slope slider, the presets, reset, and the three mix rows.
 fn view_sliders(props: &KernelProps, steerable: bool) -> Html {
-    let engine = &props.engine.0;
+    let engine = &props.engine;
     let first_steerable = engine.trained_specs().iter().find(|s| lab::is_steerable(s)).cloned();
     let rows: Rc<Vec<KernelTerm>> = Rc::new(
         props

@@ -49,7 +49,7 @@ pub fn view(props: &TraceProps, t: &TraceView) -> Html {
         dashed: true,
         width: LINE,
     });
-    let me = props.engine.0.info().name.clone();
+    let me = props.engine.info().name.clone();
     let overlay: Vec<Series> = props
         .laa_overlay
         .iter()

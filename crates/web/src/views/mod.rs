@@ -1,8 +1,8 @@
 //! The lab views: kernels (with the bias sliders), extrapolation (perplexity vs length), attention
 //! heatmaps, locally accumulated attention and gates (with the before/after-training comparison of
 //! ReGLA Fig. 4 when the index lists an initial checkpoint). Each view has a short "what am I looking
-//! at" note. All model work goes through `lab` (and so through `engine`), on the CPU engine the
-//! views get as an [`EngineRef`](crate::host::EngineRef).
+//! at" note. All model work is asked of the model's worker through the [`ModelRef`](crate::host::ModelRef)
+//! the views get (on its CPU engine; the answers arrive as futures).
 //!
 //! `kernels` and `ppl` are components of their own; attention, LAA and gates show one trace of the
 //! current text, computed by the `trace` component, each drawn by its own module.

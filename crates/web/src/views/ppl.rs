@@ -1,8 +1,7 @@
 //! Perplexity against context length: the held-out text, cut into windows of 1×…32× the training
-//! length, swept in the page in slices (yielding between them), with the trained model's curve and the
-//! shipped models' table (`results.json`) behind it.
+//! length, swept by the model's worker in slices (reporting progress), with the trained model's
+//! curve and the shipped models' table (`results.json`) behind it.
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use attnlab_core::analysis::PplPoint;
@@ -11,16 +10,14 @@ use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
 use super::{note, PplCurve, DEBOUNCE_MS};
-use crate::engine::Engine;
-use crate::host::EngineRef;
+use crate::host::ModelRef;
 use crate::lab;
 use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
 use crate::results::ShippedCurve;
-use crate::yield_now::{next_paint, yield_now};
 
 #[derive(Properties, PartialEq)]
 pub struct PplProps {
-    pub engine: EngineRef,
+    pub engine: ModelRef,
     /// Held-out text the sweep runs on.
     pub text: Rc<String>,
     /// Where the text came from (shown).
@@ -28,7 +25,7 @@ pub struct PplProps {
     /// The trained model's curve, once measured (plotted as the reference).
     pub trained: Option<PplCurve>,
     /// Called with `(length, perplexity)` points when a sweep finishes.
-    pub on_done: Callback<(EngineRef, PplCurve)>,
+    pub on_done: Callback<(ModelRef, PplCurve)>,
     /// The shipped models' curves (`results.json`), drawn behind this page's.
     pub shipped: Shipped,
     /// Name of the loaded model (its shipped curve is highlighted).
@@ -58,8 +55,6 @@ pub enum PplMsg {
 /// Perplexity against context length, computed in the page in slices.
 pub struct PplView {
     run: u32,
-    /// The run that may keep computing: an older sweep stops at its next slice.
-    live_run: Rc<Cell<u32>>,
     running: bool,
     fraction: f64,
     points: Vec<PplPoint>,
@@ -81,7 +76,6 @@ impl Component for PplView {
     fn create(ctx: &Context<Self>) -> Self {
         let mut v = PplView {
             run: 0,
-            live_run: Rc::new(Cell::new(0)),
             running: false,
             fraction: 0.0,
             points: Vec::new(),
@@ -95,7 +89,6 @@ impl Component for PplView {
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
         if ctx.props().engine != old.engine || ctx.props().text != old.text {
             self.run = self.run.wrapping_add(1);
-            self.live_run.set(self.run);
             self.running = true;
             self.points.clear();
             self.schedule(ctx);
@@ -107,15 +100,16 @@ impl Component for PplView {
         match msg {
             PplMsg::Start => {
                 self.run = self.run.wrapping_add(1);
-                self.live_run.set(self.run);
                 self.running = true;
                 self.fraction = 0.0;
                 self.points.clear();
                 self.error = None;
-                let (run, link, live) = (self.run, ctx.link().clone(), self.live_run.clone());
-                let (engine, text) = (ctx.props().engine.0.clone(), ctx.props().text.clone());
+                let (run, link) = (self.run, ctx.link().clone());
+                let (model, text) = (ctx.props().engine.clone(), ctx.props().text.clone());
+                let progress =
+                    link.callback(move |(fraction, points)| PplMsg::Progress { run, fraction, points });
                 spawn_local(async move {
-                    let result = sweep(&link, run, &live, &engine, &text).await;
+                    let result = model.ppl_sweep(&text, progress).await;
                     link.send_message(PplMsg::Done { run, result });
                 });
             }
@@ -145,14 +139,16 @@ impl Component for PplView {
         true
     }
 
-    fn destroy(&mut self, _ctx: &Context<Self>) {
+    fn destroy(&mut self, ctx: &Context<Self>) {
         // Stop a sweep in flight (e.g. the model was switched and the lab unmounted).
-        self.live_run.set(self.run.wrapping_add(1));
+        if self.running {
+            ctx.props().engine.cancel_sweep();
+        }
     }
 
     fn view(&self, ctx: &Context<Self>) -> Html {
         let props = ctx.props();
-        let info = props.engine.0.info();
+        let info = props.engine.info();
         let mut series = vec![Series {
             label: "current settings".into(),
             color: PALETTE[0].into(),
@@ -240,35 +236,4 @@ impl Component for PplView {
             </section>
         }
     }
-}
-
-async fn sweep(
-    link: &yew::html::Scope<PplView>,
-    run: u32,
-    live: &Cell<u32>,
-    engine: &Engine,
-    text: &str,
-) -> Result<Vec<PplPoint>, String> {
-    next_paint().await;
-    let tokens = engine.encode(text)?;
-    let lengths = engine.sweep_lengths(tokens.len());
-    let mut sweep = lab::PplSweep::new(engine, tokens, &lengths)?;
-    let (mut last_sent, mut slices) = (0usize, 0usize);
-    while !sweep.advance()? {
-        slices += 1;
-        // Re-render on a finished length, and every few slices for the progress bar.
-        if sweep.points().len() != last_sent || slices.is_multiple_of(4) {
-            last_sent = sweep.points().len();
-            link.send_message(PplMsg::Progress {
-                run,
-                fraction: sweep.progress(),
-                points: sweep.points().to_vec(),
-            });
-        }
-        yield_now().await;
-        if live.get() != run {
-            return Err("superseded".to_string());
-        }
-    }
-    Ok(sweep.points().to_vec())
 }

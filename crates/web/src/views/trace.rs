@@ -1,5 +1,5 @@
-//! The trace component behind the attention, LAA and gate views: it computes one trace of the
-//! current text on the CPU engine (after a debounce, again whenever the engine, the text or the view
+//! The trace component behind the attention, LAA and gate views: it asks the model's worker for one
+//! trace of the current text (after a debounce, again whenever the engine, the text or the view
 //! changes) and hands it to the view's module to draw. The three tabs share one instance, so a trace
 //! and the attention view's stage and zoom survive switching between them.
 
@@ -14,9 +14,8 @@ use super::attention::{self, AttentionMsg, AttentionState};
 use super::gates::{self, Compare, GatesMsg, GatesState};
 use super::laa;
 use super::{LaaOverlay, LayerLaa, DEBOUNCE_MS};
-use crate::host::EngineRef;
+use crate::host::ModelRef;
 use crate::lab::TraceView;
-use crate::yield_now::next_paint;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum TraceKind {
@@ -28,7 +27,7 @@ pub enum TraceKind {
 #[derive(Properties, PartialEq)]
 pub struct TraceProps {
     pub kind: TraceKind,
-    pub engine: EngineRef,
+    pub engine: ModelRef,
     pub text: Rc<String>,
     /// LAA curves of other models seen in this page, by model name (the overlay).
     pub laa_overlay: Rc<LaaOverlay>,
@@ -67,15 +66,14 @@ impl TraceViewComp {
         self.run = self.run.wrapping_add(1);
         self.running = true;
         let (run, link) = (self.run, ctx.link().clone());
-        let (engine, text) = (ctx.props().engine.0.clone(), ctx.props().text.clone());
+        let (model, text) = (ctx.props().engine.clone(), ctx.props().text.clone());
         let stage = if ctx.props().kind == TraceKind::Attention {
             self.attention.stage
         } else {
             AttnStage::Probabilities
         };
         spawn_local(async move {
-            next_paint().await;
-            let result = engine.trace(&text, stage).map(Rc::new);
+            let result = model.trace(&text, stage).await.map(Rc::new);
             link.send_message(TraceMsg::Done { run, result });
         });
         ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start));
@@ -90,7 +88,7 @@ impl TraceViewComp {
                 if !t.summaries.is_empty() {
                     let layers =
                         t.summaries.iter().map(|s| (s.layer, s.laa.auc, s.laa.curve.clone())).collect();
-                    ctx.props().on_laa.emit((ctx.props().engine.0.info().name.clone(), layers));
+                    ctx.props().on_laa.emit((ctx.props().engine.info().name.clone(), layers));
                 }
                 self.attention.fit(&t);
                 self.trace = Some(t);

@@ -1,0 +1,331 @@
+//! The page's side of the model's worker (`worker.rs`): it starts the worker, queues messages until
+//! the worker says Ready, and routes what comes back: a run's events to its generator, an analysis'
+//! answer to the view that asked (as a future), a comparison checkpoint's load to the lab, and the
+//! rest to the root component. Tokens are handed on once per animation frame (the latest text of
+//! each run), so a fast decode costs one render per frame, not one per token.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use attnlab_core::analysis::PplPoint;
+use js_sys::{Array, Uint8Array};
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{ErrorEvent, File, MessageEvent, Worker, WorkerOptions, WorkerType};
+use yew::Callback;
+
+use crate::protocol::{self, Answer, FromWorker, ModelId, RunEvent, ToWorker};
+
+/// Where the page's worker script is: set by the page's module script (`attnlab-site` writes both).
+const WORKER_URL_GLOBAL: &str = "__attnlabWorker";
+
+/// What the root component hears: every message no view subscribed to, and the worker's failure.
+pub enum ClientEvent {
+    Message(FromWorker),
+    /// The worker could not start or stopped (a script error, a crash).
+    Failed(String),
+}
+
+type AnswerSlot = Box<dyn FnOnce(Result<Answer, String>)>;
+/// A message's bytes and the files that go with it (with their paths in the picked folder).
+type Outgoing = (Vec<u8>, Vec<(String, File)>);
+/// Where a sweep's progress goes: the fraction done and the lengths finished.
+pub type SweepProgress = Callback<(f64, Vec<PplPoint>)>;
+
+struct Inner {
+    ready: Cell<bool>,
+    /// Messages sent before the worker was ready.
+    queue: RefCell<Vec<Outgoing>>,
+    next_req: Cell<u32>,
+    answers: RefCell<HashMap<u32, AnswerSlot>>,
+    sweeps: RefCell<HashMap<u32, SweepProgress>>,
+    runs: RefCell<HashMap<u32, Callback<RunEvent>>>,
+    /// The latest token of each run, waiting for the next animation frame.
+    tokens: RefCell<HashMap<u32, RunEvent>>,
+    frame_pending: Cell<bool>,
+    /// The latest request per view channel: a new one cancels the one before.
+    channels: RefCell<HashMap<&'static str, u32>>,
+    initial: RefCell<HashMap<ModelId, Callback<FromWorker>>>,
+    root: Callback<ClientEvent>,
+}
+
+/// The page's handle on the worker; clones share it.
+#[derive(Clone)]
+pub struct WorkerClient(Rc<Inner>);
+
+impl PartialEq for WorkerClient {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl WorkerClient {
+    /// Start the worker; `root` hears what no view subscribed to. A worker that cannot start is
+    /// reported to `root` (the page then says why nothing loads).
+    pub fn start(root: Callback<ClientEvent>) -> WorkerClient {
+        let client = WorkerClient(Rc::new(Inner {
+            ready: Cell::new(false),
+            queue: RefCell::new(Vec::new()),
+            next_req: Cell::new(0),
+            answers: RefCell::new(HashMap::new()),
+            sweeps: RefCell::new(HashMap::new()),
+            runs: RefCell::new(HashMap::new()),
+            tokens: RefCell::new(HashMap::new()),
+            frame_pending: Cell::new(false),
+            channels: RefCell::new(HashMap::new()),
+            initial: RefCell::new(HashMap::new()),
+            root: root.clone(),
+        }));
+        if let Err(e) = spawn_worker(&client) {
+            root.emit(ClientEvent::Failed(e));
+        }
+        client
+    }
+
+    /// Send `msg` (with `files` for an open).
+    pub fn send(&self, msg: &ToWorker) {
+        self.send_with_files(msg, Vec::new());
+    }
+
+    pub fn send_with_files(&self, msg: &ToWorker, files: Vec<(String, File)>) {
+        let bytes = match protocol::encode(msg) {
+            Ok(b) => b,
+            Err(e) => return self.0.root.emit(ClientEvent::Failed(e.to_string())),
+        };
+        if self.0.ready.get() {
+            post(&bytes, &files);
+        } else {
+            self.0.queue.borrow_mut().push((bytes, files));
+        }
+    }
+
+    /// Start run `run`; its events go to `events` (tokens at most once per animation frame).
+    pub fn generate(&self, msg: ToWorker, run: u32, events: Callback<RunEvent>) {
+        self.0.runs.borrow_mut().insert(run, events);
+        self.send(&msg);
+    }
+
+    /// Ask the worker for `task` on `model`, superseding the last request on `channel` (a view's
+    /// name): that one is cancelled in the worker and answers "superseded" here.
+    pub async fn analyze(
+        &self,
+        channel: &'static str,
+        model: ModelId,
+        task: protocol::Task,
+    ) -> Result<Answer, String> {
+        let req = self.new_req();
+        self.ask(channel, req, model, task).await
+    }
+
+    fn new_req(&self) -> u32 {
+        let req = self.0.next_req.get().wrapping_add(1);
+        self.0.next_req.set(req);
+        req
+    }
+
+    async fn ask(
+        &self,
+        channel: &'static str,
+        req: u32,
+        model: ModelId,
+        task: protocol::Task,
+    ) -> Result<Answer, String> {
+        if let Some(old) = self.0.channels.borrow_mut().insert(channel, req) {
+            self.cancel(old);
+        }
+        let result: Rc<RefCell<Option<Result<Answer, String>>>> = Rc::new(RefCell::new(None));
+        let promise = {
+            let result = result.clone();
+            let mut answers = self.0.answers.borrow_mut();
+            js_sys::Promise::new(&mut |resolve, _| {
+                let result = result.clone();
+                answers.insert(
+                    req,
+                    Box::new(move |r| {
+                        *result.borrow_mut() = Some(r);
+                        let _ = resolve.call0(&JsValue::UNDEFINED);
+                    }),
+                );
+            })
+        };
+        self.send(&ToWorker::Analyze { req, model, task });
+        let _ = JsFuture::from(promise).await;
+        let answer = result.borrow_mut().take();
+        answer.unwrap_or_else(|| Err("no answer from the model's worker".to_string()))
+    }
+
+    /// [`WorkerClient::analyze`] for a perplexity sweep, with its progress going to `progress`.
+    pub async fn sweep(
+        &self,
+        model: ModelId,
+        text: String,
+        progress: Callback<(f64, Vec<PplPoint>)>,
+    ) -> Result<Vec<PplPoint>, String> {
+        let req = self.new_req();
+        self.0.sweeps.borrow_mut().insert(req, progress);
+        let answer = self.ask("ppl", req, model, protocol::Task::PplSweep { text }).await;
+        self.0.sweeps.borrow_mut().remove(&req);
+        match answer? {
+            Answer::Sweep(points) => Ok(points),
+            _ => Err("the worker answered a sweep with something else".to_string()),
+        }
+    }
+
+    /// Cancel request `req`: the worker drops it, its future answers "superseded".
+    fn cancel(&self, req: u32) {
+        self.send(&ToWorker::Cancel { req });
+        if let Some(answer) = self.0.answers.borrow_mut().remove(&req) {
+            answer(Err("superseded".to_string()));
+        }
+    }
+
+    /// Cancel the latest request on `channel` (its view went away).
+    pub fn cancel_channel(&self, channel: &'static str) {
+        if let Some(req) = self.0.channels.borrow_mut().remove(channel) {
+            self.cancel(req);
+        }
+    }
+
+    /// Route the comparison checkpoint's load messages for page model `of` to `to`.
+    pub fn on_initial(&self, of: ModelId, to: Callback<FromWorker>) {
+        self.0.initial.borrow_mut().insert(of, to);
+    }
+
+    fn receive(&self, msg: FromWorker) {
+        let inner = &self.0;
+        match msg {
+            FromWorker::Ready => {
+                inner.ready.set(true);
+                for (bytes, files) in inner.queue.borrow_mut().drain(..) {
+                    post(&bytes, &files);
+                }
+            }
+            FromWorker::Run { run, event: event @ RunEvent::Token { .. } } => {
+                inner.tokens.borrow_mut().insert(run, event);
+                self.request_frame();
+            }
+            FromWorker::Run { run, event } => {
+                // What came before the event is shown first (the last tokens before Finished).
+                self.flush_tokens(Some(run));
+                let events = inner.runs.borrow().get(&run).cloned();
+                if let Some(events) = events {
+                    if matches!(event, RunEvent::Finished(_)) {
+                        inner.runs.borrow_mut().remove(&run);
+                    }
+                    events.emit(event);
+                }
+            }
+            FromWorker::Answer { req, result } => {
+                let answer = inner.answers.borrow_mut().remove(&req);
+                if let Some(answer) = answer {
+                    answer(result);
+                }
+            }
+            FromWorker::Sweep { req, fraction, points } => {
+                let to = inner.sweeps.borrow().get(&req).cloned();
+                if let Some(to) = to {
+                    to.emit((fraction, points));
+                }
+            }
+            msg @ (FromWorker::InitialProgress { of, .. } | FromWorker::InitialLoaded { of, .. }) => {
+                let to = inner.initial.borrow().get(&of).cloned();
+                if let Some(to) = to {
+                    to.emit(msg);
+                }
+            }
+            other => inner.root.emit(ClientEvent::Message(other)),
+        }
+    }
+
+    fn request_frame(&self) {
+        if self.0.frame_pending.replace(true) {
+            return;
+        }
+        let this = self.clone();
+        let on_frame = Closure::once_into_js(move || {
+            this.0.frame_pending.set(false);
+            this.flush_tokens(None);
+        });
+        let requested =
+            web_sys::window().and_then(|w| w.request_animation_frame(on_frame.unchecked_ref()).ok());
+        if requested.is_none() {
+            self.0.frame_pending.set(false);
+            self.flush_tokens(None);
+        }
+    }
+
+    /// Hand on the waiting tokens (of `run`, or of every run).
+    fn flush_tokens(&self, run: Option<u32>) {
+        let waiting: Vec<(u32, RunEvent)> = {
+            let mut tokens = self.0.tokens.borrow_mut();
+            match run {
+                Some(r) => tokens.remove(&r).map(|e| vec![(r, e)]).unwrap_or_default(),
+                None => tokens.drain().collect(),
+            }
+        };
+        for (run, event) in waiting {
+            let events = self.0.runs.borrow().get(&run).cloned();
+            if let Some(events) = events {
+                events.emit(event);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The page's one worker.
+    static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+}
+
+/// Post encoded bytes (transferred) and files to the worker.
+fn post(bytes: &[u8], files: &[(String, File)]) {
+    WORKER.with(|w| {
+        let Some(worker) = &*w.borrow() else { return };
+        let array = Uint8Array::from(bytes);
+        let data = js_sys::Object::new();
+        let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&data, &k.into(), v);
+        let _ = set("bytes", &array);
+        if !files.is_empty() {
+            let _ = set("files", &files.iter().map(|(_, f)| JsValue::from(f)).collect::<Array>());
+            let _ = set("paths", &files.iter().map(|(p, _)| JsValue::from_str(p)).collect::<Array>());
+        }
+        if let Err(e) = worker.post_message_with_transfer(&data, &Array::of1(&array.buffer())) {
+            web_sys::console::error_1(&e);
+        }
+    });
+}
+
+/// Start the worker script and wire its messages and errors to `client`.
+fn spawn_worker(client: &WorkerClient) -> Result<(), String> {
+    let url = crate::global::property(WORKER_URL_GLOBAL)
+        .and_then(|v| v.as_string())
+        .ok_or("the page does not name its worker script (built without attnlab-site?)")?;
+    let options = WorkerOptions::new();
+    options.set_type(WorkerType::Module);
+    let worker = Worker::new_with_options(&url, &options)
+        .map_err(|e| format!("the model's worker could not start: {}", crate::fetch::js_error_text(&e)))?;
+    let weak = Rc::downgrade(&client.0);
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| {
+        let Some(inner) = weak.upgrade() else { return };
+        let client = WorkerClient(inner);
+        let bytes = e.data().dyn_into::<Uint8Array>().map(|a| a.to_vec()).unwrap_or_default();
+        match protocol::decode::<FromWorker>(&bytes) {
+            Ok(msg) => client.receive(msg),
+            Err(e) => client.0.root.emit(ClientEvent::Failed(e.to_string())),
+        }
+    });
+    worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    on_message.forget();
+    let root = client.0.root.clone();
+    let on_error = Closure::<dyn FnMut(ErrorEvent)>::new(move |e: ErrorEvent| {
+        e.prevent_default();
+        let what = if e.message().is_empty() { "a script error".to_string() } else { e.message() };
+        root.emit(ClientEvent::Failed(format!("the model's worker stopped ({what}); reload the page")));
+    });
+    worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+    on_error.forget();
+    WORKER.with(|w| *w.borrow_mut() = Some(worker));
+    Ok(())
+}
