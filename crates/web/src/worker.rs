@@ -46,6 +46,9 @@ struct State {
     /// without an edit).
     trained: Option<Held>,
     current: Option<Held>,
+    /// The edited model before the current one: the page may still ask of it until it hears of
+    /// the new one.
+    previous: Option<Held>,
     edit: BiasEdit,
     /// The initial checkpoint of the trained model (ReGLA Fig. 4), once the gate view asked.
     initial: Option<Held>,
@@ -91,6 +94,7 @@ pub fn start() {
         next_id: 1,
         trained: None,
         current: None,
+        previous: None,
         edit: BiasEdit::default(),
         initial: None,
         backend: BackendState::new(false),
@@ -179,6 +183,7 @@ fn set_loaded(shared: &Shared, engine: Engine) -> ModelMeta {
         s.next_id += 1;
         s.trained = Some(held.clone());
         s.current = Some(held.clone());
+        s.previous = None;
         s.edit = BiasEdit::default();
         s.initial = None;
         s.backend.new_model();
@@ -262,14 +267,14 @@ fn apply_edit(shared: &Shared, of: ModelId, edit: BiasEdit) -> Result<ModelMeta,
         s.next_id += 1;
         held
     };
-    s.current = Some(held.clone());
+    s.previous = s.current.replace(held.clone());
     s.edit = edit;
     Ok(meta(&s, &held))
 }
 
 /// The held engine with id `id`.
 fn engine_of(s: &State, id: ModelId) -> Option<Rc<Engine>> {
-    [&s.current, &s.trained, &s.initial].into_iter().flatten().find(|h| h.id == id).map(|h| h.engine.clone())
+    [&s.current, &s.trained, &s.previous, &s.initial].into_iter().flatten().find(|h| h.id == id).map(|h| h.engine.clone())
 }
 
 fn post_backend(shared: &Shared) {
