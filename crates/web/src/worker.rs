@@ -274,7 +274,11 @@ fn apply_edit(shared: &Shared, of: ModelId, edit: BiasEdit) -> Result<ModelMeta,
 
 /// The held engine with id `id`.
 fn engine_of(s: &State, id: ModelId) -> Option<Rc<Engine>> {
-    [&s.current, &s.trained, &s.previous, &s.initial].into_iter().flatten().find(|h| h.id == id).map(|h| h.engine.clone())
+    [&s.current, &s.trained, &s.previous, &s.initial]
+        .into_iter()
+        .flatten()
+        .find(|h| h.id == id)
+        .map(|h| h.engine.clone())
 }
 
 fn post_backend(shared: &Shared) {
