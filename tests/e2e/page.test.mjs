@@ -152,7 +152,7 @@ test("loads from a subpath and generates 32 tokens on the CPU, with throughput s
   // ?backend=cpu forces the CPU (wasm) runtime even where WebGPU works.
   const { page, context, outside, errors } = await open("?backend=cpu");
   assert.equal(await attr(page, "#backend", "data-backend"), "cpu");
-  assert.equal(await page.isChecked("#force-cpu"), true);
+  assert.equal(await page.inputValue("#backend-choice"), "cpu");
   await page.fill("#max-tokens", "32");
   await page.fill("#seed", "7");
   await page.click("#generate");
@@ -534,7 +534,8 @@ async function generateRun(page) {
 }
 
 test("generation runs on WebGPU and its greedy output equals the CPU's", async (t) => {
-  const { page, context, errors } = await open();
+  // ?backend=gpu: WebGPU whenever it works (Auto would pick the faster CPU over SwiftShader).
+  const { page, context, errors } = await open("?backend=gpu");
   await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
   if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
     const notice = (await page.textContent("#backend-notice")) ?? "";
@@ -556,7 +557,7 @@ test("generation runs on WebGPU and its greedy output equals the CPU's", async (
   assert.match(gpu.status, /^done: \d+ tokens/);
   assert.ok(gpu.text.length > 0 && gpu.decode > 0);
   // The same greedy run on the CPU engine.
-  await page.check("#force-cpu");
+  await page.selectOption("#backend-choice", "cpu");
   assert.equal(await attr(page, "#backend", "data-backend"), "cpu");
   const cpu = await generateRun(page);
   assert.equal(cpu.backend, "cpu");
@@ -567,7 +568,7 @@ test("generation runs on WebGPU and its greedy output equals the CPU's", async (
       `CPU (wasm): prefill ${cpu.prefill.toFixed(1)} tok/s, decode ${cpu.decode.toFixed(1)} tok/s`,
   );
   // Sampling (temperature > 0) on the GPU uses the same sampler: seeded, reproducible.
-  await page.uncheck("#force-cpu");
+  await page.selectOption("#backend-choice", "webgpu");
   await page.fill("#temperature", "0.8");
   await page.fill("#seed", "3");
   await page.fill("#max-tokens", "4");
@@ -584,11 +585,42 @@ test("generation runs on WebGPU and its greedy output equals the CPU's", async (
   const edited = await generateRun(page);
   assert.equal(edited.backend, "webgpu");
   assert.match(edited.status, /^done/);
-  await page.check("#force-cpu");
+  await page.selectOption("#backend-choice", "cpu");
   const editedCpu = await generateRun(page);
   assert.equal(editedCpu.backend, "cpu");
   assert.equal(edited.text, editedCpu.text, "the GPU runs the edited model, not the trained one");
   await page.screenshot({ path: join(SHOTS, "webgpu.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("Auto times both backends at load and generates on the faster; the user can override", async (t) => {
+  const { page, context, errors } = await open();
+  assert.equal(await page.inputValue("#backend-choice"), "auto");
+  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
+  const badge = await page.textContent("#backend");
+  const measured = badge.match(/auto: ([\d.]+) tok\/s vs ([\d.]+) on (the CPU|WebGPU)/);
+  if (!measured) {
+    assert.match((await page.textContent("#backend-notice")) ?? "", /navigator\.gpu|no WebGPU adapter/, badge);
+    await context.close();
+    t.skip(`no WebGPU in this Chromium: ${badge}`);
+    return;
+  }
+  const [, fast, slow, other] = measured;
+  assert.ok(Number(fast) >= Number(slow), badge);
+  const chosen = await attr(page, "#backend", "data-backend");
+  assert.equal(chosen, other === "the CPU" ? "webgpu" : "cpu", badge);
+  console.log(`# Auto: ${badge}`);
+  await page.fill("#max-tokens", "4");
+  const run = await generateRun(page);
+  assert.equal(run.backend, chosen, "the run goes where Auto chose");
+  // Overriding: the other backend generates; back to Auto restores the choice.
+  const otherChoice = chosen === "webgpu" ? "cpu" : "webgpu";
+  await page.selectOption("#backend-choice", otherChoice);
+  const forced = await generateRun(page);
+  assert.equal(forced.backend, otherChoice);
+  await page.selectOption("#backend-choice", "auto");
+  assert.equal(await attr(page, "#backend", "data-backend"), chosen);
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -630,7 +662,7 @@ test("losing the GPU device mid-generation stops the run, keeps its text and swi
         return device;
       };
     }`);
-  const { page, context, errors } = await open("", { setup });
+  const { page, context, errors } = await open("?backend=gpu", { setup });
   await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
   if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
     await context.close();

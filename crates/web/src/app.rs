@@ -15,7 +15,7 @@ use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
-use crate::backend;
+use crate::backend::{self, Choice};
 use crate::client::{ClientEvent, WorkerClient};
 use crate::form::DEFAULT_PROMPT;
 use crate::host::{HostMsg, ModelHost};
@@ -67,7 +67,7 @@ struct Links {
     pick: Callback<String>,
     generator: Callback<GenReport>,
     edit: Callback<BiasEdit>,
-    force_cpu: Callback<bool>,
+    choose: Callback<Choice>,
     retry_gpu: Callback<()>,
     open_files: Callback<Vec<web_sys::File>>,
 }
@@ -271,9 +271,9 @@ impl Component for App {
         let link = ctx.link();
         let on_host = link.callback(Msg::Host);
         let client = WorkerClient::start(link.callback(Msg::Client));
-        let force_cpu = backend::force_cpu_from_query(&search);
-        if force_cpu {
-            client.send(&ToWorker::ForceCpu(true));
+        let choice = backend::choice_from_query(&search);
+        if choice != Choice::Auto {
+            client.send(&ToWorker::Choose(choice));
         }
         App {
             phase: Phase::Loading,
@@ -283,7 +283,7 @@ impl Component for App {
             progress: None,
             load_report: None,
             error: None,
-            host: ModelHost::new(client, force_cpu),
+            host: ModelHost::new(client, choice),
             trace_text: Rc::new(DEFAULT_PROMPT.to_string()),
             running: false,
             load_seq: None,
@@ -293,7 +293,7 @@ impl Component for App {
                 pick: link.callback(Msg::Pick),
                 generator: link.callback(Msg::Generator),
                 edit: link.callback(Msg::BiasEdited),
-                force_cpu: on_host.reform(HostMsg::ForceCpu),
+                choose: on_host.reform(HostMsg::Choose),
                 retry_gpu: on_host.reform(|()| HostMsg::RetryGpu),
                 open_files: link.callback(Msg::OpenFiles),
             },
@@ -351,7 +351,7 @@ impl Component for App {
                 <header>
                     <h1>{ "attnlab" }</h1>
                     <BackendBadge state={self.host.backend().clone()} probes={self.host.probes()}
-                        on_force_cpu={self.links.force_cpu.clone()} on_retry={self.links.retry_gpu.clone()} />
+                        on_choose={self.links.choose.clone()} on_retry={self.links.retry_gpu.clone()} />
                 </header>
                 <p class="tagline">
                     { "Small language models with steerable attention variants, \

@@ -3,10 +3,13 @@
 //! Pure state and wording, compiled and tested natively; the worker (`worker.rs`, `gpu.rs`) probes
 //! the GPU, uploads the model and maps `attnlab_gpu::GpuError` onto [`GpuFailure`].
 //!
-//! Rules: generation runs on WebGPU when a device was created, the user did not force the CPU, no
-//! GPU error happened in this page (a device loss or any error mid-generation turns the GPU off until
-//! reload) and the current model fits the adapter (a model the adapter refuses runs on the CPU; the
-//! next model is tried again). The lab views always use the CPU engine.
+//! Rules: the user's [`Choice`] is Auto (the default), WebGPU or CPU. WebGPU is possible when a
+//! device was created, no GPU error happened in this page (a device loss or any error
+//! mid-generation turns the GPU off until "Try WebGPU again") and the current model fits the adapter
+//! (a model the adapter refuses runs on the CPU; the next model is tried again). Auto uses WebGPU
+//! only where it measured faster: the worker times a few decode steps of each model on both
+//! backends at load ([`Speeds`]) and the CPU runs meanwhile. The lab views always use the CPU
+//! engine.
 
 /// Why the GPU path is not used.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -69,6 +72,45 @@ pub enum Probe {
     Failed(GpuFailure),
 }
 
+/// The user's backend choice (the badge's selector; `?backend=gpu|cpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum Choice {
+    /// The faster of the two, as measured for the current model.
+    #[default]
+    Auto,
+    /// WebGPU whenever it works.
+    Gpu,
+    Cpu,
+}
+
+impl Choice {
+    /// The selector's value: "auto", "webgpu" or "cpu".
+    pub fn code(self) -> &'static str {
+        match self {
+            Choice::Auto => "auto",
+            Choice::Gpu => "webgpu",
+            Choice::Cpu => "cpu",
+        }
+    }
+
+    /// The choice of a selector value or a `backend=` query value (`gpu` too); `None` otherwise.
+    pub fn parse(value: &str) -> Option<Choice> {
+        match value.to_ascii_lowercase().as_str() {
+            "auto" => Some(Choice::Auto),
+            "webgpu" | "gpu" => Some(Choice::Gpu),
+            "cpu" => Some(Choice::Cpu),
+            _ => None,
+        }
+    }
+}
+
+/// Decode speeds of the current model measured at load, tokens per second.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Speeds {
+    pub gpu: f64,
+    pub cpu: f64,
+}
+
 /// The backend used for generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Active {
@@ -77,27 +119,45 @@ pub enum Active {
 }
 
 /// Everything that decides the backend, and what the badge says about it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BackendState {
     pub probe: Probe,
-    /// The user's "force CPU" choice (also `?backend=cpu`).
-    pub force_cpu: bool,
-    /// The GPU failed in this page (device lost, an error mid-generation): off until reload.
+    /// The user's choice (also `?backend=`).
+    pub choice: Choice,
+    /// The GPU failed in this page (device lost, an error mid-generation): off until a retry.
     pub broken: Option<GpuFailure>,
     /// The current model was refused by the GPU (too large, unsupported).
     pub model_refused: Option<GpuFailure>,
+    /// The current model's measured decode speeds (Auto decides by them).
+    pub speeds: Option<Speeds>,
 }
 
 impl BackendState {
-    pub fn new(force_cpu: bool) -> BackendState {
-        BackendState { probe: Probe::Pending, force_cpu, broken: None, model_refused: None }
+    pub fn new(choice: Choice) -> BackendState {
+        BackendState { probe: Probe::Pending, choice, broken: None, model_refused: None, speeds: None }
     }
 
-    /// The backend a generation started now runs on (the CPU while the probe is pending).
+    /// Whether WebGPU could run the current model now (whatever the choice).
+    pub fn gpu_possible(&self) -> bool {
+        matches!(self.probe, Probe::Ready { .. }) && self.broken.is_none() && self.model_refused.is_none()
+    }
+
+    /// Whether the worker should measure the current model's speeds (Auto, GPU possible, not yet
+    /// measured).
+    pub fn wants_speeds(&self) -> bool {
+        self.choice == Choice::Auto && self.gpu_possible() && self.speeds.is_none()
+    }
+
+    /// The backend a generation started now runs on (the CPU while the probe is pending, and in
+    /// Auto until WebGPU measured faster).
     pub fn active(&self) -> Active {
-        match (&self.probe, self.force_cpu, &self.broken, &self.model_refused) {
-            (Probe::Ready { .. }, false, None, None) => Active::Gpu,
-            _ => Active::Cpu,
+        if self.choice == Choice::Cpu || !self.gpu_possible() {
+            return Active::Cpu;
+        }
+        match (self.choice, self.speeds) {
+            (Choice::Auto, Some(s)) if s.gpu <= s.cpu => Active::Cpu,
+            (Choice::Auto, None) => Active::Cpu,
+            _ => Active::Gpu,
         }
     }
 
@@ -120,7 +180,7 @@ impl BackendState {
     /// Whether "Try WebGPU again" is offered: the probe failed or the GPU was lost, and the CPU runs
     /// in its place (not for a model the GPU refused: that is the model, not the device).
     pub fn can_retry(&self) -> bool {
-        !self.force_cpu
+        self.choice != Choice::Cpu
             && matches!((&self.probe, &self.broken), (Probe::Failed(_), _) | (Probe::Ready { .. }, Some(_)))
     }
 
@@ -130,35 +190,51 @@ impl BackendState {
         self.probe = Probe::Pending;
         self.broken = None;
         self.model_refused = None;
+        self.speeds = None;
     }
 
-    /// A new model is shown: its predecessor's refusal no longer applies.
+    /// A new model is shown: its predecessor's refusal and speeds no longer apply.
     pub fn new_model(&mut self) {
         self.model_refused = None;
+        self.speeds = None;
     }
 
-    /// `data-backend` of the badge: "webgpu", "cpu" or "probing".
+    /// `data-backend` of the badge: "webgpu", "cpu", "probing" or "measuring" (Auto timing both).
     pub fn code(&self) -> &'static str {
         match (self.active(), &self.probe) {
             (Active::Gpu, _) => "webgpu",
-            (Active::Cpu, Probe::Pending) if !self.force_cpu => "probing",
+            (Active::Cpu, Probe::Pending) if self.choice != Choice::Cpu => "probing",
+            (Active::Cpu, _) if self.wants_speeds() => "measuring",
             (Active::Cpu, _) => "cpu",
         }
     }
 
-    /// The badge text: "WebGPU · <adapter>" or "CPU (wasm)".
+    /// The badge text: "WebGPU · <adapter>" or "CPU (wasm)", with Auto's reason.
     pub fn badge(&self) -> String {
-        match (&self.probe, self.active()) {
-            (Probe::Ready { adapter }, Active::Gpu) => format!("WebGPU · {adapter}"),
-            (Probe::Pending, _) if !self.force_cpu => "CPU (wasm) · checking WebGPU…".to_string(),
+        let tps = |v: f64| if v < 10.0 { format!("{v:.1}") } else { format!("{v:.0}") };
+        let why = |fast: f64, slow: f64, other: &str| {
+            format!(" · auto: {} tok/s vs {} on {other}", tps(fast), tps(slow))
+        };
+        match (&self.probe, self.active(), self.speeds.filter(|_| self.choice == Choice::Auto)) {
+            (Probe::Ready { adapter }, Active::Gpu, Some(s)) => {
+                format!("WebGPU · {adapter}{}", why(s.gpu, s.cpu, "the CPU"))
+            }
+            (Probe::Ready { adapter }, Active::Gpu, None) => format!("WebGPU · {adapter}"),
+            (_, Active::Cpu, Some(s)) if self.gpu_possible() => {
+                format!("CPU (wasm){}", why(s.cpu, s.gpu, "WebGPU"))
+            }
+            (Probe::Pending, _, _) if self.choice != Choice::Cpu => {
+                "CPU (wasm) · checking WebGPU…".to_string()
+            }
+            _ if self.wants_speeds() => "CPU (wasm) · auto: timing WebGPU and the CPU…".to_string(),
             _ => "CPU (wasm)".to_string(),
         }
     }
 
-    /// Why the CPU runs although WebGPU was wanted; `None` on the GPU, while probing, or when the
-    /// user forced the CPU.
+    /// Why the CPU runs although WebGPU was possible or wanted; `None` on the GPU, while probing,
+    /// when the user chose the CPU, or when Auto measured the CPU faster (the badge says so).
     pub fn notice(&self) -> Option<String> {
-        if self.force_cpu {
+        if self.choice == Choice::Cpu {
             return None;
         }
         let failure = match (&self.probe, &self.broken, &self.model_refused) {
@@ -171,39 +247,66 @@ impl BackendState {
     }
 }
 
-/// `backend=cpu` in the page's query forces the CPU.
-pub fn force_cpu_from_query(search: &str) -> bool {
-    search.trim_start_matches('?').split('&').any(|pair| pair.eq_ignore_ascii_case("backend=cpu"))
+/// The backend choice of the page's query (`backend=auto|gpu|webgpu|cpu`); Auto without one (or
+/// with a value it does not know).
+pub fn choice_from_query(search: &str) -> Choice {
+    search
+        .trim_start_matches('?')
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("backend=").and_then(Choice::parse))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A ready GPU with the user's choice WebGPU.
     fn ready() -> BackendState {
-        let mut s = BackendState::new(false);
+        let mut s = BackendState::new(Choice::Gpu);
         s.probe = Probe::Ready { adapter: "SwiftShader".to_string() };
         s
     }
 
     #[test]
-    fn a_ready_gpu_generates_unless_forced_off() {
+    fn a_ready_gpu_generates_unless_the_cpu_is_chosen() {
         let s = ready();
         assert_eq!(
             (s.active(), s.code(), s.badge(), s.notice()),
             (Active::Gpu, "webgpu", "WebGPU · SwiftShader".to_string(), None)
         );
-        let forced = BackendState { force_cpu: true, ..ready() };
+        let forced = BackendState { choice: Choice::Cpu, ..ready() };
         assert_eq!(
             (forced.active(), forced.code(), forced.badge()),
             (Active::Cpu, "cpu", "CPU (wasm)".to_string())
         );
         assert_eq!(forced.notice(), None, "the user's choice needs no notice");
+        assert!(!forced.wants_speeds());
+    }
+
+    #[test]
+    fn auto_measures_then_takes_the_faster_backend() {
+        let mut s = BackendState { choice: Choice::Auto, ..ready() };
+        assert!(s.wants_speeds());
+        assert_eq!((s.active(), s.code()), (Active::Cpu, "measuring"), "the CPU runs while timing");
+        s.speeds = Some(Speeds { gpu: 412.0, cpu: 95.4 });
+        assert_eq!((s.active(), s.code()), (Active::Gpu, "webgpu"));
+        assert_eq!(s.badge(), "WebGPU · SwiftShader · auto: 412 tok/s vs 95 on the CPU");
+        s.speeds = Some(Speeds { gpu: 2.6, cpu: 1276.6 });
+        assert_eq!((s.active(), s.code(), s.notice()), (Active::Cpu, "cpu", None));
+        assert_eq!(s.badge(), "CPU (wasm) · auto: 1277 tok/s vs 2.6 on WebGPU");
+        // The user's WebGPU choice overrides the measurement; a new model is measured anew.
+        assert_eq!(BackendState { choice: Choice::Gpu, ..s.clone() }.active(), Active::Gpu);
+        s.new_model();
+        assert!(s.wants_speeds());
+        // A refused model is not measured: the CPU runs, with the refusal's notice.
+        s.fail(GpuFailure::ModelTooLarge("big".into()));
+        assert!(!s.wants_speeds() && s.notice().is_some());
     }
 
     #[test]
     fn the_cpu_runs_while_probing() {
-        let s = BackendState::new(false);
+        let s = BackendState::new(Choice::Auto);
         assert_eq!((s.active(), s.code(), s.notice()), (Active::Cpu, "probing", None));
         assert!(s.badge().starts_with("CPU (wasm)"));
     }
@@ -215,7 +318,7 @@ mod tests {
             (GpuFailure::NoAdapter("none".into()), "no WebGPU adapter"),
             (GpuFailure::RequestDevice("x".into()), "device could not be created"),
         ] {
-            let mut s = BackendState::new(false);
+            let mut s = BackendState::new(Choice::Auto);
             s.fail(f);
             assert_eq!((s.active(), s.code(), s.badge()), (Active::Cpu, "cpu", "CPU (wasm)".to_string()));
             let n = s.notice().expect("a notice");
@@ -256,13 +359,13 @@ mod tests {
         lost.probe = Probe::Ready { adapter: "SwiftShader".to_string() };
         assert_eq!(lost.active(), Active::Gpu, "a new device generates again");
 
-        let mut none = BackendState::new(false);
+        let mut none = BackendState::new(Choice::Auto);
         none.fail(GpuFailure::NoAdapter("none".into()));
         assert!(none.can_retry());
         let mut refused = ready();
         refused.fail(GpuFailure::ModelTooLarge("big".into()));
         assert!(!refused.can_retry(), "a refused model is not the device's failure");
-        let forced = BackendState { force_cpu: true, ..none.clone() };
+        let forced = BackendState { choice: Choice::Cpu, ..none.clone() };
         assert!(!forced.can_retry());
     }
 
@@ -274,9 +377,11 @@ mod tests {
 
     #[test]
     fn backend_query() {
-        assert!(force_cpu_from_query("?model=alibi&backend=cpu"));
-        assert!(force_cpu_from_query("backend=CPU"));
-        assert!(!force_cpu_from_query("?model=alibi"));
-        assert!(!force_cpu_from_query("?backend=gpu"));
+        assert_eq!(choice_from_query("?model=alibi&backend=cpu"), Choice::Cpu);
+        assert_eq!(choice_from_query("backend=CPU"), Choice::Cpu);
+        assert_eq!(choice_from_query("?backend=gpu"), Choice::Gpu);
+        assert_eq!(choice_from_query("?backend=webgpu&model=x"), Choice::Gpu);
+        assert_eq!(choice_from_query("?model=alibi"), Choice::Auto);
+        assert_eq!(choice_from_query("?backend=quantum"), Choice::Auto, "an unknown value is Auto");
     }
 }

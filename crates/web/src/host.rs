@@ -12,7 +12,7 @@ use attnlab_core::attention::AttnStage;
 use attnlab_core::AttentionSpec;
 use yew::Callback;
 
-use crate::backend::{Active, BackendState};
+use crate::backend::{Active, BackendState, Choice};
 use crate::client::WorkerClient;
 use crate::engine::{GenSettings, ModelInfo};
 use crate::lab::{self, BiasEdit, TraceView};
@@ -191,7 +191,7 @@ impl Runner {
 
 /// The backend controls of the badge.
 pub enum HostMsg {
-    ForceCpu(bool),
+    Choose(Choice),
     /// "Try WebGPU again": probe the adapter and device anew.
     RetryGpu,
 }
@@ -213,15 +213,15 @@ pub struct ModelHost {
 }
 
 impl ModelHost {
-    /// A host without a model. `force_cpu`: the `?backend=cpu` choice (the worker starts with it).
-    pub fn new(client: WorkerClient, force_cpu: bool) -> ModelHost {
+    /// A host without a model, with the page's backend `choice` (the worker hears it first).
+    pub fn new(client: WorkerClient, choice: Choice) -> ModelHost {
         ModelHost {
             client,
             latest_load: Rc::new(Cell::new(0)),
             seq: 0,
             trained: None,
             current: None,
-            backend: BackendState::new(force_cpu),
+            backend: BackendState::new(choice),
             probes: 1,
             memory: 0,
         }
@@ -293,9 +293,9 @@ impl ModelHost {
     /// The badge's controls.
     pub fn control(&mut self, msg: HostMsg) {
         match msg {
-            HostMsg::ForceCpu(force) => {
-                self.backend.force_cpu = force;
-                self.client.send(&ToWorker::ForceCpu(force));
+            HostMsg::Choose(choice) => {
+                self.backend.choice = choice;
+                self.client.send(&ToWorker::Choose(choice));
             }
             HostMsg::RetryGpu => self.client.send(&ToWorker::RetryGpu),
         }

@@ -12,7 +12,7 @@ use attnlab_core::attention::AttnStage;
 use attnlab_core::AttentionSpec;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Active, BackendState};
+use crate::backend::{Active, BackendState, Choice};
 use crate::engine::{GenSettings, ModelInfo};
 use crate::lab::{BiasEdit, TraceView};
 
@@ -182,7 +182,8 @@ pub enum ToWorker {
         of: ModelId,
         edit: BiasEdit,
     },
-    ForceCpu(bool),
+    /// The user's backend choice (Auto, WebGPU, CPU).
+    Choose(Choice),
     /// "Try WebGPU again": probe the adapter and device anew.
     RetryGpu,
     Generate {
