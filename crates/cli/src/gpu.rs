@@ -100,6 +100,14 @@ pub enum Sess<'a> {
 }
 
 impl Sess<'_> {
+    /// The GPU's traffic counters so far (`None` on the CPU).
+    pub fn traffic(&self) -> Option<attnlab_gpu::Traffic> {
+        match self {
+            Sess::Cpu(_) => None,
+            Sess::Gpu(s) => Some(s.model().context().traffic()),
+        }
+    }
+
     /// Prefill; logits of the last token.
     pub fn prefill(&mut self, tokens: &[u32]) -> CliResult<Vec<f32>> {
         match self {

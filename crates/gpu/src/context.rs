@@ -34,6 +34,8 @@ struct Sticky {
     submissions: u64,
     /// Bytes copied back to the host so far.
     readback_bytes: u64,
+    /// Compute dispatches recorded so far.
+    dispatches: u64,
 }
 
 /// Counters of the host ↔ device traffic (for tests and benchmarks: one submission per decoded
@@ -42,6 +44,8 @@ struct Sticky {
 pub struct Traffic {
     pub submissions: u64,
     pub readback_bytes: u64,
+    /// Compute dispatches recorded (what a decode step costs in launches).
+    pub dispatches: u64,
 }
 
 /// A device and queue plus the errors they reported.
@@ -162,8 +166,19 @@ impl GpuContext {
     pub fn traffic(&self) -> Traffic {
         self.sticky
             .lock()
-            .map(|g| Traffic { submissions: g.submissions, readback_bytes: g.readback_bytes })
+            .map(|g| Traffic {
+                submissions: g.submissions,
+                readback_bytes: g.readback_bytes,
+                dispatches: g.dispatches,
+            })
             .unwrap_or_default()
+    }
+
+    /// Count `n` compute dispatches recorded into a pass.
+    pub(crate) fn count_dispatches(&self, n: u64) {
+        if let Ok(mut g) = self.sticky.lock() {
+            g.dispatches += n;
+        }
     }
 
     /// Submit one command buffer inside the error scopes, counting it.

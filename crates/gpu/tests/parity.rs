@@ -279,11 +279,13 @@ fn one_submission_per_token_and_minimal_readback() {
         let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
         let mut s = pollster::block_on(gm.session()).expect("session");
         pollster::block_on(s.prefill(&toks[..16])).expect("prefill");
+        let mut dispatches = Vec::new();
         for &t in &toks[16..18] {
             let before = ctx.traffic();
             pollster::block_on(s.step(t)).expect("step");
             let after = ctx.traffic();
             assert_eq!(after.submissions - before.submissions, 1, "{id}: submissions per step");
+            dispatches.push(after.dispatches - before.dispatches);
             assert_eq!(after.readback_bytes - before.readback_bytes, 4 * cfg.vocab_size as u64, "{id}");
         }
         for &t in &toks[18..] {
@@ -293,6 +295,9 @@ fn one_submission_per_token_and_minimal_readback() {
             assert_eq!(after.submissions - before.submissions, 1, "{id}: submissions per greedy step");
             assert_eq!(after.readback_bytes - before.readback_bytes, 4, "{id}: only the token id comes back");
         }
+        // Every decode step records the same kernels (the bench reports this count per token).
+        assert!(dispatches[0] >= 2 * cfg.n_layers as u64, "{id}: {dispatches:?} dispatches");
+        assert_eq!(dispatches[0], dispatches[1], "{id}: dispatches per step");
     }
 }
 

@@ -85,6 +85,8 @@ struct Point {
     prefill_s: f64,
     decode_s: f64,
     state_bytes: usize,
+    /// GPU only: compute dispatches and queue submissions per decoded token.
+    per_token: Option<(f64, f64)>,
 }
 
 /// Default contexts of the report.
@@ -92,7 +94,16 @@ pub const DEFAULT_CONTEXTS: [usize; 4] = [128, 512, 2048, 8192];
 
 /// Session set-up (GPU: buffer allocation) is outside the timed region; prefill time includes the
 /// readback of the last logits, each decode step the readback of its logits.
-fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliResult<(f64, f64, usize)> {
+/// One measurement at one context.
+struct Sample {
+    prefill_s: f64,
+    decode_s: f64,
+    state_bytes: usize,
+    /// GPU only: compute dispatches and queue submissions per decoded token.
+    per_token: Option<(f64, f64)>,
+}
+
+fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliResult<Sample> {
     let mut s = engine.session()?;
     let t = Instant::now();
     s.prefill(&tokens[..c])?;
@@ -102,11 +113,20 @@ fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliRe
 
     let mut s = engine.session()?;
     s.prefill(&tokens[..c - n])?;
+    let mid = s.traffic();
     let t = Instant::now();
     for &id in &tokens[c - n..c] {
         s.step(id)?;
     }
-    Ok((prefill, t.elapsed().as_secs_f64(), state_bytes))
+    let decode = t.elapsed().as_secs_f64();
+    let per_token = match (mid, s.traffic()) {
+        (Some(a), Some(b)) => Some((
+            (b.dispatches - a.dispatches) as f64 / n as f64,
+            (b.submissions - a.submissions) as f64 / n as f64,
+        )),
+        _ => None,
+    };
+    Ok(Sample { prefill_s: prefill, decode_s: decode, state_bytes, per_token })
 }
 
 /// Tokens of the core ÷ candle prefill comparison (issue 4, ratio b).
@@ -150,15 +170,16 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     let mut points = Vec::new();
     for &c in &contexts {
         pb.set_message(format!("ctx {c}"));
-        let (mut pre, mut dec, mut bytes) = (Vec::new(), Vec::new(), 0);
+        let (mut pre, mut dec, mut bytes, mut per_token) = (Vec::new(), Vec::new(), 0, None);
         for _ in 0..a.repeats {
-            let (p, d, b) = measure(&mut engine, &tokens, c, n)?;
-            pre.push(p);
-            dec.push(d);
-            bytes = b;
+            let m = measure(&mut engine, &tokens, c, n)?;
+            pre.push(m.prefill_s);
+            dec.push(m.decode_s);
+            (bytes, per_token) = (m.state_bytes, m.per_token);
             pb.inc(1);
         }
-        points.push(Point { context: c, prefill_s: median(pre), decode_s: median(dec), state_bytes: bytes });
+        let (prefill_s, decode_s) = (median(pre), median(dec));
+        points.push(Point { context: c, prefill_s, decode_s, state_bytes: bytes, per_token });
     }
     pb.finish_and_clear();
     // The process's peak resident set, before the candle comparison adds its own f32 copy.
@@ -213,6 +234,8 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             "decode_s": p.decode_s,
             "decode_tokens_per_s": tokens_per_s(n, p.decode_s),
             "state_bytes": p.state_bytes,
+            "dispatches_per_token": p.per_token.map(|t| t.0),
+            "submissions_per_token": p.per_token.map(|t| t.1),
         })).collect::<Vec<_>>(),
     });
     if let Some(path) = &a.out {
@@ -324,6 +347,16 @@ fn render_text(
     ));
     if let Some((lo, hi, r)) = ratio {
         s.push_str(&format!("decode time per token at {hi} ÷ at {lo}: {r:.2}\n"));
+    }
+    if let Some(p) = points.iter().find(|p| p.per_token.is_some()) {
+        let (d, sub) = p.per_token.unwrap_or_default();
+        let layers = model.config().n_layers;
+        s.push_str(&format!(
+            "GPU per decoded token (context {}): {d:.1} compute dispatches, {sub:.1} queue submissions \
+             ({layers} layers; issue 12's goal is at most 2 × layers + 2 = {})\n",
+            p.context,
+            2 * layers + 2
+        ));
     }
     let mem = &report["memory"];
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);

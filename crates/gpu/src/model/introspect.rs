@@ -216,6 +216,7 @@ impl GpuModel {
                 maps.push((layer, kind, out));
             }
         }
+        self.ctx.count_dispatches(maps.len() as u64);
         self.ctx.submit(enc.finish()).await?;
         let mut out = Vec::with_capacity(maps.len());
         for (layer, kind, buf) in maps {

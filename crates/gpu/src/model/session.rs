@@ -266,6 +266,11 @@ impl std::fmt::Debug for GpuSession<'_> {
 }
 
 impl<'m> GpuSession<'m> {
+    /// The model this session runs.
+    pub fn model(&self) -> &'m GpuModel {
+        self.model
+    }
+
     /// A session of `model` whose prefill submits `chunk` rows at a time; `trace`: capacity in
     /// tokens of the introspection capture (see [`GpuModel::trace`]).
     pub(super) async fn new(
@@ -358,6 +363,7 @@ impl<'m> GpuSession<'m> {
             enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
         let end = (self.pos as u64).saturating_add(u64::from(rows));
         let chunked = rows as usize >= SCAN_CHUNKED_MIN;
+        let mut dispatches = 0;
         for op in ops.iter().flat_map(|o| o.iter()) {
             let (x, y) = match op.disp {
                 Disp::Threads(per) => split((rows * per).div_ceil(64), maxd),
@@ -383,7 +389,9 @@ impl<'m> GpuSession<'m> {
             pass.set_pipeline(&pipe.pipeline);
             pass.set_bind_group(0, &op.bind, &[]);
             pass.dispatch_workgroups(x.max(1), y.max(1), 1);
+            dispatches += 1;
         }
+        self.model.ctx.count_dispatches(dispatches);
     }
 
     /// Run `tokens` through the model; returns the logits of every row (`all`) or of the last one.
