@@ -479,11 +479,23 @@ fn generate_run(
     });
 }
 
+/// While a generation runs, analyses wait: one of them runs to its end once started (a trace is
+/// one call into the model), which would delay the run's tokens and its Stop.
+const ANALYSIS_WAIT_MS: u32 = 20;
+
+/// Wait until no generation runs (or `req` is cancelled).
+async fn after_runs(shared: &Shared, req: u32) {
+    while !shared.borrow().runs.is_empty() && !shared.borrow().cancelled.contains(&req) {
+        gloo_timers::future::TimeoutFuture::new(ANALYSIS_WAIT_MS).await;
+    }
+}
+
 fn analyze(shared: &Shared, req: u32, model: ModelId, task: Task) {
     let shared = shared.clone();
     spawn_local(async move {
         // Let a Cancel sent right after this request arrive first.
         yield_now().await;
+        after_runs(&shared, req).await;
         if shared.borrow_mut().cancelled.remove(&req) {
             return;
         }
@@ -534,6 +546,8 @@ async fn sweep(
             post(&FromWorker::Sweep { req, fraction: sweep.progress(), points: sweep.points().to_vec() });
         }
         yield_now().await;
+        // A generation started meanwhile goes first (the sweep resumes after it).
+        after_runs(shared, req).await;
         if shared.borrow_mut().cancelled.remove(&req) {
             return None;
         }
