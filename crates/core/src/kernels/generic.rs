@@ -2,7 +2,8 @@
 //! `#[inline(always)]`: it must be compiled inside the entry that enables the CPU features of its
 //! lanes (`x86::avx2`), or the vector operations would become calls.
 
-use super::lanes::{F32x8, Format, F32};
+use super::lanes::{F32x8, Format, Shape, F32};
+use super::reference;
 
 /// Input rows multiplied by each stripe of weight rows while it is in cache ([`matmul`]): the
 /// matrix is read once per block of rows instead of once per row.
@@ -18,7 +19,7 @@ fn chunks<T>(s: &[T], n: usize) -> &[[T; 8]] {
 /// `out[o][r] = dot(w[o], x[r])` over `n` values, in the reference order: each weight chunk is
 /// loaded (and widened) once and used for `R` input rows, each input chunk for `O` weight rows.
 /// At most eight outputs (`R·O ≤ 8`), one accumulator register (or pair) each; output `(o, r)` is
-/// at index `o·R + r`.
+/// at index `o·R + r`. Stored values must be finite (see [`F32x8::load_f16_finite`]).
 #[inline(always)]
 pub(super) fn tile<V: F32x8, W: Format, const R: usize, const O: usize>(
     w: [&[W::Elem]; O],
@@ -42,7 +43,7 @@ pub(super) fn tile<V: F32x8, W: Format, const R: usize, const O: usize>(
             xv[r] = V::load(&xc[r][c]);
         }
         for o in 0..O {
-            let wv = W::load::<V>(&wc[o][c]);
+            let wv = W::load_finite::<V>(&wc[o][c]);
             for r in 0..R {
                 acc[o][r] = acc[o][r].add(wv.mul(xv[r]));
             }
@@ -84,33 +85,60 @@ pub(super) fn dot<V: F32x8>(a: &[f32], b: &[f32]) -> f32 {
 #[inline(always)]
 pub(super) fn matmul<V: F32x8, W: Format>(w: &[W::Elem], n: usize, x: &[f32], y: &mut [f32]) {
     let (rows, out) = (x.len() / n, w.len() / n);
+    if rows == 1 && V::SHAPE == Shape::Single {
+        // A decode step in plain code: the reference loop, half values widened by table.
+        for (yo, wo) in y.iter_mut().zip(w.chunks_exact(n)) {
+            *yo = reference::dot_by(wo, x, W::widener());
+        }
+        return;
+    }
+    if rows == 1 {
+        // A decode step: four weight rows at a time (four independent sums), read as stored.
+        let mut o = 0;
+        while V::SHAPE != Shape::Single && o + 4 <= out {
+            stripe::<V, W, 1, 4>(&w[o * n..(o + 4) * n], n, o, x, 0..1, y, out);
+            o += 4;
+        }
+        for o in o..out {
+            stripe::<V, W, 1, 1>(&w[o * n..(o + 1) * n], n, o, x, 0..1, y, out);
+        }
+        return;
+    }
+    // Prefill: each stripe of two weight rows is widened once per block of input rows (widened
+    // inside the tiles, half values would be widened again for every tile of input rows).
+    let mut scratch = Vec::new();
     for r0 in (0..rows).step_by(ROW_BLOCK) {
         let r1 = (r0 + ROW_BLOCK).min(rows);
         let mut o = 0;
-        if rows == 1 {
-            // A decode step: four weight rows at a time, four independent sums.
-            while o + 4 <= out {
-                stripe::<V, W, 1, 4>(w, n, o, x, r0..r1, y, out);
-                o += 4;
+        while V::SHAPE != Shape::Single && o + 2 <= out {
+            let ws = as_f32::<V, W>(&w[o * n..(o + 2) * n], &mut scratch);
+            if V::SHAPE == Shape::Wide {
+                stripe::<V, F32, 4, 2>(ws, n, o, x, r0..r1, y, out);
+            } else {
+                stripe::<V, F32, 2, 2>(ws, n, o, x, r0..r1, y, out);
             }
-        } else if V::WIDE {
-            while o + 2 <= out {
-                stripe::<V, W, 4, 2>(w, n, o, x, r0..r1, y, out);
-                o += 2;
-            }
-        } else {
-            while o + 2 <= out {
-                stripe::<V, W, 2, 2>(w, n, o, x, r0..r1, y, out);
-                o += 2;
-            }
+            o += 2;
         }
         for o in o..out {
-            stripe::<V, W, 1, 1>(w, n, o, x, r0..r1, y, out);
+            let ws = as_f32::<V, W>(&w[o * n..(o + 1) * n], &mut scratch);
+            stripe::<V, F32, 1, 1>(ws, n, o, x, r0..r1, y, out);
         }
     }
 }
 
-/// Outputs `o0 .. o0 + O` of the input rows `rows`: tiles of `R` rows, then one row at a time.
+/// `s` as f32: itself when it is, else widened into `scratch`.
+#[inline(always)]
+fn as_f32<'a, V: F32x8, W: Format>(s: &'a [W::Elem], scratch: &'a mut Vec<f32>) -> &'a [f32] {
+    if let Some(f) = W::as_f32(s) {
+        return f;
+    }
+    scratch.resize(s.len(), 0.0);
+    widen::<V, W>(s, scratch);
+    scratch
+}
+
+/// Outputs `o0 .. o0 + O` (the weight rows `w`, `O·n` values) of the input rows `rows`: tiles of
+/// `R` rows, then one row at a time.
 #[inline(always)]
 fn stripe<V: F32x8, W: Format, const R: usize, const O: usize>(
     w: &[W::Elem],
@@ -123,7 +151,7 @@ fn stripe<V: F32x8, W: Format, const R: usize, const O: usize>(
 ) {
     let mut wr: [&[W::Elem]; O] = [&[]; O];
     for (i, wi) in wr.iter_mut().enumerate() {
-        *wi = &w[(o0 + i) * n..(o0 + i + 1) * n];
+        *wi = &w[i * n..(i + 1) * n];
     }
     let xr = |r: usize| &x[r * n..(r + 1) * n];
     let mut r = rows.start;
@@ -146,19 +174,24 @@ fn stripe<V: F32x8, W: Format, const R: usize, const O: usize>(
     }
 }
 
-/// `out[j] = dot(q, m[j·stride ..][.. q.len()])`, eight rows at a time.
+/// `out[j] = dot(q, m[j·stride ..][.. q.len()])`, eight or four rows at a time.
 #[inline(always)]
 pub(super) fn dot_rows<V: F32x8>(q: &[f32], m: &[f32], stride: usize, out: &mut [f32]) {
     let n = q.len();
     let row = |j: usize| &m[j * stride..j * stride + n];
     let mut j = 0;
-    while j + 8 <= out.len() {
+    while V::SHAPE == Shape::Wide && j + 8 <= out.len() {
         let mut rows: [&[f32]; 8] = [&[]; 8];
         for (i, ri) in rows.iter_mut().enumerate() {
             *ri = row(j + i);
         }
         out[j..j + 8].copy_from_slice(&tile::<V, F32, 1, 8>(rows, [q], n));
         j += 8;
+    }
+    while V::SHAPE != Shape::Single && j + 4 <= out.len() {
+        let t = tile::<V, F32, 1, 4>([row(j), row(j + 1), row(j + 2), row(j + 3)], [q], n);
+        out[j..j + 4].copy_from_slice(&t[..4]);
+        j += 4;
     }
     for (j, o) in out.iter_mut().enumerate().skip(j) {
         *o = tile::<V, F32, 1, 1>([row(j)], [q], n)[0];
@@ -172,7 +205,7 @@ pub(super) fn weighted_rows<V: F32x8>(p: &[f32], m: &[f32], stride: usize, y: &m
     let n = y.len();
     let full = n / 8 * 8;
     let mut c = 0;
-    while c + 32 <= full {
+    while V::SHAPE != Shape::Single && c + 32 <= full {
         weighted_chunks::<V, 4>(p, m, stride, c, &mut y[c..c + 32]);
         c += 32;
     }

@@ -125,3 +125,22 @@ fn signed_zeros_follow_the_reference() {
         }
     }
 }
+
+/// The matrix products read every finite f16 exactly (their loads skip the handling of infinities
+/// and NaNs): a matrix of all of them, by one row (decode) and by five (prefill).
+#[test]
+fn matmul_reads_every_finite_f16() {
+    let w: Vec<u16> = (0..=u16::MAX).filter(|&b| f16::from_bits(b).is_finite()).collect();
+    let n = 16;
+    let x = seeded_normal(5 * n, 3);
+    for rows in [1, 5] {
+        let x = &x[..rows * n];
+        let mut expect = vec![0.0; rows * w.len() / n];
+        reference::matmul_by(&w, n, x, &mut expect, |b| f16::from_bits(b).to_f32());
+        for level in Level::available() {
+            let mut y = vec![f32::NAN; expect.len()];
+            with_level(level, || matmul(Stored::F16(&w), n, x, &mut y));
+            assert_eq!(bits(&y), bits(&expect), "{level:?}, {rows} rows");
+        }
+    }
+}

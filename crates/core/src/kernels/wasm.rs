@@ -1,21 +1,33 @@
 //! wasm32 SIMD128 lanes (two `v128` registers), compiled in with `-C target-feature=+simd128`
 //! (`.cargo/config.toml`; every current browser runs it).
 
-use super::lanes::{F32x8, F16_INF, F16_SCALE};
+use super::lanes::{F32x8, Shape, F16_INF, F16_MASK, F16_SCALE};
 use core::arch::wasm32::*;
 
 /// Two SIMD128 registers: lanes 0–3 and 4–7.
 #[derive(Clone, Copy)]
 pub(super) struct Simd128(v128, v128);
 
-/// Four f16 values, zero-extended to 32 bits, widened exactly (as the SSE2 code: magnitude scaled
-/// by 2¹¹², all-ones exponent for infinities and NaNs, sign put back).
+/// Four finite f16 values in the top halves of 32-bit lanes, widened exactly (see
+/// `lanes::F16_SCALE`).
+#[inline(always)]
+fn f16x4_finite(v: v128) -> v128 {
+    f32x4_mul(v128_and(i32x4_shr(v, 3), u32x4_splat(F16_MASK)), f32x4_splat(F16_SCALE))
+}
+
+/// [`f16x4_finite`] for every f16: infinities and NaNs get the all-ones exponent.
 #[inline(always)]
 fn f16x4(v: v128) -> v128 {
-    let sign = i32x4_shl(v128_and(v, u32x4_splat(0x8000)), 16);
-    let mag = f32x4_mul(i32x4_shl(v128_and(v, u32x4_splat(0x7fff)), 13), f32x4_splat(F16_SCALE));
-    let inf = v128_and(f32x4_ge(mag, f32x4_splat(F16_INF)), u32x4_splat(0x7f80_0000));
-    v128_or(v128_or(mag, inf), sign)
+    let f = f16x4_finite(v);
+    let inf = v128_and(f32x4_ge(f32x4_abs(f), f32x4_splat(F16_INF)), u32x4_splat(0x7f80_0000));
+    v128_or(f, inf)
+}
+
+/// Eight f16 values, each in the top half of a 32-bit lane (interleaved after zeros).
+#[inline(always)]
+fn f16_lanes(s: &[u16; 8]) -> (v128, v128) {
+    let (h, z) = (load16(s, 0), u32x4_splat(0));
+    (i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(z, h), i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(z, h))
 }
 
 /// `[x0+x1, x2+x3, y0+y1, y2+y3]`.
@@ -34,7 +46,7 @@ fn load16<T>(s: &[T], bytes: usize) -> v128 {
 }
 
 impl F32x8 for Simd128 {
-    const WIDE: bool = false;
+    const SHAPE: Shape = Shape::Narrow;
     #[inline(always)]
     fn zero() -> Self {
         Simd128(f32x4_splat(0.0), f32x4_splat(0.0))
@@ -49,13 +61,19 @@ impl F32x8 for Simd128 {
     }
     #[inline(always)]
     fn load_f16(s: &[u16; 8]) -> Self {
-        let h = load16(s, 0);
-        Simd128(f16x4(u32x4_extend_low_u16x8(h)), f16x4(u32x4_extend_high_u16x8(h)))
+        let (lo, hi) = f16_lanes(s);
+        Simd128(f16x4(lo), f16x4(hi))
+    }
+    #[inline(always)]
+    fn load_f16_finite(s: &[u16; 8]) -> Self {
+        let (lo, hi) = f16_lanes(s);
+        Simd128(f16x4_finite(lo), f16x4_finite(hi))
     }
     #[inline(always)]
     fn load_bf16(s: &[u16; 8]) -> Self {
-        let h = load16(s, 0);
-        Simd128(i32x4_shl(u32x4_extend_low_u16x8(h), 16), i32x4_shl(u32x4_extend_high_u16x8(h), 16))
+        // Each value's bits in the top half of an f32: that is its value.
+        let (lo, hi) = f16_lanes(s);
+        Simd128(lo, hi)
     }
     #[inline(always)]
     fn add(self, o: Self) -> Self {

@@ -1,7 +1,7 @@
 //! x86-64 lanes: AVX2 with F16C (one 256-bit register, detected at run time) and the SSE2 baseline
 //! (two 128-bit registers, every x86-64 CPU).
 
-use super::lanes::{F32x8, F16_INF, F16_SCALE};
+use super::lanes::{F32x8, Shape, F16_INF, F16_MASK, F16_SCALE};
 use super::Kernel;
 use std::arch::x86_64::*;
 
@@ -20,7 +20,7 @@ pub(super) unsafe fn avx2<K: Kernel>(k: K) -> K::Out {
 pub(super) struct Avx(__m256);
 
 impl F32x8 for Avx {
-    const WIDE: bool = true;
+    const SHAPE: Shape = Shape::Wide;
     #[inline(always)]
     fn zero() -> Self {
         // SAFETY: AVX is present (see the type's doc); no memory is touched.
@@ -102,19 +102,36 @@ impl F32x8 for Avx {
 #[derive(Clone, Copy)]
 pub(super) struct Sse(__m128, __m128);
 
-/// Four f16 values, zero-extended to 32 bits, widened exactly: the magnitude's bits shifted into
-/// f32 position and scaled by 2¹¹², infinities and NaNs given the all-ones exponent, the sign put
-/// back.
+/// Four finite f16 values in the top halves of 32-bit lanes, widened exactly (see
+/// `lanes::F16_SCALE`).
 #[inline(always)]
-fn f16x4(v: __m128i) -> __m128 {
+fn f16x4_finite(v: __m128i) -> __m128 {
     // SAFETY: SSE2 only; no memory is touched.
     unsafe {
-        let sign = _mm_slli_epi32::<16>(_mm_and_si128(v, _mm_set1_epi32(0x8000)));
-        let mag = _mm_castsi128_ps(_mm_slli_epi32::<13>(_mm_and_si128(v, _mm_set1_epi32(0x7fff))));
-        let mag = _mm_mul_ps(mag, _mm_set1_ps(F16_SCALE));
+        let bits = _mm_and_si128(_mm_srai_epi32::<3>(v), _mm_set1_epi32(F16_MASK as i32));
+        _mm_mul_ps(_mm_castsi128_ps(bits), _mm_set1_ps(F16_SCALE))
+    }
+}
+
+/// [`f16x4_finite`] for every f16: infinities and NaNs get the all-ones exponent.
+#[inline(always)]
+fn f16x4(v: __m128i) -> __m128 {
+    let f = f16x4_finite(v);
+    // SAFETY: SSE only; no memory is touched.
+    unsafe {
+        let abs = _mm_and_ps(f, _mm_castsi128_ps(_mm_set1_epi32(i32::MAX)));
         let exp = _mm_castsi128_ps(_mm_set1_epi32(0x7f80_0000));
-        let inf = _mm_and_ps(_mm_cmpge_ps(mag, _mm_set1_ps(F16_INF)), exp);
-        _mm_or_ps(_mm_or_ps(mag, inf), _mm_castsi128_ps(sign))
+        _mm_or_ps(f, _mm_and_ps(_mm_cmpge_ps(abs, _mm_set1_ps(F16_INF)), exp))
+    }
+}
+
+/// Eight f16 values, each in the top half of a 32-bit lane (interleaved after zeros).
+#[inline(always)]
+fn f16_lanes(s: &[u16; 8]) -> (__m128i, __m128i) {
+    // SAFETY: SSE2 only; `s` is 16 readable bytes, unaligned load.
+    unsafe {
+        let (h, z) = (_mm_loadu_si128(s.as_ptr().cast()), _mm_setzero_si128());
+        (_mm_unpacklo_epi16(z, h), _mm_unpackhi_epi16(z, h))
     }
 }
 
@@ -126,7 +143,7 @@ fn hadd(x: __m128, y: __m128) -> __m128 {
 }
 
 impl F32x8 for Sse {
-    const WIDE: bool = false;
+    const SHAPE: Shape = Shape::Narrow;
     #[inline(always)]
     fn zero() -> Self {
         // SAFETY: SSE only; no memory is touched.
@@ -144,19 +161,20 @@ impl F32x8 for Sse {
     }
     #[inline(always)]
     fn load_f16(s: &[u16; 8]) -> Self {
-        // SAFETY: SSE2 only; `s` is 16 readable bytes, unaligned load.
-        let (h, z) = unsafe { (_mm_loadu_si128(s.as_ptr().cast()), _mm_setzero_si128()) };
-        // SAFETY: SSE2 only; no memory is touched.
-        unsafe { Sse(f16x4(_mm_unpacklo_epi16(h, z)), f16x4(_mm_unpackhi_epi16(h, z))) }
+        let (lo, hi) = f16_lanes(s);
+        Sse(f16x4(lo), f16x4(hi))
+    }
+    #[inline(always)]
+    fn load_f16_finite(s: &[u16; 8]) -> Self {
+        let (lo, hi) = f16_lanes(s);
+        Sse(f16x4_finite(lo), f16x4_finite(hi))
     }
     #[inline(always)]
     fn load_bf16(s: &[u16; 8]) -> Self {
-        // SAFETY: SSE2 only; `s` is 16 readable bytes, unaligned load. Interleaved after zeros,
-        // each value's bits land in the top half of an f32: that is its value.
-        unsafe {
-            let (h, z) = (_mm_loadu_si128(s.as_ptr().cast()), _mm_setzero_si128());
-            Sse(_mm_castsi128_ps(_mm_unpacklo_epi16(z, h)), _mm_castsi128_ps(_mm_unpackhi_epi16(z, h)))
-        }
+        // Each value's bits in the top half of an f32: that is its value.
+        let (lo, hi) = f16_lanes(s);
+        // SAFETY: SSE2 only; no memory is touched.
+        unsafe { Sse(_mm_castsi128_ps(lo), _mm_castsi128_ps(hi)) }
     }
     #[inline(always)]
     fn add(self, o: Self) -> Self {
