@@ -155,7 +155,8 @@ pub fn gelu(x: f32) -> f32 {
 /// In-place softmax over a row (max-subtracted; an all-masked row stays finite because masks are
 /// large finite negatives, never −inf).
 pub fn softmax_inplace(x: &mut [f32]) {
-    let m = x.iter().copied().fold(f32::MIN, f32::max);
+    // A comparison, not `f32::max` (a libm call in wasm); no NaN reaches here.
+    let m = x.iter().fold(f32::MIN, |m, &v| if v > m { v } else { m });
     x.iter_mut().for_each(|v| *v = (*v - m).exp());
     // Summed in order after the exponentials (the same sum; `exp` calls would otherwise keep
     // spilling the running sum).

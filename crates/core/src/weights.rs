@@ -5,8 +5,11 @@
 //! exact shapes, finite values. Tensors are stored as F32, F16 or BF16 (little-endian) and always
 //! computed in f32. In memory a model's matrices ([`TensorSpec::matrix`]: token embedding, output
 //! head, attention and FFN projections) keep the dtype of their file, so an F16 model takes 2 bytes
-//! per parameter, and are widened one row at a time where they are used ([`TensorData::row`]);
-//! every other tensor (norms, biases, position and variant parameters) is widened to f32 on load.
+//! per parameter, and are widened to f32 where they are used: inside the matrix products
+//! ([`TensorData::stored`], [`crate::kernels::matmul`]; F16C on x86-64, SIMD128 in wasm) and row by
+//! row elsewhere ([`TensorData::row`]). Every other tensor (norms, biases, position and variant
+//! parameters) is widened to f32 on load. The finiteness checked here is what lets the kernels'
+//! f16 loads skip infinities and NaNs.
 
 use crate::error::{Error, Result};
 use crate::kernels::{self, Stored};

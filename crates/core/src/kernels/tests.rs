@@ -127,10 +127,13 @@ fn signed_zeros_follow_the_reference() {
 }
 
 /// The matrix products read every finite f16 exactly (their loads skip the handling of infinities
-/// and NaNs): a matrix of all of them, by one row (decode) and by five (prefill).
+/// and NaNs): a matrix of all of them, by one row (decode) and by five (prefill); nine times over,
+/// it is large enough (1.1 MB) for the decode step's streamed path too.
 #[test]
 fn matmul_reads_every_finite_f16() {
-    let w: Vec<u16> = (0..=u16::MAX).filter(|&b| f16::from_bits(b).is_finite()).collect();
+    let finite = (0..=u16::MAX).filter(|&b| f16::from_bits(b).is_finite());
+    let w: Vec<u16> = finite.clone().chain((0..8).flat_map(|_| finite.clone())).collect();
+    assert!(w.len() * 2 > super::generic::STREAMED_BYTES);
     let n = 16;
     let x = seeded_normal(5 * n, 3);
     for rows in [1, 5] {
