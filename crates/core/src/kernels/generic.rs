@@ -23,7 +23,7 @@ fn chunks<T>(s: &[T], n: usize) -> &[[T; 8]] {
 /// `out[o][r] = dot(w[o], x[r])` over `n` values, in the reference order: each weight chunk is
 /// loaded (and widened) once and used for `R` input rows, each input chunk for `O` weight rows.
 /// At most eight outputs (`R·O ≤ 8`), one accumulator register (or pair) each; output `(o, r)` is
-/// at index `o·R + r`. Stored values must be finite (see [`F32x8::load_f16_finite`]).
+/// at index `o·R + r`. Half values must be finite (see [`F32x8::load_f16_finite`]).
 #[inline(always)]
 pub(super) fn tile<V: F32x8, W: Format, const R: usize, const O: usize>(
     w: [&[W::Elem]; O],
@@ -88,38 +88,13 @@ pub(super) fn dot<V: F32x8>(a: &[f32], b: &[f32]) -> f32 {
 /// `Y = X·Wᵀ`: `y[r·out + o] = dot(W[o], x[r])`, `W` row-major with rows of `n` values.
 #[inline(always)]
 pub(super) fn matmul<V: F32x8, W: Format>(w: &[W::Elem], n: usize, x: &[f32], y: &mut [f32]) {
-    let (rows, out) = (x.len() / n, w.len() / n);
-    if rows == 1 && V::SHAPE == Shape::Single {
-        // A decode step in plain code: the reference loop, half values widened by table.
-        for (yo, wo) in y.iter_mut().zip(w.chunks_exact(n)) {
-            *yo = reference::dot_by(wo, x, W::widener());
-        }
-        return;
-    }
-    if rows == 1 {
-        // A decode step: four weight rows at a time (four independent sums), read as stored, or,
-        // from a matrix too large to stay in cache, widened first: a plain streaming pass keeps
-        // more loads in flight (docs/bench.md: 9.7 → 15.7 GB/s; 2× slower in cache).
-        let streamed = std::mem::size_of_val(w) > STREAMED_BYTES;
-        let (mut o, mut scratch) = (0, Vec::new());
-        while V::SHAPE != Shape::Single && o + 4 <= out {
-            let ws = &w[o * n..(o + 4) * n];
-            match W::as_f32(ws) {
-                None if streamed => {
-                    let ws = as_f32::<V, W>(ws, &mut scratch);
-                    stripe::<V, F32, 1, 4>(ws, n, o, x, 0..1, y, out);
-                }
-                _ => stripe::<V, W, 1, 4>(ws, n, o, x, 0..1, y, out),
-            }
-            o += 4;
-        }
-        for o in o..out {
-            stripe::<V, W, 1, 1>(&w[o * n..(o + 1) * n], n, o, x, 0..1, y, out);
-        }
+    if x.len() / n == 1 {
+        matvec::<V, W>(w, n, x, y);
         return;
     }
     // Prefill: each stripe of two weight rows is widened once per block of input rows (widened
     // inside the tiles, half values would be widened again for every tile of input rows).
+    let (rows, out) = (x.len() / n, w.len() / n);
     let mut scratch = Vec::new();
     for r0 in (0..rows).step_by(ROW_BLOCK) {
         let r1 = (r0 + ROW_BLOCK).min(rows);
@@ -137,6 +112,38 @@ pub(super) fn matmul<V: F32x8, W: Format>(w: &[W::Elem], n: usize, x: &[f32], y:
             let ws = as_f32::<V, W>(&w[o * n..(o + 1) * n], &mut scratch);
             stripe::<V, F32, 1, 1>(ws, n, o, x, r0..r1, y, out);
         }
+    }
+}
+
+/// [`matmul`] of one input row (a decode step): four weight rows at a time (four independent
+/// sums), read as stored, or, from a half matrix too large to stay in cache, widened first: a
+/// plain streaming pass keeps more loads in flight (docs/bench.md: 9.7 → 15.7 GB/s from memory,
+/// but 2× slower in cache).
+#[inline(always)]
+fn matvec<V: F32x8, W: Format>(w: &[W::Elem], n: usize, x: &[f32], y: &mut [f32]) {
+    let out = w.len() / n;
+    if V::SHAPE == Shape::Single {
+        // Plain code: the reference loop, half values widened by table.
+        for (yo, wo) in y.iter_mut().zip(w.chunks_exact(n)) {
+            *yo = reference::dot_by(wo, x, W::widener());
+        }
+        return;
+    }
+    let streamed = std::mem::size_of_val(w) > STREAMED_BYTES;
+    let (mut o, mut scratch) = (0, Vec::new());
+    while o + 4 <= out {
+        let ws = &w[o * n..(o + 4) * n];
+        match W::as_f32(ws) {
+            None if streamed => {
+                let ws = as_f32::<V, W>(ws, &mut scratch);
+                stripe::<V, F32, 1, 4>(ws, n, o, x, 0..1, y, out);
+            }
+            _ => stripe::<V, W, 1, 4>(ws, n, o, x, 0..1, y, out),
+        }
+        o += 4;
+    }
+    for o in o..out {
+        stripe::<V, W, 1, 1>(&w[o * n..(o + 1) * n], n, o, x, 0..1, y, out);
     }
 }
 

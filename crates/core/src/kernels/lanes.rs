@@ -40,6 +40,7 @@ pub(super) enum Shape {
     /// Sixteen 8-lane registers (AVX2): prefill tiles of 4 input × 2 weight rows, 8 keys at a time.
     Wide,
     /// Eight (two 4-lane registers each: SSE2, SIMD128): 2 × 2 tiles, 4 keys at a time.
+    #[cfg_attr(not(any(target_arch = "x86_64", target_feature = "simd128")), allow(dead_code))]
     Narrow,
     /// Plain arrays: one output at a time, as the scalar reference (the compiler's registers).
     Single,
