@@ -2,16 +2,16 @@
 //! matrix products of prefill and decode, for matrices stored as F32, F16 or BF16.
 //!
 //! **One result per output, whatever runs it.** Every kernel returns bit for bit what its plain
-//! scalar version in [`reference`] returns (the spec; tests compare them on random shapes): a dot
-//! product keeps eight partial sums and reduces them in one fixed order, with no fused
-//! multiply-add. So the tiled prefill matmul equals the decode matvec row by row, F16 storage
+//! scalar version in [`reference`](mod@reference) returns (the spec; tests compare them on random
+//! shapes): a dot product keeps eight partial sums and reduces them in one fixed order, with no
+//! fused multiply-add. So the tiled prefill matmul equals the decode matvec row by row, F16 storage
 //! equals F32 storage of the same values, and the page's wasm computes the native numbers.
 //!
-//! **Where it runs.** The kernels are written once ([`generic`]) over eight f32 lanes and compiled
+//! **Where it runs.** The kernels are written once (`generic.rs`) over eight f32 lanes and compiled
 //! for the instruction set at hand ([`Level`]): AVX2 with F16C on x86-64 where the CPU has them
 //! (detected at run time), else SSE2 (every x86-64 CPU); SIMD128 in wasm built with
 //! `+simd128` (`.cargo/config.toml`); plain arrays elsewhere (aarch64, wasm without SIMD), where
-//! half values are widened by a 64K-entry table. Speeds: docs/bench.md, "SIMD kernels".
+//! f16 values are widened by a 64K-entry table. Speeds: docs/bench.md, "SIMD kernels".
 
 mod generic;
 mod lanes;

@@ -45,7 +45,8 @@ proptest! {
             prop_assert_eq!(bits(&y), bits(&expect), "{:?}", level);
             for r in 0..rows {
                 let mut y1 = vec![f32::NAN; out];
-                with_level(level, || matmul(as_stored(&w, &wbits, format), n, &x[r * n..(r + 1) * n], &mut y1));
+                let xr = &x[r * n..(r + 1) * n];
+                with_level(level, || matmul(as_stored(&w, &wbits, format), n, xr, &mut y1));
                 prop_assert_eq!(bits(&y1), bits(&expect[r * out..(r + 1) * out]), "{:?} row {}", level, r);
             }
         }
@@ -73,7 +74,8 @@ proptest! {
             let mut d = vec![f32::NAN; keys];
             with_level(level, || dot_rows(&q, &m, stride, &mut d));
             prop_assert_eq!(bits(&d), bits(&dots), "{:?}", level);
-            prop_assert_eq!(with_level(level, || dot(&q, &m[..n])).to_bits(), reference::dot(&q, &m[..n]).to_bits());
+            let d1 = with_level(level, || dot(&q, &m[..n]));
+            prop_assert_eq!(d1.to_bits(), reference::dot(&q, &m[..n]).to_bits());
             let mut s = y0.clone();
             with_level(level, || weighted_rows(&p, &m, stride, &mut s));
             prop_assert_eq!(bits(&s), bits(&sum), "{:?}", level);
