@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod gates;
 pub mod hf;
+pub mod kernels;
 pub mod lowering;
 pub mod lrpe;
 pub mod model;

@@ -1,15 +1,13 @@
 //! Small dense kernels of the CPU reference: row-major matrices, dot products, norms, activations.
 //!
-//! Everything is f32 with straightforward loops; [`dot`] uses eight partial sums so that the compiler
-//! vectorises it. Prefill and decode call the same functions, so they round identically per row.
+//! Everything is f32. The hot loops ([`dot`], [`axpy`], [`Linear::apply_rows`]) run the SIMD
+//! kernels of [`crate::kernels`], which return bit for bit what their plain scalar versions in
+//! [`crate::kernels::reference`] return: one order of additions per output, so prefill and decode
+//! round identically per row.
 
 use crate::config::{NormConfig, NormKind};
+use crate::kernels;
 use crate::weights::TensorData;
-
-/// Rows of `X` multiplied by each weight row while it is at hand ([`Linear::apply_rows`]): the
-/// matrix is read (and, in half precision, widened) once per block of rows instead of once per row,
-/// and the block stays in cache.
-const ROW_BLOCK: usize = 16;
 
 /// A weight matrix `W` of shape `[out, inp]` (PyTorch layout): `y = W·x`. The matrix stays in the
 /// dtype it was stored in (shared with the model's [`crate::weights::Weights`]) and each row is
@@ -38,22 +36,12 @@ impl Linear {
     }
 
     /// `Y = X·Wᵀ (+ b)` for `rows` vectors stored row-major in `x`; returns `[rows, out]`. Every
-    /// output is `dot(W[o], x_r)`, whatever the blocking and the storage dtype.
+    /// output is `dot(W[o], x_r)`, whatever the number of rows and the storage dtype
+    /// ([`kernels::matmul`]: register tiles for prefill, one row at a time for decode).
     pub fn apply_rows(&self, x: &[f32], rows: usize) -> Vec<f32> {
         let (inp, out) = (self.inp, self.out);
         let mut y = vec![0.0; rows * out];
-        if rows == 1 {
-            // One input row (a decode step): each output is one dot product.
-            self.w.matvec(&x[..inp], &mut y);
-        } else {
-            for (xb, yb) in x[..rows * inp].chunks(ROW_BLOCK * inp).zip(y.chunks_mut(ROW_BLOCK * out)) {
-                self.w.for_each_row(inp, |o, w| {
-                    for (r, xr) in xb.chunks_exact(inp).enumerate() {
-                        yb[r * out + o] = dot(w, xr);
-                    }
-                });
-            }
-        }
+        kernels::matmul(self.w.stored(), inp, &x[..rows * inp], &mut y);
         if let Some(b) = &self.b {
             y.chunks_exact_mut(out).for_each(|yr| yr.iter_mut().zip(b).for_each(|(y, b)| *y += b));
         }
@@ -84,39 +72,16 @@ pub fn repeat_heads(v: Vec<f32>, group: usize, width: usize) -> Vec<f32> {
     out
 }
 
-/// Dot product with eight independent accumulators (vectorisable, deterministic order).
+/// Dot product with eight partial sums in a fixed order ([`kernels::reference::dot`], SIMD).
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    dot_by(a, b, |v| v)
+    kernels::dot(a, b)
 }
 
-/// [`dot`] with `a`'s values read through `to_f32` (a widening of stored half values): the same
-/// operations in the same order, so it equals `dot` of the widened values exactly.
-#[inline]
-pub fn dot_by<T: Copy>(a: &[T], b: &[f32], to_f32: impl Fn(T) -> f32) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f32; 8];
-    let chunks = n / 8;
-    for c in 0..chunks {
-        let (pa, pb) = (&a[c * 8..c * 8 + 8], &b[c * 8..c * 8 + 8]);
-        for l in 0..8 {
-            acc[l] += to_f32(pa[l]) * pb[l];
-        }
-    }
-    let mut tail = 0.0f32;
-    for i in chunks * 8..n {
-        tail += to_f32(a[i]) * b[i];
-    }
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
-}
-
-/// `y += a·x`.
+/// `y += a·x` ([`kernels::reference::axpy`], SIMD).
 #[inline]
 pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi += a * xi;
-    }
+    kernels::axpy(a, x, y)
 }
 
 /// Residual-stream norm with its parameters (`weight`, and `bias` for LayerNorm).
@@ -190,12 +155,12 @@ pub fn gelu(x: f32) -> f32 {
 /// In-place softmax over a row (max-subtracted; an all-masked row stays finite because masks are
 /// large finite negatives, never −inf).
 pub fn softmax_inplace(x: &mut [f32]) {
-    let m = x.iter().copied().fold(f32::MIN, f32::max);
-    let mut s = 0.0f32;
-    for v in x.iter_mut() {
-        *v = (*v - m).exp();
-        s += *v;
-    }
+    // A comparison, not `f32::max` (a libm call in wasm); no NaN reaches here.
+    let m = x.iter().fold(f32::MIN, |m, &v| if v > m { v } else { m });
+    x.iter_mut().for_each(|v| *v = (*v - m).exp());
+    // Summed in order after the exponentials (the same sum; `exp` calls would otherwise keep
+    // spilling the running sum).
+    let s = x.iter().fold(0.0f32, |s, v| s + v);
     let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
     for v in x.iter_mut() {
         *v *= inv;
@@ -253,9 +218,10 @@ pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::{with_level, Level};
     use crate::rng::seeded_normal;
     use crate::test_util::close;
-    use crate::weights::{StorageDtype, PORTABLE_ONLY};
+    use crate::weights::StorageDtype;
 
     /// SimpleRMSNorm (fairseq-evo `rms_norm.py`) output has
     /// unit RMS up to eps; zero input stays zero. RMSNorm with gain matches the formula.
@@ -297,8 +263,8 @@ mod tests {
 
     proptest::proptest! {
         /// `apply_rows` on F16 and BF16 storage equals it on F32 storage of the widened values, bit
-        /// for bit, for one row (decode) and blocks of rows, with the hardware f16 conversion and
-        /// without; and every output is `dot(W[o], x_r) + b[o]`.
+        /// for bit, for one row (decode) and blocks of rows, at every kernel level of this machine;
+        /// and every output is `dot(W[o], x_r) + b[o]`.
         #[test]
         fn matvec_on_half_storage_is_the_f32_matvec_of_the_widened_values(
             out in 1usize..24,
@@ -316,12 +282,10 @@ mod tests {
                 };
                 let w: Vec<f32> = seeded_normal(out * inp, seed).into_iter().map(round).collect();
                 let yf = linear_as(&w, StorageDtype::F32, out, inp, &b).apply_rows(&x, rows);
-                for portable in [false, true] {
-                    PORTABLE_ONLY.with(|p| p.set(portable));
-                    let yh = linear_as(&w, dtype, out, inp, &b).apply_rows(&x, rows);
-                    PORTABLE_ONLY.with(|p| p.set(false));
+                for level in Level::available() {
+                    let yh = with_level(level, || linear_as(&w, dtype, out, inp, &b).apply_rows(&x, rows));
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                    proptest::prop_assert_eq!(bits(&yh), bits(&yf), "{:?}, portable {}", dtype, portable);
+                    proptest::prop_assert_eq!(bits(&yh), bits(&yf), "{:?}, {:?}", dtype, level);
                 }
                 for r in 0..rows {
                     for o in 0..out {

@@ -5,10 +5,14 @@
 //! exact shapes, finite values. Tensors are stored as F32, F16 or BF16 (little-endian) and always
 //! computed in f32. In memory a model's matrices ([`TensorSpec::matrix`]: token embedding, output
 //! head, attention and FFN projections) keep the dtype of their file, so an F16 model takes 2 bytes
-//! per parameter, and are widened one row at a time where they are used ([`TensorData::row`]);
-//! every other tensor (norms, biases, position and variant parameters) is widened to f32 on load.
+//! per parameter, and are widened to f32 where they are used: inside the matrix products
+//! ([`TensorData::stored`], [`crate::kernels::matmul`]; F16C on x86-64, SIMD128 in wasm) and row by
+//! row elsewhere ([`TensorData::row`]). Every other tensor (norms, biases, position and variant
+//! parameters) is widened to f32 on load. The finiteness checked here is what lets the kernels'
+//! f16 loads skip infinities and NaNs.
 
 use crate::error::{Error, Result};
+use crate::kernels::{self, Stored};
 use crate::sampling::Rng;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
@@ -136,85 +140,6 @@ impl From<Vec<f32>> for TensorData {
     }
 }
 
-/// Every value of a 16-bit float format as f32, by bit pattern (256 KiB, built on first use from
-/// `half`'s exact conversion). Widening by table is one load per value: in wasm (no vector unit,
-/// no conversion instruction) that made the shipped F16 models decode 1.5–1.9× faster in the page
-/// than converting by bit manipulation (docs/bench.md), and one code path serves F16 and BF16.
-fn table(dtype: StorageDtype) -> &'static [f32; 65536] {
-    use std::sync::OnceLock;
-    type Table = Box<[f32; 65536]>;
-    fn build(to_f32: impl Fn(u16) -> f32) -> Table {
-        let mut t: Table =
-            vec![0.0f32; 65536].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!());
-        t.iter_mut().enumerate().for_each(|(b, v)| *v = to_f32(b as u16));
-        t
-    }
-    static F16: OnceLock<Table> = OnceLock::new();
-    static BF16: OnceLock<Table> = OnceLock::new();
-    match dtype {
-        StorageDtype::Bf16 => BF16.get_or_init(|| build(|b| bf16::from_bits(b).to_f32())),
-        _ => F16.get_or_init(|| build(|b| f16::from_bits(b).to_f32())),
-    }
-}
-
-#[cfg(test)]
-thread_local! {
-    /// Set by tests to run the table paths on a CPU with F16C.
-    pub(crate) static PORTABLE_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether this CPU converts f16 in hardware (x86-64 F16C): then F16 rows are widened with
-/// `vcvtph2ps` instead of the table (a one-row F16 matvec then takes 1.4× the f32 time, a 64-row
-/// one less than the f32 time: docs/bench.md).
-fn has_f16c() -> bool {
-    #[cfg(test)]
-    if PORTABLE_ONLY.with(|p| p.get()) {
-        return false;
-    }
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("f16c");
-    #[cfg(not(target_arch = "x86_64"))]
-    return false;
-}
-
-/// F16 widening in hardware (x86-64 F16C, detected at run time). Exact like the table, so results
-/// do not depend on the CPU.
-#[cfg(target_arch = "x86_64")]
-mod f16c {
-    use half::f16;
-    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
-
-    /// Widen `src` into `out` (same length).
-    #[target_feature(enable = "avx,f16c")]
-    pub(super) unsafe fn widen(src: &[f16], out: &mut [f32]) {
-        let n = src.len().min(out.len());
-        for (h, o) in src[..n].chunks_exact(8).zip(out[..n].chunks_exact_mut(8)) {
-            // SAFETY: `h` holds 8 f16 (16 bytes), `o` 8 f32 (32 bytes); unaligned load and store.
-            unsafe {
-                _mm256_storeu_ps(
-                    o.as_mut_ptr(),
-                    _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast::<__m128i>())),
-                )
-            };
-        }
-        let tail = n - n % 8;
-        out[tail..n].iter_mut().zip(&src[tail..n]).for_each(|(o, &h)| *o = h.to_f32());
-    }
-
-    /// [`super::TensorData::for_each_row`] of an F16 tensor with F16C: the whole loop, `f`
-    /// included, is compiled with the feature, so the conversion is inlined into it (and the dot
-    /// products run 8 lanes wide, in the same order, with the same results).
-    #[target_feature(enable = "avx,f16c")]
-    pub(super) unsafe fn for_each_row(v: &[f16], width: usize, mut f: impl FnMut(usize, &[f32])) {
-        let mut scratch = vec![0.0; width];
-        for (r, row) in v.chunks_exact(width).enumerate() {
-            // SAFETY: this function runs only where F16C is available (its caller checked).
-            unsafe { widen(row, &mut scratch) };
-            f(r, &scratch);
-        }
-    }
-}
-
 impl TensorData {
     /// The dtype the values are held in.
     pub fn dtype(&self) -> StorageDtype {
@@ -262,70 +187,37 @@ impl TensorData {
         }
     }
 
-    /// The bits of a half tensor and the table that widens them; `None` for f32 and where this
-    /// CPU widens F16 in hardware.
-    fn bits_and_table(&self) -> Option<(&[u16], &'static [f32; 65536])> {
+    /// The values as the kernels read them: f32, or the bits of the half values.
+    pub fn stored(&self) -> Stored<'_> {
         match self {
-            TensorData::F32(_) => None,
-            TensorData::F16(_) if has_f16c() => None,
-            TensorData::F16(v) => Some((v.reinterpret_cast(), table(StorageDtype::F16))),
-            TensorData::Bf16(v) => Some((v.reinterpret_cast(), table(StorageDtype::Bf16))),
+            TensorData::F32(v) => Stored::F32(v),
+            TensorData::F16(v) => Stored::F16(v.reinterpret_cast()),
+            TensorData::Bf16(v) => Stored::Bf16(v.reinterpret_cast()),
         }
     }
 
     /// Values `start .. start + scratch.len()` as f32: the stored slice itself when the tensor is
-    /// f32, else widened into `scratch` (exactly: every f16 and bf16 value is an f32 value).
+    /// f32, else widened into `scratch` (exactly: every f16 and bf16 value is an f32 value;
+    /// [`kernels::widen`]: F16C on x86-64, SIMD128 in wasm).
     pub fn row<'a>(&'a self, start: usize, scratch: &'a mut [f32]) -> &'a [f32] {
         let end = start + scratch.len();
-        match (self, self.bits_and_table()) {
-            (TensorData::F32(v), _) => &v[start..end],
-            (_, Some((bits, table))) => {
-                scratch.iter_mut().zip(&bits[start..end]).for_each(|(o, &b)| *o = table[b as usize]);
+        match self.stored() {
+            Stored::F32(v) => &v[start..end],
+            Stored::F16(v) => {
+                kernels::widen(Stored::F16(&v[start..end]), scratch);
                 scratch
             }
-            #[cfg(target_arch = "x86_64")]
-            (TensorData::F16(v), None) => {
-                // SAFETY: `bits_and_table` is `None` for F16 only where the CPU supports F16C.
-                unsafe { f16c::widen(&v[start..end], scratch) };
+            Stored::Bf16(v) => {
+                kernels::widen(Stored::Bf16(&v[start..end]), scratch);
                 scratch
             }
-            _ => unreachable!("a half tensor is widened by table or, on x86-64 with F16C, in hardware"),
-        }
-    }
-
-    /// `f(r, row)` for every row `r` of `width` values, as f32: the stored slice when the tensor is
-    /// f32, else the row widened into one scratch row.
-    #[inline]
-    pub fn for_each_row(&self, width: usize, mut f: impl FnMut(usize, &[f32])) {
-        match (self, self.bits_and_table()) {
-            (TensorData::F32(v), _) => v.chunks_exact(width).enumerate().for_each(|(r, row)| f(r, row)),
-            (_, Some((bits, table))) => {
-                let mut scratch = vec![0.0; width];
-                for (r, row) in bits.chunks_exact(width).enumerate() {
-                    scratch.iter_mut().zip(row).for_each(|(o, &b)| *o = table[b as usize]);
-                    f(r, &scratch);
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `bits_and_table` is `None` for F16 only where the CPU supports F16C.
-            (TensorData::F16(v), None) => unsafe { f16c::for_each_row(v, width, f) },
-            _ => unreachable!("a half tensor is widened by table or, on x86-64 with F16C, in hardware"),
         }
     }
 
     /// `y[r] = dot(row r, x)` for every row of `width = x.len()` values: a matvec with one input
-    /// row (a decode step). Stored values widened by table are read straight into
-    /// [`crate::ops::dot_by`], which saves writing and reading a scratch row; the sums are the same.
+    /// row (a decode step), the rows read in their stored dtype ([`kernels::matmul`]).
     pub fn matvec(&self, x: &[f32], y: &mut [f32]) {
-        match self.bits_and_table() {
-            Some((bits, table)) => {
-                let rows = bits.chunks_exact(x.len());
-                y.iter_mut()
-                    .zip(rows)
-                    .for_each(|(y, row)| *y = crate::ops::dot_by(row, x, |b| table[b as usize]));
-            }
-            None => self.for_each_row(x.len(), |r, row| y[r] = crate::ops::dot(row, x)),
-        }
+        kernels::matmul(self.stored(), x.len(), x, y)
     }
 
     /// Every value as f32 (borrowed when held as f32).
@@ -610,9 +502,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Widening (F16C where the CPU has it, else the tables) equals `half`'s for every finite f16
-    /// and bf16 (63,488 and 65,280 values: both signs, subnormals and zeros included), at every
-    /// offset within an 8-value chunk.
+    /// `row` of a half tensor equals `half`'s widening for every finite f16 and bf16 (63,488 and
+    /// 65,280 values: both signs, subnormals and zeros included), at every offset within an
+    /// 8-value chunk and every kernel level of this machine.
     #[test]
     fn widening_is_exact_for_every_finite_half() {
         let f16s: Vec<f32> =
@@ -620,21 +512,19 @@ mod tests {
         let bf16s: Vec<f32> =
             (0..=u16::MAX).map(bf16::from_bits).filter(|b| b.is_finite()).map(bf16::to_f32).collect();
         assert_eq!((f16s.len(), bf16s.len()), (63_488, 65_280));
-        for portable in [false, true] {
-            PORTABLE_ONLY.with(|p| p.set(portable));
+        for level in kernels::Level::available() {
             for (values, dtype) in [(&f16s, StorageDtype::F16), (&bf16s, StorageDtype::Bf16)] {
                 let data = TensorData::lossless(values.clone(), dtype);
                 assert_eq!(data.dtype(), dtype);
                 for skip in 0..8 {
                     let mut out = vec![0.0f32; values.len() - skip];
-                    let row = data.row(skip, &mut out);
+                    let row = kernels::with_level(level, || data.row(skip, &mut out).to_vec());
                     for (a, b) in row.iter().zip(&values[skip..]) {
-                        assert_eq!(a.to_bits(), b.to_bits(), "{dtype:?}, portable {portable}");
+                        assert_eq!(a.to_bits(), b.to_bits(), "{dtype:?}, {level:?}");
                     }
                 }
             }
         }
-        PORTABLE_ONLY.with(|p| p.set(false));
     }
 
     proptest! {

@@ -8,6 +8,7 @@
 use super::{AttnLayer, LayerState, LINEAR_CHUNK};
 use crate::activations::{elu, elu_plus_one, exp_max_inplace, key_forget_log_gate, sigmoid};
 use crate::error::{Error, Result};
+use crate::kernels::weighted_rows;
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Post, Rotation};
 use crate::ops::{axpy, dot, repeat_heads, rms_norm, silu, simple_rms_norm};
 use crate::rotary::rope_rotate;
@@ -226,11 +227,7 @@ impl AttnLayer {
                         qd[j] = fq[j] * b[i * dk + j].exp();
                     }
                     let mut den = dot(&qd, zh);
-                    for j in 0..dk {
-                        if qd[j] != 0.0 {
-                            axpy(qd[j], &sh[j * dh..(j + 1) * dh], oh);
-                        }
-                    }
+                    weighted_rows(&qd, sh, dh, oh);
                     // Intra-chunk: Σ_{s<=i} (Σ_j φq_i φk_s e^{b_i − b_s}) v_s.
                     for si in 0..=i {
                         let fk = &f.fk[at(c0 + si)..at(c0 + si) + dk];

@@ -5,8 +5,9 @@
 use super::{AttnLayer, AttnMatrixKind, AttnStage, LayerState};
 use crate::bias;
 use crate::error::{Error, Result};
+use crate::kernels::{dot_rows, weighted_rows};
 use crate::lowering::{Bias, SoftmaxLowering, Window};
-use crate::ops::{axpy, dot, simple_rms_norm, softmax_inplace};
+use crate::ops::{dot, simple_rms_norm, softmax_inplace};
 use crate::rotary::rope_rotate;
 
 /// Projected rows of a chunk: `q, k, v` are `[T, H·dh]` at positions `pos0..pos0+T`.
@@ -130,14 +131,14 @@ impl AttnLayer {
             fill_bias(sl, h, i, j0, n_keys, &mut brow, &mut fire_buf);
             for hh in 0..h {
                 let qh = &q[r * a + hh * dh..r * a + (hh + 1) * dh];
-                row.clear();
-                for jj in 0..n_keys {
-                    let logit = sl.scale * dot(qh, &kc[jj * a + hh * dh..jj * a + (hh + 1) * dh]);
-                    row.push(logit + brow[hh * n_keys + jj]);
-                    if record == Some(AttnStage::Logits) {
-                        mats[hh][r * t + j0 + jj] = logit;
-                    }
+                // q·k for every cached key of this head (row jj of the cache, this head's slice).
+                row.resize(n_keys, 0.0);
+                dot_rows(qh, &kc[hh * dh..], a, &mut row);
+                row.iter_mut().for_each(|logit| *logit *= sl.scale);
+                if record == Some(AttnStage::Logits) {
+                    mats[hh][r * t + j0..r * t + j0 + n_keys].copy_from_slice(&row);
                 }
+                row.iter_mut().zip(&brow[hh * n_keys..(hh + 1) * n_keys]).for_each(|(l, b)| *l += b);
                 if let Bias::Contextual { npos, pos_emb } = &sl.bias {
                     add_contextual_bias(qh, &mut row, *npos, pos_emb, &mut int_logits);
                 }
@@ -157,10 +158,8 @@ impl AttnLayer {
                         mats[hh][r * t + (j0 + jj)] = val * norm;
                     }
                 }
-                let oh = &mut out[r * a + hh * dh..r * a + (hh + 1) * dh];
-                for (jj, p) in row.iter().enumerate().filter(|(_, p)| **p != 0.0) {
-                    axpy(*p, &vc[jj * a + hh * dh..jj * a + (hh + 1) * dh], oh);
-                }
+                // o += Σ_jj p_jj·v_jj over the cached values of this head, zero weights skipped.
+                weighted_rows(&row, &vc[hh * dh..], a, &mut out[r * a + hh * dh..r * a + (hh + 1) * dh]);
             }
             if sl.relu_with_norm {
                 simple_rms_norm(&mut out[r * a..(r + 1) * a]);

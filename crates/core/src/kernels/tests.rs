@@ -1,0 +1,151 @@
+//! Every kernel at every level this machine runs equals its scalar reference bit for bit.
+
+use super::*;
+use crate::rng::seeded_normal;
+use half::{bf16, f16};
+use proptest::prelude::*;
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// `values` stored as `format` (0 = f32, 1 = f16, 2 = bf16): the stored bits and the values they
+/// widen to.
+fn stored(values: &[f32], format: u8) -> (Vec<f32>, Vec<u16>) {
+    match format {
+        1 => values.iter().map(|&v| f16::from_f32(v)).map(|h| (h.to_f32(), h.to_bits())).unzip(),
+        2 => values.iter().map(|&v| bf16::from_f32(v)).map(|h| (h.to_f32(), h.to_bits())).unzip(),
+        _ => (values.to_vec(), Vec::new()),
+    }
+}
+
+fn as_stored<'a>(widened: &'a [f32], bits: &'a [u16], format: u8) -> Stored<'a> {
+    match format {
+        1 => Stored::F16(bits),
+        2 => Stored::Bf16(bits),
+        _ => Stored::F32(widened),
+    }
+}
+
+proptest! {
+    /// The tiled matmul (prefill), the one-row matvec (decode) and the reference agree on every
+    /// output, for F32, F16 and BF16 storage; lengths and row counts are not multiples of the
+    /// chunk or the tile.
+    #[test]
+    fn matmul_equals_the_reference(
+        n in 1usize..80, out in 1usize..24, rows in 1usize..40, seed in 0u64..1000, format in 0u8..3,
+    ) {
+        let x = seeded_normal(rows * n, seed + 1);
+        let (w, wbits) = stored(&seeded_normal(out * n, seed), format);
+        let mut expect = vec![0.0; rows * out];
+        reference::matmul_by(&w, n, &x, &mut expect, |v| v);
+        for level in Level::available() {
+            let mut y = vec![f32::NAN; rows * out];
+            with_level(level, || matmul(as_stored(&w, &wbits, format), n, &x, &mut y));
+            prop_assert_eq!(bits(&y), bits(&expect), "{:?}", level);
+            for r in 0..rows {
+                let mut y1 = vec![f32::NAN; out];
+                let xr = &x[r * n..(r + 1) * n];
+                with_level(level, || matmul(as_stored(&w, &wbits, format), n, xr, &mut y1));
+                prop_assert_eq!(bits(&y1), bits(&expect[r * out..(r + 1) * out]), "{:?} row {}", level, r);
+            }
+        }
+    }
+
+    /// Attention rows: dots of a query with strided key rows, and the weighted sum of value rows
+    /// (with zero weights skipped), as the reference loops of `dot` and `axpy`.
+    #[test]
+    fn attention_rows_equal_the_reference(
+        n in 1usize..80, extra in 0usize..9, keys in 1usize..40, seed in 0u64..1000, zeros in 0usize..4,
+    ) {
+        let stride = n + extra;
+        let q = seeded_normal(n, seed);
+        let m = seeded_normal(keys * stride, seed + 1);
+        let mut p = seeded_normal(keys, seed + 2);
+        p.iter_mut().step_by(zeros + 1).skip(1).for_each(|v| *v = 0.0);
+        let y0 = seeded_normal(n, seed + 3);
+        let mut dots = vec![0.0; keys];
+        reference::dot_rows(&q, &m, stride, &mut dots);
+        let mut sum = y0.clone();
+        reference::weighted_rows(&p, &m, stride, &mut sum);
+        let mut ax = y0.clone();
+        reference::axpy(p[0], &q, &mut ax);
+        for level in Level::available() {
+            let mut d = vec![f32::NAN; keys];
+            with_level(level, || dot_rows(&q, &m, stride, &mut d));
+            prop_assert_eq!(bits(&d), bits(&dots), "{:?}", level);
+            let d1 = with_level(level, || dot(&q, &m[..n]));
+            prop_assert_eq!(d1.to_bits(), reference::dot(&q, &m[..n]).to_bits());
+            let mut s = y0.clone();
+            with_level(level, || weighted_rows(&p, &m, stride, &mut s));
+            prop_assert_eq!(bits(&s), bits(&sum), "{:?}", level);
+            let mut a = y0.clone();
+            with_level(level, || axpy(p[0], &q, &mut a));
+            prop_assert_eq!(bits(&a), bits(&ax), "{:?}", level);
+        }
+    }
+}
+
+/// Widening equals `half`'s conversion for every f16 and bf16 bit pattern but NaNs (zeros,
+/// subnormals and infinities included), at every level and offset within a chunk; NaNs stay NaNs
+/// (with their payload, not always quieted: weights are checked finite on load).
+#[test]
+fn widening_is_exact_for_every_half() {
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    let f16s: Vec<f32> = all.iter().map(|&b| f16::from_bits(b).to_f32()).collect();
+    let bf16s: Vec<f32> = all.iter().map(|&b| bf16::from_bits(b).to_f32()).collect();
+    for level in Level::available() {
+        for (expect, src) in [(&f16s, Stored::F16(&all)), (&bf16s, Stored::Bf16(&all))] {
+            for skip in 0..8 {
+                let src = match src {
+                    Stored::F16(s) => Stored::F16(&s[skip..]),
+                    Stored::Bf16(s) => Stored::Bf16(&s[skip..]),
+                    Stored::F32(s) => Stored::F32(&s[skip..]),
+                };
+                let mut out = vec![0.0f32; all.len() - skip];
+                with_level(level, || widen(src, &mut out));
+                for (i, (o, e)) in out.iter().zip(&expect[skip..]).enumerate() {
+                    let same = o.to_bits() == e.to_bits() || (o.is_nan() && e.is_nan());
+                    assert!(same, "{level:?}, {src:?}: bits {:#06x} gave {o:e}, not {e:e}", all[skip + i]);
+                }
+            }
+        }
+    }
+}
+
+/// Signed zeros and the `+ tail` of the reference: `-0·1` sums to `+0` in every path.
+#[test]
+fn signed_zeros_follow_the_reference() {
+    for n in [1, 8, 9, 16] {
+        let (a, b) = (vec![-0.0f32; n], vec![1.0f32; n]);
+        for level in Level::available() {
+            assert_eq!(
+                with_level(level, || dot(&a, &b)).to_bits(),
+                reference::dot(&a, &b).to_bits(),
+                "{level:?}"
+            );
+        }
+    }
+}
+
+/// The matrix products read every finite f16 exactly (their loads skip the handling of infinities
+/// and NaNs): a matrix of all of them, by one row (decode) and by five (prefill); nine times over,
+/// it is large enough (1.1 MB) for the decode step's streamed path too.
+#[test]
+fn matmul_reads_every_finite_f16() {
+    let finite = (0..=u16::MAX).filter(|&b| f16::from_bits(b).is_finite());
+    let w: Vec<u16> = finite.clone().chain((0..8).flat_map(|_| finite.clone())).collect();
+    assert!(w.len() * 2 > super::generic::STREAMED_BYTES);
+    let n = 16;
+    let x = seeded_normal(5 * n, 3);
+    for rows in [1, 5] {
+        let x = &x[..rows * n];
+        let mut expect = vec![0.0; rows * w.len() / n];
+        reference::matmul_by(&w, n, x, &mut expect, |b| f16::from_bits(b).to_f32());
+        for level in Level::available() {
+            let mut y = vec![f32::NAN; expect.len()];
+            with_level(level, || matmul(Stored::F16(&w), n, x, &mut y));
+            assert_eq!(bits(&y), bits(&expect), "{level:?}, {rows} rows");
+        }
+    }
+}
