@@ -18,6 +18,9 @@ use yew::Callback;
 
 use crate::protocol::{self, Answer, FromWorker, ModelId, RunEvent, ToWorker};
 
+/// The view channel of perplexity sweeps (a newer sweep, or the view going away, cancels one).
+pub const SWEEP_CHANNEL: &str = "ppl";
+
 /// Where the page's worker script is: set by the page's module script (`attnlab-site` writes both).
 const WORKER_URL_GLOBAL: &str = "__attnlabWorker";
 
@@ -165,7 +168,7 @@ impl WorkerClient {
     ) -> Result<Vec<PplPoint>, String> {
         let req = self.new_req();
         self.0.sweeps.borrow_mut().insert(req, progress);
-        let answer = self.ask("ppl", req, model, protocol::Task::PplSweep { text }).await;
+        let answer = self.ask(SWEEP_CHANNEL, req, model, protocol::Task::PplSweep { text }).await;
         self.0.sweeps.borrow_mut().remove(&req);
         match answer? {
             Answer::Sweep(points) => Ok(points),

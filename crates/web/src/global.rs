@@ -30,12 +30,15 @@ pub fn property(name: &str) -> Option<JsValue> {
         .filter(|v| !v.is_undefined() && !v.is_null())
 }
 
+thread_local! {
+    /// `performance`, looked up once: the decode loop reads the clock several times a token.
+    static PERFORMANCE: Option<web_sys::Performance> =
+        property("performance").and_then(|p| p.dyn_into().ok());
+}
+
 /// Milliseconds from `performance.now()` (falls back to `Date.now()`).
 pub fn now_ms() -> f64 {
-    property("performance")
-        .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
-        .map(|p| p.now())
-        .unwrap_or_else(js_sys::Date::now)
+    PERFORMANCE.with(|p| p.as_ref().map(|p| p.now())).unwrap_or_else(js_sys::Date::now)
 }
 
 /// `navigator.gpu`, when this scope has WebGPU.

@@ -112,7 +112,7 @@ impl ModelRef {
 
     /// Stop a sweep in flight (its view went away).
     pub fn cancel_sweep(&self) {
-        self.client.cancel_channel("ppl");
+        self.client.cancel_channel(crate::client::SWEEP_CHANNEL);
     }
 }
 

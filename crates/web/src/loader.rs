@@ -8,7 +8,7 @@ use attnlab_core::catalog::ModelIndex;
 use crate::engine::Engine;
 use crate::fetch;
 use crate::models;
-pub use crate::protocol::LoadReport;
+use crate::protocol::LoadReport;
 use crate::results::{self, ShippedCurve, RESULTS_URL};
 use crate::store;
 use crate::yield_now::next_paint;

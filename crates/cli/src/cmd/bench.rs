@@ -80,6 +80,7 @@ fn machine() -> serde_json::Value {
     json!({ "arch": arch, "os": std::env::consts::OS, "cpu": cpu, "cores": cores })
 }
 
+/// One measurement at one context (or the medians of several).
 struct Point {
     context: usize,
     prefill_s: f64,
@@ -94,16 +95,7 @@ pub const DEFAULT_CONTEXTS: [usize; 4] = [128, 512, 2048, 8192];
 
 /// Session set-up (GPU: buffer allocation) is outside the timed region; prefill time includes the
 /// readback of the last logits, each decode step the readback of its logits.
-/// One measurement at one context.
-struct Sample {
-    prefill_s: f64,
-    decode_s: f64,
-    state_bytes: usize,
-    /// GPU only: compute dispatches and queue submissions per decoded token.
-    per_token: Option<(f64, f64)>,
-}
-
-fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliResult<Sample> {
+fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliResult<Point> {
     let mut s = engine.session()?;
     let t = Instant::now();
     s.prefill(&tokens[..c])?;
@@ -126,7 +118,7 @@ fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliRe
         )),
         _ => None,
     };
-    Ok(Sample { prefill_s: prefill, decode_s: decode, state_bytes, per_token })
+    Ok(Point { context: c, prefill_s: prefill, decode_s: decode, state_bytes, per_token })
 }
 
 /// Tokens of the core ÷ candle prefill comparison (issue 4, ratio b).
@@ -170,16 +162,16 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     let mut points = Vec::new();
     for &c in &contexts {
         pb.set_message(format!("ctx {c}"));
-        let (mut pre, mut dec, mut bytes, mut per_token) = (Vec::new(), Vec::new(), 0, None);
+        let mut runs = Vec::with_capacity(a.repeats as usize);
         for _ in 0..a.repeats {
-            let m = measure(&mut engine, &tokens, c, n)?;
-            pre.push(m.prefill_s);
-            dec.push(m.decode_s);
-            (bytes, per_token) = (m.state_bytes, m.per_token);
+            runs.push(measure(&mut engine, &tokens, c, n)?);
             pb.inc(1);
         }
-        let (prefill_s, decode_s) = (median(pre), median(dec));
-        points.push(Point { context: c, prefill_s, decode_s, state_bytes: bytes, per_token });
+        let prefill_s = median(runs.iter().map(|p| p.prefill_s).collect());
+        let decode_s = median(runs.iter().map(|p| p.decode_s).collect());
+        if let Some(last) = runs.pop() {
+            points.push(Point { prefill_s, decode_s, ..last });
+        }
     }
     pb.finish_and_clear();
     // The process's peak resident set, before the candle comparison adds its own f32 copy.
