@@ -2,7 +2,8 @@
 // KV cache: each (query row, head) keeps a running max, sum and weighted value sum while it walks
 // its keys (split over a workgroup, merged at the end), so no n×n matrix exists.
 // logits = scale·q·k + B_h(i, j). Prepended: the prelude, step.wgsl, reduce.wgsl (reduce_sum,
-// reduce_max) and attention_common.wgsl (AttnParams `p` at binding 0, bias()).
+// reduce_max), attention_common.wgsl (AttnParams `p` at binding 0, bias()) and attention_row.wgsl
+// (one row's streaming softmax, shared with decode.wgsl).
 // Two entry points: `main` (decode, and long steps past the tiled kernel's loop budget) and
 // `prefill`, the tiled kernel for steps of several rows (see there). A contextual (CoPE) bias needs
 // every later key's gate, so its layers only run `main`, for every row (contextual_attention).
@@ -17,19 +18,6 @@ override TILE_KEYS: u32 = 32u;
 @group(0) @binding(6) var<storage, read_write> outp: array<f32>;
 
 const WG: u32 = 64u;
-
-// Online-softmax step: fold logit `s` with the value row at vc[kb..] into the running max `m`, sum
-// `l` and weighted values `acc`.
-fn softmax_update(s: f32, kb: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, MAX_DH>>) {
-    let m_new = max(*m, s);
-    let corr = exp(*m - m_new);
-    let w = exp(s - m_new);
-    *l = *l * corr + w;
-    for (var c = 0u; c < p.dh; c = c + 1u) {
-        (*acc)[c] = (*acc)[c] * corr + w * vc[kb + c];
-    }
-    *m = m_new;
-}
 
 // One workgroup per (head, query row); its 64 invocations split the keys (j ≡ lid mod 64), each
 // keeping its own running max / sum / weighted values, then the partial states are merged.
@@ -56,46 +44,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
     var acc: array<f32, MAX_DH>;
     for (var c = 0u; c < p.dh; c = c + 1u) {
         q[c] = qkv[qb + c];
-        acc[c] = 0.0;
     }
-    var m = -3.0e38;
-    var l = 0.0;
-    for (var j = j0 + lid; j <= i; j = j + WG) {
-        let kb = j * p.a + hh * p.dh;
-        var dot = 0.0;
-        for (var c = 0u; c < p.dh; c = c + 1u) {
-            dot = dot + q[c] * kc[kb + c];
-        }
-        let s = p.scale * dot + bias(hh, i, j);
-        if (p.relu != 0u) {
-            let w = max(s, 0.0);
-            for (var c = 0u; c < p.dh; c = c + 1u) {
-                acc[c] = acc[c] + w * vc[kb + c];
-            }
-        } else {
-            softmax_update(s, kb, &m, &l, &acc);
-        }
-    }
-    write_row(lid, m, l, &acc, r * p.a + hh * p.dh);
+    let ml = attend_lanes(lid, hh, i, j0, &q, &acc);
+    write_row(lid, ml.x, ml.y, &acc, r * p.a + hh * p.dh);
 }
 
 // Merge the 64 lanes' states of one (row, head) of `main` (rescale every partial state to the common
 // max, then sum) and write the row's output at `ob`.
 fn write_row(lid: u32, m: f32, l: f32, acc: ptr<function, array<f32, MAX_DH>>, ob: u32) {
-    var f = 1.0;
-    if (p.relu == 0u) {
-        let big_m = reduce_max(lid, m);
-        f = exp(m - big_m);
-    }
-    let total_l = reduce_sum(lid, l * f);
-    var inv = 1.0;
-    if (p.relu == 0u && total_l > 0.0) {
-        inv = 1.0 / total_l;
-    }
+    let fi = lane_merge(lid, m, l);
     for (var c = 0u; c < p.dh; c = c + 1u) {
-        let v = reduce_sum(lid, (*acc)[c] * f);
+        let v = reduce_sum(lid, (*acc)[c] * fi.x);
         if (lid == 0u) {
-            outp[ob + c] = v * inv;
+            outp[ob + c] = v * fi.y;
         }
     }
 }

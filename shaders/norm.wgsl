@@ -2,8 +2,8 @@
 // NORM_RMS: RMSNorm with gain, eps inside the root (residual norm, per-head norm of gla/regla/retnet);
 // NORM_LAYER: LayerNorm with gain and bias (two-pass variance);
 // NORM_SIMPLE_RMS: SimpleRMSNorm x / (rms + eps), no gain (TransNormer, T1 Diag, LRPE rmsnorm).
-// The gain is indexed by the position inside the group. The prelude, step.wgsl and reduce.wgsl are
-// prepended.
+// The gain is indexed by the position inside the group. The prelude, step.wgsl, reduce.wgsl and
+// norm_value.wgsl are prepended.
 
 // `NormParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
@@ -44,15 +44,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
     }
     let var_ = reduce_sum(lid, dev) / n;
     for (var c = lid; c < p.gsz; c = c + WG) {
-        let v = x[xb + c];
-        var o = 0.0;
-        if (p.kind == NORM_RMS) {
-            o = v * inverseSqrt(sumsq / n + p.eps) * gain[c];
-        } else if (p.kind == NORM_LAYER) {
-            o = (v - mean) * inverseSqrt(var_ + p.eps) * gain[c] + bias[c];
-        } else {
-            o = v / (sqrt(sumsq / n) + p.eps);
+        var gc = 1.0;
+        var bc = 0.0;
+        if (p.kind != NORM_SIMPLE_RMS) {
+            gc = gain[c];
         }
-        y[yb + c] = o;
+        if (p.kind == NORM_LAYER) {
+            bc = bias[c];
+        }
+        y[yb + c] = norm_value(p.kind, x[xb + c], mean, sumsq / n, var_, p.eps, gc, bc);
     }
 }

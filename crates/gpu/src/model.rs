@@ -20,6 +20,7 @@ use bytemuck::Pod;
 use std::collections::HashMap;
 use wgpu::util::DeviceExt;
 
+mod fused;
 mod introspect;
 mod layers;
 mod pipes;
@@ -51,6 +52,10 @@ pub struct GpuModel {
     /// Norm of the embeddings (`embedding_norm`).
     emb_norm: Option<layers::Norm<wgpu::Buffer>>,
     layers: Vec<layers::Layer<wgpu::Buffer>>,
+    /// The fused decode's buffers, or why the model decodes op by op.
+    fused: std::result::Result<fused::Fused<wgpu::Buffer>, String>,
+    /// Decode steps use the fused decode when the model has it.
+    fused_enabled: bool,
     dummy: wgpu::Buffer,
 }
 
@@ -83,8 +88,27 @@ impl GpuModel {
             final_norm: up.final_norm,
             emb_norm: up.emb_norm,
             layers: up.layers,
+            fused: up.fused,
+            fused_enabled: true,
             dummy: up.dummy,
         })
+    }
+
+    /// Whether new sessions decode fused (2 dispatches per block, 1 for the logits;
+    /// shaders/decode.wgsl) rather than op by op; the reason when the model has no fused decode.
+    pub fn fused_decode(&self) -> std::result::Result<bool, &str> {
+        self.fused.as_ref().map(|_| self.fused_enabled).map_err(String::as_str)
+    }
+
+    /// Turn the fused decode of new sessions on or off (both paths compute the same model; the
+    /// bench measures them side by side).
+    pub fn set_fused_decode(&mut self, on: bool) {
+        self.fused_enabled = on;
+    }
+
+    /// The fused decode is available and on.
+    fn fused_on(&self) -> bool {
+        self.fused_enabled && self.fused.is_ok()
     }
 
     /// The model's config.

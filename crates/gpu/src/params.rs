@@ -219,6 +219,61 @@ gpu_params! {
         den: u32,
         den_eps: f32,
     }
+
+    /// decode.wgsl: one dispatch of the fused decode. `fa_*`: offsets of the regions of the
+    /// decode activations `fa`; `off_*`: offsets of vectors in the layer's `aux` (norm gains and
+    /// biases, projection biases). The `norm_*` fields describe the attention norm (the final norm
+    /// in `head_block`).
+    struct DecodeParams {
+        d: u32,
+        h: u32,
+        dh: u32,
+        a: u32,
+        hid: u32,
+        vocab: u32,
+        /// Groups of 64 FFN units (`ffn_block` workgroups).
+        slices: u32,
+        /// Layer 0: the row is the token's embedding.
+        first: u32,
+        /// Add the absolute position table (`tab`, layer 0).
+        use_pe: u32,
+        /// RoPE table in `tab`.
+        rope: u32,
+        /// Norm of the embeddings (layer 0): 1, with `emb_kind` a [`NormOp`].
+        emb_norm: u32,
+        emb_kind: u32,
+        emb_eps: f32,
+        norm_kind: u32,
+        norm_eps: f32,
+        ffn_kind: u32,
+        ffn_eps: f32,
+        /// An [`EwOp`]: the FFN activation (`SiluGate`: SwiGLU).
+        act: u32,
+        /// GPT-NeoX parallel residual: the FFN's norm reads the block input.
+        parallel: u32,
+        /// T1 Diag: SimpleRMSNorm over all heads' outputs (eps `relu_eps`).
+        relu_norm: u32,
+        relu_eps: f32,
+        fa_x: u32,
+        fa_x1: u32,
+        fa_ss: u32,
+        fa_pa: u32,
+        fa_pf: u32,
+        off_emb_w: u32,
+        off_emb_b: u32,
+        off_norm_w: u32,
+        off_norm_b: u32,
+        off_bqkv: u32,
+        off_bo: u32,
+        off_ffn_w: u32,
+        off_ffn_b: u32,
+        off_bup: u32,
+        off_bgate: u32,
+        off_bdown: u32,
+        pad0: u32,
+        pad1: u32,
+        pad2: u32,
+    }
 }
 
 /// Declares `#[repr(u32)]` kind enums and the WGSL constant name of each variant.
@@ -329,9 +384,13 @@ pub(crate) const ATTN_TQ: usize = 16;
 pub(crate) const ATTN_KS: usize = 16;
 /// vec4 slots of one shared-memory K (or V) tile of the tiled attention kernel.
 pub(crate) const ATTN_TILE_VEC4: usize = 512;
+/// Widest model the fused decode holds in workgroup memory (d_model).
+pub(crate) const FUSED_MAX_D: usize = 2048;
+/// Vocabulary rows per workgroup of the fused decode's logits.
+pub(crate) const FUSED_HEAD_ROWS: usize = 256;
 
 /// Sizes shared by the host and the kernels (WGSL name, value).
-pub(crate) fn size_constants() -> [(&'static str, usize); 7] {
+pub(crate) fn size_constants() -> [(&'static str, usize); 9] {
     [
         ("MAX_DH", MAX_DH),
         ("MAX_DK", MAX_DK),
@@ -340,6 +399,8 @@ pub(crate) fn size_constants() -> [(&'static str, usize); 7] {
         ("ATTN_KS", ATTN_KS),
         ("ATTN_TILE_VEC4", ATTN_TILE_VEC4),
         ("MAX_MAP_SIDE", crate::model::MAX_MAP_SIDE),
+        ("FUSED_MAX_D", FUSED_MAX_D),
+        ("FUSED_HEAD_ROWS", FUSED_HEAD_ROWS),
     ]
 }
 
@@ -395,13 +456,15 @@ mod tests {
                 &s::LINEAR_FEATURES,
                 &s::LINEAR_SCAN,
                 &s::CAPTURE,
+                &s::DECODE,
             ]),
             twin::<MatmulParams>(&[&s::MATMUL]),
             twin::<NormParams>(&[&s::NORM]),
             twin::<EwParams>(&[&s::ELEMENTWISE]),
             twin::<EmbedParams>(&[&s::EMBED]),
             twin::<RotaryParams>(&[&s::ROTARY]),
-            twin::<AttnParams>(&[&s::ATTENTION, &s::ATTENTION_MAP]),
+            twin::<AttnParams>(&[&s::ATTENTION, &s::ATTENTION_MAP, &s::DECODE]),
+            twin::<DecodeParams>(&[&s::DECODE]),
             twin::<FeatParams>(&[&s::LINEAR_FEATURES]),
             twin::<ScanParams>(&[&s::LINEAR_SCAN]),
             twin::<SampleParams>(&[&s::SAMPLE]),

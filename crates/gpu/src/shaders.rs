@@ -18,8 +18,15 @@ const REDUCE: File = wgsl!("reduce.wgsl");
 /// A softmax layer's `AttnParams` at binding 0 and its position bias B_h(i, j).
 const ATTENTION_COMMON: File = wgsl!("attention_common.wgsl");
 
+/// One query row's streaming softmax over the KV cache (attention.wgsl's decode kernel, decode.wgsl).
+const ATTENTION_ROW: File = wgsl!("attention_row.wgsl");
+/// A normalized value from a row's statistics (RMSNorm, LayerNorm, SimpleRMSNorm).
+const NORM_VALUE: File = wgsl!("norm_value.wgsl");
+/// GELU (tanh and erf forms), SiLU.
+const ACTIVATIONS: File = wgsl!("activations.wgsl");
+
 /// Snippets: not modules on their own, prepended to the shaders that use them.
-pub const SNIPPETS: &[File] = &[STEP, REDUCE, ATTENTION_COMMON];
+pub const SNIPPETS: &[File] = &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS];
 
 /// A shader module: the prelude (if `prelude`), `snippets` in order, then `file`.
 #[derive(Debug)]
@@ -58,21 +65,28 @@ impl Shader {
 /// matmul / gemv (tiled).
 pub static MATMUL: Shader = Shader::new(wgsl!("matmul.wgsl"), false, &[STEP]);
 /// gelu, silu gates.
-pub static ELEMENTWISE: Shader = Shader::new(wgsl!("elementwise.wgsl"), true, &[STEP]);
+pub static ELEMENTWISE: Shader = Shader::new(wgsl!("elementwise.wgsl"), true, &[STEP, ACTIVATIONS]);
 /// RMSNorm, LayerNorm, SimpleRMSNorm over row groups.
-pub static NORM: Shader = Shader::new(wgsl!("norm.wgsl"), true, &[STEP, REDUCE]);
+pub static NORM: Shader = Shader::new(wgsl!("norm.wgsl"), true, &[STEP, REDUCE, NORM_VALUE]);
 /// Token + sinusoidal embeddings.
 pub static EMBED: Shader = Shader::new(wgsl!("embed.wgsl"), false, &[STEP]);
 /// RoPE and the KV-cache store.
 pub static ROTARY: Shader = Shader::new(wgsl!("rotary.wgsl"), false, &[STEP]);
 /// Softmax attention with bias kinds, streaming softmax, Diag blocks.
-pub static ATTENTION: Shader = Shader::new(wgsl!("attention.wgsl"), true, &[STEP, REDUCE, ATTENTION_COMMON]);
+pub static ATTENTION: Shader =
+    Shader::new(wgsl!("attention.wgsl"), true, &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW]);
 /// Linear-family feature maps and log-gates (+ ReGLA running key max).
 pub static LINEAR_FEATURES: Shader = Shader::new(wgsl!("linear_features.wgsl"), true, &[STEP]);
 /// Gated linear-attention scan / fused decode state update / chunked prefill.
 pub static LINEAR_SCAN: Shader = Shader::new(wgsl!("linear_scan.wgsl"), true, &[STEP]);
 /// Greedy and temperature / top-k / top-p sampling.
 pub static SAMPLE: Shader = Shader::new(wgsl!("sample.wgsl"), false, &[]);
+/// Fused decode of softmax-family blocks: two dispatches per block, one for the logits.
+pub static DECODE: Shader = Shader::new(
+    wgsl!("decode.wgsl"),
+    true,
+    &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS],
+);
 /// Introspection capture: a step's activation rows copied into a trace buffer.
 pub static CAPTURE: Shader = Shader::new(wgsl!("capture.wgsl"), false, &[STEP]);
 /// Introspection: bounded, downsampled attention matrices (softmax family and implied linear).
@@ -90,6 +104,7 @@ pub static SHADERS: &[&Shader] = &[
     &LINEAR_FEATURES,
     &LINEAR_SCAN,
     &SAMPLE,
+    &DECODE,
     &CAPTURE,
     &ATTENTION_MAP,
 ];

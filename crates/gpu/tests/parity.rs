@@ -468,3 +468,57 @@ fn contextual_bias_matches_the_cpu_reference_when_it_dominates() {
         assert!(e <= TOL, "cope decode rel err {e}");
     }
 }
+
+/// Issue 12 "GPU decode that is not dispatch-bound": every softmax-family model (catalog variants
+/// and imported architectures) decodes fused, a greedy token costing 2 dispatches per layer + 2 in
+/// one submission, with the same logits as the op-by-op path; the others (linear-attention layers,
+/// CoPE) say why they decode op by op.
+#[test]
+fn fused_decode_dispatches_and_agrees_with_op_by_op() {
+    let Some(ctx) = context() else { return };
+    let (mut fused, mut op_by_op, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, cfg) in configs_with(64).into_iter().chain(architecture_configs()) {
+        let (model, _) = with_random_biases(&Model::random(cfg.clone(), 5).expect("model"), 3);
+        let toks = tokens(40, cfg.vocab_size, 8);
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        match gm.fused_decode() {
+            Ok(on) => assert!(on, "{name}: fused decode is on by default"),
+            Err(why) => {
+                let known = why.contains("linear-attention") || why.contains("contextual");
+                assert!(known, "{name}: no fused decode: {why}");
+                op_by_op.push(format!("{name} ({why})"));
+                continue;
+            }
+        }
+        let logits = |gm: &mut GpuModel| -> Vec<Vec<f32>> {
+            let mut s = pollster::block_on(gm.session()).expect("session");
+            let mut out = vec![pollster::block_on(s.prefill(&toks[..20])).expect("prefill")];
+            out.extend(toks[20..30].iter().map(|&t| pollster::block_on(s.step(t)).expect("step")));
+            for &t in &toks[30..] {
+                let before = ctx.traffic();
+                pollster::block_on(s.step_greedy(t)).expect("greedy step");
+                let after = ctx.traffic();
+                out.push(vec![(after.dispatches - before.dispatches) as f32]);
+                assert_eq!(after.submissions - before.submissions, 1, "{name}: submissions per token");
+            }
+            out
+        };
+        let with = logits(&mut gm);
+        gm.set_fused_decode(false);
+        let without = logits(&mut gm);
+        let budget = (2 * cfg.n_layers + 2) as f32;
+        let dispatches = with[11..].iter().map(|d| d[0]).fold(0.0f32, f32::max);
+        let baseline = without[11..].iter().map(|d| d[0]).fold(0.0f32, f32::max);
+        let worst = (0..11).map(|k| rel_err(&without[k], &with[k])).fold(0.0f32, f32::max);
+        if dispatches > budget || worst > 1e-4 {
+            failures
+                .push(format!("{name}: {dispatches} dispatches per token (≤ {budget}), rel err {worst:.1e}"));
+        }
+        fused.push(format!(
+            "{name:28} {dispatches} dispatches per token (op by op {baseline}), rel err {worst:.1e}"
+        ));
+    }
+    eprintln!("fused:\n{}\nop by op:\n{}", fused.join("\n"), op_by_op.join("\n"));
+    assert!(failures.is_empty(), "fused decode:\n{}", failures.join("\n"));
+    assert!(fused.len() >= 10, "only {} models decode fused", fused.len());
+}

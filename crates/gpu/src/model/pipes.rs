@@ -80,6 +80,16 @@ pub(super) const SAMPLE_GREEDY: PipeSpec =
     spec(&shaders::SAMPLE, "main", &[], &[(0, U), (1, R), (2, W), (3, W)]);
 pub(super) const SAMPLE_TOP: PipeSpec =
     spec(&shaders::SAMPLE, "sample_top", &[], &[(0, U), (1, R), (2, W), (3, W), (4, W)]);
+pub(super) const DECODE_ATTN: PipeSpec = spec(
+    &shaders::DECODE,
+    "attn_block",
+    &["BIAS_KIND"],
+    &[(0, U), (1, U), (2, U), (3, W), (4, R), (5, R), (6, R), (7, R), (8, W), (9, W), (10, R)],
+);
+pub(super) const DECODE_FFN: PipeSpec =
+    spec(&shaders::DECODE, "ffn_block", &[], &[(2, U), (3, W), (4, R), (11, R), (12, R), (13, R)]);
+pub(super) const DECODE_HEAD: PipeSpec =
+    spec(&shaders::DECODE, "head_block", &[], &[(2, U), (3, W), (4, R), (14, R), (15, W)]);
 pub(super) const CAPTURE: PipeSpec = spec(&shaders::CAPTURE, "main", &[], &[(0, U), (1, U), (2, R), (3, W)]);
 pub(super) const SOFTMAX_MAP: PipeSpec = spec(
     &shaders::ATTENTION_MAP,
@@ -108,6 +118,9 @@ const ALL: &[&PipeSpec] = &[
     &SCAN_OUT,
     &SAMPLE_GREEDY,
     &SAMPLE_TOP,
+    &DECODE_ATTN,
+    &DECODE_FFN,
+    &DECODE_HEAD,
     &CAPTURE,
     &SOFTMAX_MAP,
     &LINEAR_MAP,
@@ -142,6 +155,14 @@ pub(super) struct LinearPipes {
     pub chunk: [usize; 3],
 }
 
+/// Pipelines of the fused decode (shaders/decode.wgsl).
+pub(super) struct DecodePipes {
+    /// One per layer (its bias kind).
+    pub attn: Vec<usize>,
+    pub ffn: usize,
+    pub head: usize,
+}
+
 /// Pipelines of a session, built before the session borrows the model immutably.
 pub(super) struct PipeIds {
     pub matmul: usize,
@@ -154,6 +175,8 @@ pub(super) struct PipeIds {
     pub capture: Option<usize>,
     /// One per layer.
     pub blocks: Vec<BlockPipes>,
+    /// The fused decode, when the model has it and the session is not a trace.
+    pub decode: Option<DecodePipes>,
 }
 
 impl GpuModel {
@@ -214,6 +237,7 @@ impl GpuModel {
             sample_top: self.pipe(&SAMPLE_TOP, &[]),
             capture: trace.then(|| self.pipe(&CAPTURE, &[])),
             blocks: (0..self.layers.len()).map(|i| self.block_pipes(i)).collect(),
+            decode: (!trace && self.fused_on()).then(|| self.decode_pipes()),
         };
         if let Some(e) = scope.pop().await {
             return Err(GpuError::Validation(format!("pipeline creation: {e}")));
@@ -251,6 +275,24 @@ impl GpuModel {
                 scan: self.pipe(&SCAN, &[]),
                 chunk: [self.pipe(&SCAN_LOCAL, &[]), self.pipe(&SCAN_CARRY, &[]), self.pipe(&SCAN_OUT, &[])],
             }),
+        }
+    }
+}
+
+impl GpuModel {
+    fn decode_pipes(&mut self) -> DecodePipes {
+        let kinds: Vec<f64> = self
+            .layers
+            .iter()
+            .map(|l| match &l.kind {
+                Kind::Softmax(s) => f64::from(s.bias.code()),
+                Kind::Linear(_) => 0.0,
+            })
+            .collect();
+        DecodePipes {
+            attn: kinds.into_iter().map(|k| self.pipe(&DECODE_ATTN, &[k])).collect(),
+            ffn: self.pipe(&DECODE_FFN, &[]),
+            head: self.pipe(&DECODE_HEAD, &[]),
         }
     }
 }

@@ -2,9 +2,10 @@
 //! attention, linear attention, FFN, head), each appending [`Op`]s (pipeline, bind group, dispatch
 //! shape) that `GpuSession::encode` replays at every step.
 
+use super::fused::Fused;
 use super::introspect::Capture;
 use super::layers::{Gate, Kind, Layer, LinearLayer, Norm, Post, Proj, SoftmaxLayer};
-use super::pipes::{BlockPipes, LinearPipes, PipeIds, SoftmaxPipes};
+use super::pipes::{BlockPipes, DecodePipes, LinearPipes, PipeIds, SoftmaxPipes};
 use super::session::{Acts, BlockMem, LinearState, SessionMem};
 use super::{bind, uniform, GpuModel};
 use crate::error::{GpuError, Result};
@@ -33,6 +34,8 @@ pub(super) enum Disp {
     /// Attention: `tiled` ops run when the step has more than one row and ends at most at `max_end`
     /// (one workgroup per (head, ATTN_TQ rows)); the others (one workgroup per (head, row)) otherwise.
     Attn { heads: u32, max_end: u32, tiled: bool },
+    /// `n` workgroups (of the fused decode).
+    Groups(u32),
     /// Linear scan pass (`per` invocations of a 64-wide kernel per unit): pass 0 (sequential, per
     /// step) runs below SCAN_CHUNKED_MIN rows, the chunked passes 1 (per chunk), 2 (per step) and
     /// 3 (per row) at or above.
@@ -56,6 +59,8 @@ pub(super) struct Recorded {
     pub head_last: Vec<Op>,
     /// Greedy sampling of the last row's logits.
     pub sample: Op,
+    /// The fused decode of one row, logits included (empty: decode runs `forward` + `head_last`).
+    pub decode: Vec<Op>,
 }
 
 /// How a matmul writes its output.
@@ -94,7 +99,15 @@ pub(super) fn record(
         bind: bind(m, ids.sample, &[&params, &acts.logits, &mem.tok, &mem.tok_out]),
         disp: Disp::Fixed(1),
     };
-    Ok(Recorded { forward, head_all, head_last, sample })
+    let decode = match (&ids.decode, &mem.fa, &m.fused) {
+        (Some(pipes), Some(fa), Ok(fused)) => {
+            b.decode(pipes, fused, fa, mem)
+                .ok_or_else(|| GpuError::Unsupported("fused decode of a layer that is not softmax".into()))?;
+            std::mem::take(&mut b.ops)
+        }
+        _ => Vec::new(),
+    };
+    Ok(Recorded { forward, head_all, head_last, sample, decode })
 }
 
 /// Records ops; binding 1 of the forward kernels is the step uniform.
@@ -135,6 +148,34 @@ impl<'a> Builder<'a> {
         if let Some(n) = &m.emb_norm {
             self.norm(n, &acts.h, &acts.x, d);
         }
+    }
+
+    /// The fused decode (shaders/decode.wgsl): per block its attention and its FFN dispatch, then
+    /// the logits. `None` if a layer is not a softmax layer with a KV cache.
+    fn decode(
+        &mut self,
+        pipes: &DecodePipes,
+        fused: &Fused<wgpu::Buffer>,
+        fa: &wgpu::Buffer,
+        mem: &SessionMem,
+    ) -> Option<()> {
+        let (m, dev) = (self.m, &self.m.ctx.device);
+        for (i, (l, part)) in m.layers.iter().zip(&fused.layers).enumerate() {
+            let (Kind::Softmax(s), BlockMem::Kv { k, v }) = (&l.kind, mem.blocks.get(i)?) else {
+                return None;
+            };
+            let (ap, dp) = (uniform(dev, &s.params), uniform(dev, &part.params));
+            let tab = if part.params.use_pe != 0 { &m.pe } else { s.rope.as_ref().unwrap_or(&m.dummy) };
+            let bufs = [&ap, &dp, fa, &part.vecs, &l.wqkv.w, &l.wo.w, tab, k, v, &m.emb];
+            self.op(*pipes.attn.get(i)?, &bufs, Disp::Groups(s.params.h));
+            let gate = l.ffn_gate.as_ref().map_or(&m.dummy, |g| &g.w);
+            let bufs = [&dp, fa, &part.vecs, &l.ffn_up.w, gate, &l.ffn_down.w];
+            self.op(pipes.ffn, &bufs, Disp::Groups(part.params.slices));
+        }
+        let dp = uniform(dev, &fused.head.params);
+        let bufs = [&dp, fa, &fused.head.vecs, &m.head, &mem.acts.logits];
+        self.op(pipes.head, &bufs, Disp::Groups(fused.head_groups()));
+        Some(())
     }
 
     /// One transformer block; `None` if its pipelines or state are of another kind than the layer.

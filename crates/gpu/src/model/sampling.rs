@@ -111,7 +111,8 @@ impl GpuSession<'_> {
         self.write_step(&[token]);
         let dev = &self.model.ctx.device;
         let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.top.op)], 1);
+        let [ops, head] = self.one_row();
+        self.encode(&mut enc, &[ops, head, std::slice::from_ref(&self.top.op)], 1);
         self.submit_token(enc, 1).await
     }
 

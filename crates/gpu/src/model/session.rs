@@ -149,13 +149,15 @@ pub(super) struct SessionMem {
     pub staging_tok: wgpu::Buffer,
     /// One per layer.
     pub blocks: Vec<BlockMem>,
+    /// The fused decode's activations (word 0: the step's token id).
+    pub fa: Option<wgpu::Buffer>,
     /// Bytes of KV caches and recurrent states.
     pub state_bytes: u64,
 }
 
 impl SessionMem {
     /// Allocate `plan` (call inside the context's error scopes).
-    fn alloc(dev: &wgpu::Device, model: &GpuModel, plan: MemPlan) -> SessionMem {
+    fn alloc(dev: &wgpu::Device, model: &GpuModel, plan: MemPlan, fa_len: Option<usize>) -> SessionMem {
         let z = |label: &str, n: usize| zeros(dev, label, n, wgpu::BufferUsages::empty());
         let (rows, d, a, hid) = (plan.rows, plan.d, plan.a, plan.hid);
         let hk = plan.h * plan.dkmax;
@@ -199,6 +201,7 @@ impl SessionMem {
             staging: host("staging", 4 * rows * plan.vocab, read),
             staging_tok: host("staging token", 16, read),
             blocks,
+            fa: fa_len.map(|n| z("decode activations", n)),
             state_bytes,
             plan,
         }
@@ -252,6 +255,10 @@ pub struct GpuSession<'m> {
     head_all: Vec<Op>,
     pub(super) head_last: Vec<Op>,
     sample: Op,
+    /// The fused decode (empty: one-row steps run `forward` + `head_last`).
+    decode: Vec<Op>,
+    /// Its activations; word 0 is the step's token id.
+    fa: Option<wgpu::Buffer>,
     state_bytes: u64,
     /// Trace buffers and capture ops of a [`GpuModel::trace`] session.
     pub(super) capture: Option<Capture>,
@@ -285,7 +292,8 @@ impl<'m> GpuSession<'m> {
         let ctx = &model.ctx;
         let (mem, rec) = ctx
             .scoped(|| -> Result<_> {
-                let mem = SessionMem::alloc(&ctx.device, model, plan);
+                let fa_len = ids.decode.as_ref().and(model.fused.as_ref().ok()).map(|f| f.fa_len);
+                let mem = SessionMem::alloc(&ctx.device, model, plan, fa_len);
                 let rec = record::record(model, &ids, &mem, capture.as_mut())?;
                 Ok((mem, rec))
             })
@@ -308,6 +316,8 @@ impl<'m> GpuSession<'m> {
             head_all: rec.head_all,
             head_last: rec.head_last,
             sample: rec.sample,
+            decode: rec.decode,
+            fa: mem.fa,
             state_bytes: mem.state_bytes,
             capture,
             top,
@@ -347,12 +357,26 @@ impl<'m> GpuSession<'m> {
         Ok(())
     }
 
-    /// Write the step uniform and the token ids of a step of `tokens` at the current position.
+    /// Write the step uniform and the token ids of a step of `tokens` at the current position (a
+    /// one-token step's id also where the fused decode reads it).
     pub(super) fn write_step(&self, tokens: &[u32]) {
         let q = &self.model.ctx.queue;
         let step = Step { rows: tokens.len() as u32, pos0: self.pos as u32, ..Step::default() };
         q.write_buffer(&self.step, 0, bytemuck::bytes_of(&step));
         q.write_buffer(&self.tok, 0, bytemuck::cast_slice(tokens));
+        if let (Some(fa), [_]) = (&self.fa, tokens) {
+            q.write_buffer(fa, 0, bytemuck::cast_slice(tokens));
+        }
+    }
+
+    /// The ops of a one-row step up to its logits: the fused decode, or the forward pass and the
+    /// last row's logits.
+    pub(super) fn one_row(&self) -> [&[Op]; 2] {
+        if self.decode.is_empty() {
+            [&self.forward, &self.head_last]
+        } else {
+            [&self.decode, &[]]
+        }
     }
 
     /// Record `ops` for a step of `rows` rows into one compute pass; each op's dispatch shape is
@@ -370,6 +394,7 @@ impl<'m> GpuSession<'m> {
                 Disp::Fixed(n) => split(n.div_ceil(64), maxd),
                 Disp::Mat { outd, last } => (outd.div_ceil(16), if last { 1 } else { rows.div_ceil(16) }),
                 Disp::Norm(groups) => (groups, rows),
+                Disp::Groups(n) => split(n, maxd),
                 Disp::Attn { heads, max_end, tiled } => {
                     let use_tiled = rows > 1 && end <= u64::from(max_end);
                     match (tiled, use_tiled) {
@@ -409,6 +434,9 @@ impl<'m> GpuSession<'m> {
             let read = if all {
                 self.encode(&mut enc, &[&self.forward, &self.head_all], rows as u32);
                 rows * v
+            } else if last && rows == 1 {
+                self.encode(&mut enc, &self.one_row(), 1);
+                v
             } else if last {
                 self.encode(&mut enc, &[&self.forward, &self.head_last], rows as u32);
                 v
@@ -466,7 +494,8 @@ impl<'m> GpuSession<'m> {
         self.write_step(&[token]);
         let dev = &self.model.ctx.device;
         let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        self.encode(&mut enc, &[&self.forward, &self.head_last, std::slice::from_ref(&self.sample)], 1);
+        let [ops, head] = self.one_row();
+        self.encode(&mut enc, &[ops, head, std::slice::from_ref(&self.sample)], 1);
         self.submit_token(enc, 1).await
     }
 }

@@ -1,6 +1,7 @@
 //! Gathering a core [`Model`]'s weights and prepared data on the host, checking every buffer
 //! against the adapter's limits, then uploading.
 
+use super::fused::{self, Fused};
 use super::layers::{Kind, Layer, Norm};
 use super::{plan, storage};
 use crate::context::GpuContext;
@@ -14,12 +15,14 @@ pub(super) struct HostModel {
     emb: Vec<f32>,
     /// `None`: tied to the embedding.
     head: Option<Vec<f32>>,
-    final_norm: Norm<Vec<f32>>,
+    pub final_norm: Norm<Vec<f32>>,
     /// Norm of the embeddings (`embedding_norm`).
-    emb_norm: Option<Norm<Vec<f32>>>,
+    pub emb_norm: Option<Norm<Vec<f32>>>,
     /// Absolute position table `[max_context, d]`, sinusoidal or learned (empty without).
-    pe: Vec<f32>,
-    layers: Vec<Layer<Vec<f32>>>,
+    pub pe: Vec<f32>,
+    pub layers: Vec<Layer<Vec<f32>>>,
+    /// The fused decode's data, or why the model decodes op by op.
+    fused: std::result::Result<Fused<Vec<f32>>, String>,
 }
 
 /// The uploaded arrays of a model.
@@ -30,6 +33,7 @@ pub(super) struct Uploaded {
     pub final_norm: Norm<wgpu::Buffer>,
     pub emb_norm: Option<Norm<wgpu::Buffer>>,
     pub layers: Vec<Layer<wgpu::Buffer>>,
+    pub fused: std::result::Result<Fused<wgpu::Buffer>, String>,
     /// Bound where a kernel's optional input is absent.
     pub dummy: wgpu::Buffer,
 }
@@ -94,7 +98,12 @@ impl HostModel {
         let emb_norm = if cfg.embedding_norm { Some(norm(model, "emb_norm")?) } else { None };
         let pe = position_table(model)?;
         let layers = (0..cfg.n_layers).map(|i| layer(model, i)).collect::<Result<_>>()?;
-        Ok(HostModel { emb, head, final_norm, emb_norm, pe, layers })
+        let mut host = HostModel { emb, head, final_norm, emb_norm, pe, layers, fused: Err(String::new()) };
+        host.fused = match fused::unsupported(cfg, &host) {
+            Some(why) => Err(why),
+            None => Ok(fused::plan(cfg, &host)),
+        };
+        Ok(host)
     }
 
     /// Fail with [`GpuError::ModelTooLarge`] (or `Unsupported` for a feature width over the
@@ -127,6 +136,12 @@ impl HostModel {
                 }
             }
         }
+        if let Ok(f) = &self.fused {
+            for (i, part) in f.layers.iter().enumerate() {
+                check(format!("layers.{i} decode vectors"), part.vecs.len())?;
+            }
+            check("decode activations".into(), f.fa_len)?;
+        }
         Ok(())
     }
 
@@ -146,6 +161,7 @@ impl HostModel {
             final_norm: self.final_norm.map("final_norm", &mut buf),
             emb_norm: self.emb_norm.as_ref().map(|n| n.map("emb_norm", &mut buf)),
             layers,
+            fused: self.fused.as_ref().map(|f| f.map(&mut buf)).map_err(Clone::clone),
             dummy: storage(dev, "dummy", &[]),
         }
     }

@@ -1,0 +1,61 @@
+// Snippet (prepended by crates/gpu/src/shaders.rs to attention.wgsl and decode.wgsl, after
+// attention_common.wgsl): one query row of one head over the KV cache with a streaming (online)
+// softmax, split over the 64 lanes of a workgroup. The including shader binds the caches `kc` and
+// `vc` ([positions, a]).
+
+// Online-softmax step: fold logit `s` with the value row at vc[kb..] into the running max `m`, sum
+// `l` and weighted values `acc`.
+fn softmax_update(s: f32, kb: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, MAX_DH>>) {
+    let m_new = max(*m, s);
+    let corr = exp(*m - m_new);
+    let w = exp(s - m_new);
+    *l = *l * corr + w;
+    for (var c = 0u; c < p.dh; c = c + 1u) {
+        (*acc)[c] = (*acc)[c] * corr + w * vc[kb + c];
+    }
+    *m = m_new;
+}
+
+// Lane `lid` walks query i's keys j ≡ lid (mod 64) in j0..=i of head hh, logits scale·q·k_j +
+// B_h(i, j) (T1: ReLU weights, no softmax); returns its running (max, sum) and leaves its weighted
+// values in `acc`.
+fn attend_lanes(lid: u32, hh: u32, i: u32, j0: u32, q: ptr<function, array<f32, MAX_DH>>, acc: ptr<function, array<f32, MAX_DH>>) -> vec2<f32> {
+    for (var c = 0u; c < p.dh; c = c + 1u) {
+        (*acc)[c] = 0.0;
+    }
+    var m = -3.0e38;
+    var l = 0.0;
+    for (var j = j0 + lid; j <= i; j = j + RED_WG) {
+        let kb = j * p.a + hh * p.dh;
+        var dot = 0.0;
+        for (var c = 0u; c < p.dh; c = c + 1u) {
+            dot = dot + (*q)[c] * kc[kb + c];
+        }
+        let s = p.scale * dot + bias(hh, i, j);
+        if (p.relu != 0u) {
+            let w = max(s, 0.0);
+            for (var c = 0u; c < p.dh; c = c + 1u) {
+                (*acc)[c] = (*acc)[c] + w * vc[kb + c];
+            }
+        } else {
+            softmax_update(s, kb, &m, &l, acc);
+        }
+    }
+    return vec2<f32>(m, l);
+}
+
+// Merging the 64 lanes' states (m, l): (f, inv) such that the row's output channel c is
+// inv · Σ_lanes f · acc[c] (every partial state rescaled to the common max). Uniform control flow.
+fn lane_merge(lid: u32, m: f32, l: f32) -> vec2<f32> {
+    var f = 1.0;
+    if (p.relu == 0u) {
+        let big_m = reduce_max(lid, m);
+        f = exp(m - big_m);
+    }
+    let total_l = reduce_sum(lid, l * f);
+    var inv = 1.0;
+    if (p.relu == 0u && total_l > 0.0) {
+        inv = 1.0 / total_l;
+    }
+    return vec2<f32>(f, inv);
+}
