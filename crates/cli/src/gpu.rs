@@ -71,6 +71,22 @@ impl<'m> Engine<'m> {
         }
     }
 
+    /// GPU: whether decode runs fused (2 dispatches per block), or why it runs op by op; None on
+    /// the CPU.
+    pub fn fused_decode(&self) -> Option<Result<bool, String>> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Gpu(g) => Some(g.fused_decode().map_err(str::to_string)),
+        }
+    }
+
+    /// GPU: turn the fused decode of new sessions on or off (nothing on the CPU).
+    pub fn set_fused_decode(&mut self, on: bool) {
+        if let Engine::Gpu(g) = self {
+            g.set_fused_decode(on);
+        }
+    }
+
     /// The adapter in words (None on the CPU).
     pub fn device(&self) -> Option<String> {
         match self {

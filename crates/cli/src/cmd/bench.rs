@@ -88,6 +88,8 @@ struct Point {
     state_bytes: usize,
     /// GPU only: compute dispatches and queue submissions per decoded token.
     per_token: Option<(f64, f64)>,
+    /// GPU with the fused decode: decode seconds and dispatches per token op by op, same run.
+    op_by_op: Option<(f64, f64)>,
 }
 
 /// Default contexts of the report.
@@ -118,7 +120,27 @@ fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliRe
         )),
         _ => None,
     };
-    Ok(Point { context: c, prefill_s: prefill, decode_s: decode, state_bytes, per_token })
+    Ok(Point { context: c, prefill_s: prefill, decode_s: decode, state_bytes, per_token, op_by_op: None })
+}
+
+/// GPU with the fused decode: the same decode measured op by op (median of `repeats`), as
+/// (decode seconds, dispatches per token); None otherwise.
+fn op_by_op_decode(
+    engine: &mut Engine<'_>,
+    tokens: &[u32],
+    c: usize,
+    n: usize,
+    repeats: u32,
+) -> CliResult<Option<(f64, f64)>> {
+    if engine.fused_decode() != Some(Ok(true)) {
+        return Ok(None);
+    }
+    engine.set_fused_decode(false);
+    let runs: CliResult<Vec<Point>> = (0..repeats.max(1)).map(|_| measure(engine, tokens, c, n)).collect();
+    engine.set_fused_decode(true);
+    let runs = runs?;
+    let dispatches = runs.last().and_then(|p| p.per_token).map_or(0.0, |t| t.0);
+    Ok(Some((median(runs.iter().map(|p| p.decode_s).collect()), dispatches)))
 }
 
 /// Tokens of the core ÷ candle prefill comparison (issue 4, ratio b).
@@ -169,8 +191,9 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         }
         let prefill_s = median(runs.iter().map(|p| p.prefill_s).collect());
         let decode_s = median(runs.iter().map(|p| p.decode_s).collect());
+        let op_by_op = op_by_op_decode(&mut engine, &tokens, c, n, a.repeats)?;
         if let Some(last) = runs.pop() {
-            points.push(Point { prefill_s, decode_s, ..last });
+            points.push(Point { prefill_s, decode_s, op_by_op, ..last });
         }
     }
     pb.finish_and_clear();
@@ -228,7 +251,14 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             "state_bytes": p.state_bytes,
             "dispatches_per_token": p.per_token.map(|t| t.0),
             "submissions_per_token": p.per_token.map(|t| t.1),
+            "op_by_op": p.op_by_op.map(|(s, d)| json!({
+                "decode_s": s, "decode_tokens_per_s": tokens_per_s(n, s), "dispatches_per_token": d,
+            })),
         })).collect::<Vec<_>>(),
+        "fused_decode": engine.fused_decode().map(|f| match f {
+            Ok(on) => json!({ "on": on }),
+            Err(why) => json!({ "on": false, "why_not": why }),
+        }),
     });
     if let Some(path) = &a.out {
         let text = serde_json::to_string_pretty(&report)
@@ -349,6 +379,21 @@ fn render_text(
             p.context,
             2 * layers + 2
         ));
+        match report["fused_decode"]["why_not"].as_str() {
+            Some(why) => s.push_str(&format!("decode runs op by op: {why}\n")),
+            None => s.push_str("decode runs fused (shaders/decode.wgsl)\n"),
+        }
+    }
+    for p in points {
+        if let Some((secs, d)) = p.op_by_op {
+            let (fused, plain) = (tokens_per_s(n, p.decode_s), tokens_per_s(n, secs));
+            s.push_str(&format!(
+                "context {}: decode op by op {} tok/s, {d:.1} dispatches per token; fused ÷ op by op {:.2}\n",
+                p.context,
+                num(plain, 1),
+                fused / plain.max(1e-12)
+            ));
+        }
     }
     let mem = &report["memory"];
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);
