@@ -87,6 +87,39 @@ impl<'m> Engine<'m> {
         }
     }
 
+    /// GPU: seconds for `n` greedy tokens after a prefill of `prompt`, one submission per token
+    /// (`step_greedy`) and in GPU-resident runs of `batch` tokens (`greedy_tokens`); None on the CPU.
+    /// Both must pick the same tokens.
+    pub fn greedy_timing(&mut self, prompt: &[u32], n: usize, batch: usize) -> CliResult<Option<(f64, f64)>> {
+        let Engine::Gpu(g) = self else { return Ok(None) };
+        let (Some((&first, head)), true) = (prompt.split_last(), n > 0) else { return Ok(None) };
+        let mut s = pollster::block_on(g.session()).map_err(gpu_err)?;
+        pollster::block_on(s.prefill(head)).map_err(gpu_err)?;
+        let t = std::time::Instant::now();
+        let (mut tok, mut single) = (first, Vec::with_capacity(n));
+        for _ in 0..n {
+            tok = pollster::block_on(s.step_greedy(tok)).map_err(gpu_err)?;
+            single.push(tok);
+        }
+        let single_s = t.elapsed().as_secs_f64();
+        drop(s);
+        let mut s = pollster::block_on(g.session()).map_err(gpu_err)?;
+        pollster::block_on(s.prefill(head)).map_err(gpu_err)?;
+        let t = std::time::Instant::now();
+        let (mut tok, mut runs) = (first, Vec::with_capacity(n));
+        while runs.len() < n {
+            let k = batch.clamp(1, attnlab_gpu::GREEDY_BATCH).min(n - runs.len());
+            let got = pollster::block_on(s.greedy_tokens(tok, k)).map_err(gpu_err)?;
+            tok = got.last().copied().unwrap_or(tok);
+            runs.extend(got);
+        }
+        let runs_s = t.elapsed().as_secs_f64();
+        if runs != single {
+            return Err(CliError::runtime("GPU-resident greedy runs picked other tokens than single steps"));
+        }
+        Ok(Some((single_s, runs_s)))
+    }
+
     /// The adapter in words (None on the CPU).
     pub fn device(&self) -> Option<String> {
         match self {

@@ -32,7 +32,7 @@ mod upload;
 
 pub use introspect::{GpuTrace, MAX_MAP_SIDE};
 pub use sampling::GpuSampling;
-pub use session::GpuSession;
+pub use session::{GpuSession, GREEDY_BATCH};
 
 /// Prefill rows per submission (activation buffers hold this many rows).
 pub const CHUNK: usize = 256;

@@ -522,3 +522,42 @@ fn fused_decode_dispatches_and_agrees_with_op_by_op() {
     assert!(failures.is_empty(), "fused decode:\n{}", failures.join("\n"));
     assert!(fused.len() >= 10, "only {} models decode fused", fused.len());
 }
+
+/// Issue 12 "a GPU-resident loop": `greedy_tokens` generates n tokens in one submission and one
+/// readback of n ids, the same tokens as n `step_greedy` calls, fused (alibi) and op by op (regla);
+/// a run too long for the batch or the context is refused before any work.
+#[test]
+fn greedy_run_is_one_submission_with_the_tokens_of_single_steps() {
+    let Some(ctx) = context() else { return };
+    for id in ["alibi", "regla"] {
+        let cfg = ModelConfig::preset(id, tiny(64)).expect("preset");
+        let model = Model::random(cfg.clone(), 4).expect("model");
+        let toks = tokens(16, cfg.vocab_size, 3);
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        let single = {
+            let mut s = pollster::block_on(gm.session()).expect("session");
+            pollster::block_on(s.prefill(&toks[..15])).expect("prefill");
+            let mut t = toks[15];
+            let mut out = Vec::new();
+            for _ in 0..12 {
+                t = pollster::block_on(s.step_greedy(t)).expect("greedy step");
+                out.push(t);
+            }
+            out
+        };
+        let mut s = pollster::block_on(gm.session()).expect("session");
+        pollster::block_on(s.prefill(&toks[..15])).expect("prefill");
+        let before = ctx.traffic();
+        let run = pollster::block_on(s.greedy_tokens(toks[15], 12)).expect("greedy run");
+        let after = ctx.traffic();
+        assert_eq!(run, single, "{id}: greedy run vs single steps");
+        assert_eq!(after.submissions - before.submissions, 1, "{id}: one submission");
+        assert_eq!(after.readback_bytes - before.readback_bytes, 48, "{id}: 12 token ids come back");
+        assert_eq!(s.len(), 27, "{id}: the session advanced 12");
+        for n in [0, attnlab_gpu::GREEDY_BATCH + 1, 64 - 27 + 1] {
+            let e = pollster::block_on(s.greedy_tokens(1, n)).expect_err("refused");
+            assert!(matches!(e, GpuError::Unsupported(_) | GpuError::Core(_)), "{id}: {n} tokens: {e}");
+        }
+        assert_eq!(s.len(), 27, "{id}: a refused run does nothing");
+    }
+}

@@ -211,6 +211,11 @@ impl Decoder<'_> {
         self.generated.len()
     }
 
+    /// Tokens that may still be generated before the limit on new tokens.
+    pub fn tokens_left(&self) -> usize {
+        self.max_tokens.saturating_sub(self.generated.len())
+    }
+
     /// Temperature 0: the token is the argmax of the logits (the GPU may pick it itself).
     pub fn is_greedy(&self) -> bool {
         self.greedy

@@ -1,5 +1,6 @@
 //! One generation, run in the model's worker: the prompt goes through the model in chunks (each
-//! about [`CHUNK_TARGET_MS`] long, with progress), then tokens are decoded one by one. Between
+//! about [`CHUNK_TARGET_MS`] long, with progress), then tokens are decoded one by one (greedy on
+//! WebGPU: in GPU-resident runs of about a frame, one submission and readback each). Between
 //! chunks, and every [`YIELD_EVERY_MS`] of decoding, the task yields to the worker's event loop so
 //! that a Stop message is heard within ~0.1 s. Tokens reach the page in batches (at most one message
 //! per [`POST_EVERY_MS`]): the page renders once per animation frame anyway.
@@ -9,9 +10,10 @@
 //! failure is reported, and the backend state turns to the CPU.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::rc::Rc;
 
-use attnlab_gpu::GpuContext;
+use attnlab_gpu::{GpuContext, GREEDY_BATCH};
 
 use crate::backend::{Active, GpuFailure};
 use crate::engine::{Engine, Finish, GenSettings, TokenOut};
@@ -27,6 +29,8 @@ pub const CHUNK_TARGET_MS: f64 = 40.0;
 const YIELD_EVERY_MS: f64 = 25.0;
 /// Tokens are posted to the page at most this often (the last one always).
 const POST_EVERY_MS: f64 = 16.0;
+/// Target length of a GPU-resident greedy run: about one frame.
+const FRAME_MS: f64 = 16.0;
 
 /// Where a run's events go.
 pub type Events = Rc<dyn Fn(RunEvent)>;
@@ -85,17 +89,19 @@ fn finish_status(tokens: usize, finish: Finish) -> String {
 /// quick, halved when one was slow (attention over a long cache makes later tokens dearer).
 struct Chunker {
     size: usize,
+    target_ms: f64,
+    max: usize,
 }
 
 impl Chunker {
-    fn new(first: usize) -> Chunker {
-        Chunker { size: first.max(1) }
+    fn new(first: usize, target_ms: f64, max: usize) -> Chunker {
+        Chunker { size: first.clamp(1, max), target_ms, max }
     }
 
     fn next(&mut self, last_ms: f64) -> usize {
-        if last_ms < CHUNK_TARGET_MS / 2.0 {
-            self.size = self.size.saturating_mul(2).min(4096);
-        } else if last_ms > CHUNK_TARGET_MS * 1.5 {
+        if last_ms < self.target_ms / 2.0 {
+            self.size = self.size.saturating_mul(2).min(self.max);
+        } else if last_ms > self.target_ms * 1.5 {
             self.size = (self.size / 2).max(1);
         }
         self.size
@@ -144,7 +150,8 @@ impl Yielder {
 }
 
 /// The WebGPU run: prefill and decode steps on the GPU; the token is picked on the GPU (argmax,
-/// or the decoder's own random draw for temperature / top-k / top-p) and only its id read back.
+/// or the decoder's own random draw for temperature / top-k / top-p) and only its id read back;
+/// greedy tokens come in runs ([`attnlab_gpu::GpuSession::greedy_tokens`]).
 async fn generate_gpu(job: &Job, ctx: &GpuContext, slot: &GpuSlot) -> Result<String, GpuRunError> {
     let (engine, stop, events) = (&job.engine, &job.stop, &job.events);
     let mut decoder = engine.decoder(&job.prompt, &job.settings).map_err(GpuRunError::Input)?;
@@ -154,12 +161,12 @@ async fn generate_gpu(job: &Job, ctx: &GpuContext, slot: &GpuSlot) -> Result<Str
     let model = lease.model_for(ctx, engine).await.map_err(gpu_err(0))?;
     // A tokenizer smaller than the model's vocabulary bounds the pick: the sampling kernel's, not
     // the plain argmax.
-    let vocab = model.config().vocab_size;
+    let (vocab, max_context) = (model.config().vocab_size, model.config().max_context);
     let plain_argmax = decoder.is_greedy() && decoder.sampler_mut().vocab_limit().is_none_or(|n| n >= vocab);
     let mut session = model.session().await.map_err(|e| gpu_err(0)(gpu::failure(e)))?;
     let total = decoder.prompt_len();
     events(RunEvent::Status(format!("prefilling {total} prompt tokens on the GPU…")));
-    let (t0, mut done, mut chunker) = (now_ms(), 0, Chunker::new(256));
+    let (t0, mut done, mut chunker) = (now_ms(), 0, Chunker::new(256, CHUNK_TARGET_MS, 4096));
     let mut last_ms = CHUNK_TARGET_MS;
     let logits = loop {
         yield_now().await;
@@ -184,6 +191,9 @@ async fn generate_gpu(job: &Job, ctx: &GpuContext, slot: &GpuSlot) -> Result<Str
     let t = now_ms();
     let mut out: TokenOut = decoder.accept_logits(&logits).map_err(GpuRunError::Input)?;
     let mut compute_ms = now_ms() - t;
+    // Greedy tokens come in GPU-resident runs (one submission and one readback per run) sized to
+    // about one frame; the tokens of a run are taken one by one, as if decoded singly.
+    let (mut run, mut run_ms, mut queued) = (Chunker::new(1, FRAME_MS, GREEDY_BATCH), 0.0, VecDeque::new());
     loop {
         let tokens = decoder.generated_len();
         let finish = out.finish;
@@ -197,19 +207,28 @@ async fn generate_gpu(job: &Job, ctx: &GpuContext, slot: &GpuSlot) -> Result<Str
             poster.flush();
             return Ok(format!("stopped after {tokens} tokens"));
         }
-        let t = now_ms();
-        let id = if plain_argmax {
-            session.step_greedy(out.id).await
-        } else {
-            let sampling = attnlab_gpu::GpuSampling::next_from(decoder.sampler_mut());
-            session.step_sample(out.id, &sampling).await
+        if queued.is_empty() {
+            let t = now_ms();
+            let ids = if plain_argmax {
+                let room = decoder.tokens_left().min(max_context.saturating_sub(session.len()));
+                session.greedy_tokens(out.id, run.next(run_ms).min(room).max(1)).await
+            } else {
+                let sampling = attnlab_gpu::GpuSampling::next_from(decoder.sampler_mut());
+                session.step_sample(out.id, &sampling).await.map(|id| vec![id])
+            };
+            queued = ids
+                .map_err(|e| {
+                    poster.flush();
+                    gpu_err(tokens)(gpu::failure(e))
+                })?
+                .into();
+            run_ms = now_ms() - t;
+            compute_ms += run_ms;
+        }
+        let Some(id) = queued.pop_front() else {
+            return Err(GpuRunError::Input("the GPU returned no token".to_string()));
         };
-        let id = id.map_err(|e| {
-            poster.flush();
-            gpu_err(tokens)(gpu::failure(e))
-        })?;
         out = decoder.accept_token(id).map_err(GpuRunError::Input)?;
-        compute_ms += now_ms() - t;
     }
 }
 
@@ -219,7 +238,7 @@ async fn generate_cpu(job: &Job) -> Result<String, String> {
     let mut generation = job.engine.start(&job.prompt, &job.settings)?;
     let total = generation.prompt_len();
     events(RunEvent::Status(format!("prefilling {total} prompt tokens…")));
-    let (t0, mut done, mut chunker) = (now_ms(), 0, Chunker::new(16));
+    let (t0, mut done, mut chunker) = (now_ms(), 0, Chunker::new(16, CHUNK_TARGET_MS, 4096));
     let mut last_ms = CHUNK_TARGET_MS;
     while done < total {
         yield_now().await;

@@ -90,7 +90,13 @@ struct Point {
     per_token: Option<(f64, f64)>,
     /// GPU with the fused decode: decode seconds and dispatches per token op by op, same run.
     op_by_op: Option<(f64, f64)>,
+    /// GPU: seconds of the decode's tokens greedy, one submission each and in runs of
+    /// [`GREEDY_RUN`].
+    greedy: Option<(f64, f64)>,
 }
+
+/// Tokens per submission of the bench's GPU-resident greedy runs.
+const GREEDY_RUN: usize = 16;
 
 /// Default contexts of the report.
 pub const DEFAULT_CONTEXTS: [usize; 4] = [128, 512, 2048, 8192];
@@ -120,7 +126,15 @@ fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliRe
         )),
         _ => None,
     };
-    Ok(Point { context: c, prefill_s: prefill, decode_s: decode, state_bytes, per_token, op_by_op: None })
+    Ok(Point {
+        context: c,
+        prefill_s: prefill,
+        decode_s: decode,
+        state_bytes,
+        per_token,
+        op_by_op: None,
+        greedy: None,
+    })
 }
 
 /// GPU with the fused decode: the same decode measured op by op (median of `repeats`), as
@@ -192,8 +206,9 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         let prefill_s = median(runs.iter().map(|p| p.prefill_s).collect());
         let decode_s = median(runs.iter().map(|p| p.decode_s).collect());
         let op_by_op = op_by_op_decode(&mut engine, &tokens, c, n, a.repeats)?;
+        let greedy = engine.greedy_timing(&tokens[..c - n], n, GREEDY_RUN)?;
         if let Some(last) = runs.pop() {
-            points.push(Point { prefill_s, decode_s, op_by_op, ..last });
+            points.push(Point { prefill_s, decode_s, op_by_op, greedy, ..last });
         }
     }
     pb.finish_and_clear();
@@ -253,6 +268,12 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             "submissions_per_token": p.per_token.map(|t| t.1),
             "op_by_op": p.op_by_op.map(|(s, d)| json!({
                 "decode_s": s, "decode_tokens_per_s": tokens_per_s(n, s), "dispatches_per_token": d,
+            })),
+            "greedy": p.greedy.map(|(single, runs)| json!({
+                "tokens": n,
+                "one_submission_per_token_tokens_per_s": tokens_per_s(n, single),
+                "tokens_per_submission": GREEDY_RUN,
+                "gpu_resident_tokens_per_s": tokens_per_s(n, runs),
             })),
         })).collect::<Vec<_>>(),
         "fused_decode": engine.fused_decode().map(|f| match f {
@@ -385,6 +406,16 @@ fn render_text(
         }
     }
     for p in points {
+        if let Some((single, runs)) = p.greedy {
+            let (one, batched) = (tokens_per_s(n, single), tokens_per_s(n, runs));
+            s.push_str(&format!(
+                "context {}: greedy decode {} tok/s one submission per token, {} tok/s in GPU-resident runs of {GREEDY_RUN} ({:.2}×)\n",
+                p.context,
+                num(one, 1),
+                num(batched, 1),
+                batched / one.max(1e-12)
+            ));
+        }
         if let Some((secs, d)) = p.op_by_op {
             let (fused, plain) = (tokens_per_s(n, p.decode_s), tokens_per_s(n, secs));
             s.push_str(&format!(

@@ -61,6 +61,8 @@ pub(super) struct Recorded {
     pub sample: Op,
     /// The fused decode of one row, logits included (empty: decode runs `forward` + `head_last`).
     pub decode: Vec<Op>,
+    /// Greedy sampling that also feeds the token to the fused decode's next step (`fa` word 0).
+    pub sample_fused: Option<Op>,
 }
 
 /// How a matmul writes its output.
@@ -107,7 +109,12 @@ pub(super) fn record(
         }
         _ => Vec::new(),
     };
-    Ok(Recorded { forward, head_all, head_last, sample, decode })
+    let sample_fused = mem.fa.as_ref().filter(|_| !decode.is_empty()).map(|fa| Op {
+        pipe: ids.sample,
+        bind: bind(m, ids.sample, &[&params, &acts.logits, fa, &mem.tok_out]),
+        disp: Disp::Fixed(1),
+    });
+    Ok(Recorded { forward, head_all, head_last, sample, decode, sample_fused })
 }
 
 /// Records ops; binding 1 of the forward kernels is the step uniform.

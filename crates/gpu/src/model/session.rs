@@ -10,6 +10,9 @@ use crate::error::{GpuError, Result};
 use crate::params::{Step, ATTN_TQ, SCAN_C};
 use attnlab_core::Error as CoreError;
 
+/// Most greedy tokens [`GpuSession::greedy_tokens`] generates in one submission.
+pub const GREEDY_BATCH: usize = 64;
+
 /// Loop iterations one scan invocation may spend per submission (rows × dk).
 const SCAN_BUDGET: usize = 32768;
 /// Steps of at least this many rows use the chunked scan; shorter ones (decode) the sequential one.
@@ -147,6 +150,10 @@ pub(super) struct SessionMem {
     pub tok_out: wgpu::Buffer,
     pub staging: wgpu::Buffer,
     pub staging_tok: wgpu::Buffer,
+    /// A GPU-resident greedy run: the step uniform of each token, the tokens picked, their readback.
+    pub batch_steps: wgpu::Buffer,
+    pub batch_toks: wgpu::Buffer,
+    pub staging_batch: wgpu::Buffer,
     /// One per layer.
     pub blocks: Vec<BlockMem>,
     /// The fused decode's activations (word 0: the step's token id).
@@ -200,6 +207,13 @@ impl SessionMem {
             tok_out: z("token out", 4),
             staging: host("staging", 4 * rows * plan.vocab, read),
             staging_tok: host("staging token", 16, read),
+            batch_steps: host(
+                "greedy run steps",
+                GREEDY_BATCH * std::mem::size_of::<Step>(),
+                wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            ),
+            batch_toks: z("greedy run tokens", GREEDY_BATCH),
+            staging_batch: host("staging greedy run", 4 * GREEDY_BATCH, read),
             blocks,
             fa: fa_len.map(|n| z("decode activations", n)),
             state_bytes,
@@ -257,6 +271,11 @@ pub struct GpuSession<'m> {
     sample: Op,
     /// The fused decode (empty: one-row steps run `forward` + `head_last`).
     decode: Vec<Op>,
+    /// Greedy sampling feeding the fused decode's next step.
+    sample_fused: Option<Op>,
+    batch_steps: wgpu::Buffer,
+    batch_toks: wgpu::Buffer,
+    staging_batch: wgpu::Buffer,
     /// Its activations; word 0 is the step's token id.
     fa: Option<wgpu::Buffer>,
     state_bytes: u64,
@@ -317,6 +336,10 @@ impl<'m> GpuSession<'m> {
             head_last: rec.head_last,
             sample: rec.sample,
             decode: rec.decode,
+            sample_fused: rec.sample_fused,
+            batch_steps: mem.batch_steps,
+            batch_toks: mem.batch_toks,
+            staging_batch: mem.staging_batch,
             fa: mem.fa,
             state_bytes: mem.state_bytes,
             capture,
@@ -497,6 +520,41 @@ impl<'m> GpuSession<'m> {
         let [ops, head] = self.one_row();
         self.encode(&mut enc, &[ops, head, std::slice::from_ref(&self.sample)], 1);
         self.submit_token(enc, 1).await
+    }
+}
+
+impl GpuSession<'_> {
+    /// Feed `token`, then generate `n` tokens greedily (1..=[`GREEDY_BATCH`]) without the host: each
+    /// step's argmax is the next step's input on the GPU, the steps' uniforms are copied in between
+    /// the compute passes, and the `n` ids come back in one readback: one submission for `n` tokens.
+    /// The same tokens as `n` calls of [`GpuSession::step_greedy`]; the session advances `n`.
+    pub async fn greedy_tokens(&mut self, token: u32, n: usize) -> Result<Vec<u32>> {
+        if n == 0 || n > GREEDY_BATCH {
+            return Err(GpuError::Unsupported(format!("a greedy run of {n} tokens (1..={GREEDY_BATCH})")));
+        }
+        self.check_tokens(&[token])?;
+        let max = self.model.cfg.max_context;
+        if self.pos + n > max {
+            return Err(CoreError::ContextTooLong { requested: self.pos + n, max }.into());
+        }
+        self.write_step(&[token]);
+        let steps: Vec<Step> =
+            (0..n).map(|k| Step { rows: 1, pos0: (self.pos + k) as u32, ..Step::default() }).collect();
+        let ctx = self.model.ctx.clone();
+        ctx.queue.write_buffer(&self.batch_steps, 0, bytemuck::cast_slice(&steps));
+        let size = std::mem::size_of::<Step>() as u64;
+        let [ops, head] = self.one_row();
+        let sample = self.sample_fused.as_ref().unwrap_or(&self.sample);
+        let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        for k in 0..n as u64 {
+            enc.copy_buffer_to_buffer(&self.batch_steps, k * size, &self.step, 0, size);
+            self.encode(&mut enc, &[ops, head, std::slice::from_ref(sample)], 1);
+            enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.batch_toks, 4 * k, 4);
+        }
+        enc.copy_buffer_to_buffer(&self.batch_toks, 0, &self.staging_batch, 0, 4 * n as u64);
+        ctx.submit(enc.finish()).await?;
+        self.pos += n;
+        ctx.read_words(&self.staging_batch, n).await
     }
 }
 
