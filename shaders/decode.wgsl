@@ -78,6 +78,9 @@ fn norm_row(lid: u32, kind: u32, eps: f32, off_w: u32, off_b: u32) {
     workgroupBarrier();
 }
 
+// Row `row` of a projection · xs, one function per weight binding: WGSL passes no storage array to a
+// function (without the unrestricted_pointer_parameters extension), and one accessor over every
+// binding would count them all in each entry point's layout (WebGPU allows 8 storage buffers).
 fn dot_qkv(row: u32) -> f32 {
     var acc = 0.0;
     for (var i = 0u; i < dp.d; i = i + 1u) {

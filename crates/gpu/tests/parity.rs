@@ -477,7 +477,7 @@ fn contextual_bias_matches_the_cpu_reference_when_it_dominates() {
 fn fused_decode_dispatches_and_agrees_with_op_by_op() {
     let Some(ctx) = context() else { return };
     let (mut fused, mut op_by_op, mut failures) = (Vec::new(), Vec::new(), Vec::new());
-    for (name, cfg) in configs_with(64).into_iter().chain(architecture_configs()) {
+    for (name, cfg) in configs_with(64).into_iter().chain(architecture_configs()).chain(diag_only(64)) {
         let (model, _) = with_random_biases(&Model::random(cfg.clone(), 5).expect("model"), 3);
         let toks = tokens(40, cfg.vocab_size, 8);
         let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
@@ -521,6 +521,26 @@ fn fused_decode_dispatches_and_agrees_with_op_by_op() {
     eprintln!("fused:\n{}\nop by op:\n{}", fused.join("\n"), op_by_op.join("\n"));
     assert!(failures.is_empty(), "fused decode:\n{}", failures.join("\n"));
     assert!(fused.len() >= 10, "only {} models decode fused", fused.len());
+}
+
+/// TransNormer models of Diag layers only (softmax and T1's ReLU with its norm over all heads), so
+/// the fused decode's block window and T1 norm are exercised (the catalog's TransNormer mixes in
+/// Norm layers, which are linear).
+fn diag_only(max_context: usize) -> Vec<(String, ModelConfig)> {
+    use attnlab_core::variants::transnormer::{Transnormer, TransnormerFlavor, TransnormerRole};
+    [TransnormerFlavor::T2, TransnormerFlavor::T1]
+        .into_iter()
+        .map(|flavor| {
+            let mut cfg = ModelConfig::preset("transnormer", tiny(max_context)).expect("preset");
+            let spec = AttentionSpec::Transnormer(Transnormer {
+                flavor,
+                role: TransnormerRole::Diag,
+                block_size: 8,
+            });
+            cfg.layers = vec![spec.clone(), spec];
+            (format!("transnormer-diag-{flavor:?}"), cfg)
+        })
+        .collect()
 }
 
 /// Issue 12 "a GPU-resident loop": `greedy_tokens` generates n tokens in one submission and one
