@@ -14,7 +14,8 @@
 // (bias() of attention_common.wgsl reads the table from offset 0); absent biases are zeros.
 // One workgroup of 64 keeps the row in workgroup memory (d ≤ FUSED_MAX_D) and gives each
 // invocation whole output rows of a projection.
-// Prepended: the prelude, step.wgsl, reduce.wgsl, attention_common.wgsl (AttnParams `p` at
+// Weight matrices are words of the model's weight kind (weights.wgsl).
+// Prepended: the prelude, weights.wgsl, step.wgsl, reduce.wgsl, attention_common.wgsl (AttnParams `p` at
 // binding 0, bias()), attention_row.wgsl (one row's streaming softmax), norm_value.wgsl and
 // activations.wgsl.
 
@@ -23,17 +24,17 @@
 @group(0) @binding(2) var<uniform> dp: DecodeParams;
 @group(0) @binding(3) var<storage, read_write> fa: array<f32>;
 @group(0) @binding(4) var<storage, read> aux: array<f32>;
-@group(0) @binding(5) var<storage, read> wqkv: array<f32>;
-@group(0) @binding(6) var<storage, read> wo: array<f32>;
+@group(0) @binding(5) var<storage, read> wqkv: array<u32>;
+@group(0) @binding(6) var<storage, read> wo: array<u32>;
 // RoPE cos/sin [pos, dh/2, 2], or in layer 0 of a model with absolute positions, their table [pos, d].
 @group(0) @binding(7) var<storage, read> tab: array<f32>;
 @group(0) @binding(8) var<storage, read_write> kc: array<f32>;
 @group(0) @binding(9) var<storage, read_write> vc: array<f32>;
-@group(0) @binding(10) var<storage, read> emb: array<f32>;
-@group(0) @binding(11) var<storage, read> wup: array<f32>;
-@group(0) @binding(12) var<storage, read> wgate: array<f32>;
-@group(0) @binding(13) var<storage, read> wdown: array<f32>;
-@group(0) @binding(14) var<storage, read> whead: array<f32>;
+@group(0) @binding(10) var<storage, read> emb: array<u32>;
+@group(0) @binding(11) var<storage, read> wup: array<u32>;
+@group(0) @binding(12) var<storage, read> wgate: array<u32>;
+@group(0) @binding(13) var<storage, read> wdown: array<u32>;
+@group(0) @binding(14) var<storage, read> whead: array<u32>;
 @group(0) @binding(15) var<storage, read_write> logits: array<f32>;
 
 const WG: u32 = 64u;
@@ -84,7 +85,8 @@ fn norm_row(lid: u32, kind: u32, eps: f32, off_w: u32, off_b: u32) {
 fn dot_qkv(row: u32) -> f32 {
     var acc = 0.0;
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        acc = acc + xs[i] * wqkv[row * dp.d + i];
+        let e = row * dp.d + i;
+        acc = acc + xs[i] * widen(wqkv[weight_word(e)], e);
     }
     return acc;
 }
@@ -92,7 +94,8 @@ fn dot_qkv(row: u32) -> f32 {
 fn dot_up(row: u32) -> f32 {
     var acc = 0.0;
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        acc = acc + xs[i] * wup[row * dp.d + i];
+        let e = row * dp.d + i;
+        acc = acc + xs[i] * widen(wup[weight_word(e)], e);
     }
     return acc;
 }
@@ -100,7 +103,8 @@ fn dot_up(row: u32) -> f32 {
 fn dot_gate(row: u32) -> f32 {
     var acc = 0.0;
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        acc = acc + xs[i] * wgate[row * dp.d + i];
+        let e = row * dp.d + i;
+        acc = acc + xs[i] * widen(wgate[weight_word(e)], e);
     }
     return acc;
 }
@@ -108,7 +112,8 @@ fn dot_gate(row: u32) -> f32 {
 fn dot_head(row: u32) -> f32 {
     var acc = 0.0;
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        acc = acc + xs[i] * whead[row * dp.d + i];
+        let e = row * dp.d + i;
+        acc = acc + xs[i] * widen(whead[weight_word(e)], e);
     }
     return acc;
 }
@@ -119,7 +124,8 @@ fn block_input(lid: u32, keep: bool) {
     if (dp.first != 0u) {
         let t = min(bitcast<u32>(fa[0]), dp.vocab - 1u);
         for (var c = lid; c < dp.d; c = c + WG) {
-            var v = emb[t * dp.d + c];
+            let e = t * dp.d + c;
+            var v = widen(emb[weight_word(e)], e);
             if (dp.use_pe != 0u) {
                 v = v + tab[st.pos0 * dp.d + c];
             }
@@ -204,7 +210,8 @@ fn attn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
     for (var o = lid; o < dp.d; o = o + WG) {
         var s = 0.0;
         for (var c = 0u; c < dh; c = c + 1u) {
-            s = s + wo[o * p.a + hh * dh + c] * hv[c];
+            let e = o * p.a + hh * dh + c;
+            s = s + widen(wo[weight_word(e)], e) * hv[c];
         }
         fa[dp.fa_pa + hh * dp.d + o] = s;
     }
@@ -270,7 +277,8 @@ fn ffn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id)
     for (var o = lid; o < dp.d; o = o + WG) {
         var s = 0.0;
         for (var k = 0u; k < n; k = k + 1u) {
-            s = s + wdown[o * dp.hid + g * WG + k] * hv[k];
+            let e = o * dp.hid + g * WG + k;
+            s = s + widen(wdown[weight_word(e)], e) * hv[k];
         }
         fa[dp.fa_pf + g * dp.d + o] = s;
     }

@@ -1,11 +1,12 @@
 // Embeddings: x[r, c] = emb[tok[r], c] (+ pe[pos0 + r, c] for absolute sinusoidal positions; the
-// table is built on the CPU in f64 by the core's `sinusoidal_embedding`).
+// table is built on the CPU in f64 by the core's `sinusoidal_embedding`); `emb` in the model's
+// weight words (weights.wgsl).
 
 // `EmbedParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: EmbedParams;
 @group(0) @binding(2) var<storage, read> tok: array<u32>;
-@group(0) @binding(3) var<storage, read> emb: array<f32>;
+@group(0) @binding(3) var<storage, read> emb: array<u32>;
 @group(0) @binding(4) var<storage, read> pe: array<f32>;
 @group(0) @binding(5) var<storage, read_write> x: array<f32>;
 
@@ -18,7 +19,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let r = i / p.d;
     let c = i % p.d;
     let t = min(tok[r], p.vocab - 1u);
-    var v = emb[t * p.d + c];
+    let e = t * p.d + c;
+    var v = widen(emb[weight_word(e)], e);
     if (p.use_pe != 0u) {
         v = v + pe[(st.pos0 + r) * p.d + c];
     }

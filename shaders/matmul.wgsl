@@ -1,13 +1,13 @@
 // matmul / gemv family: y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i] (+ b[o])
-// (w is a row-major [out, inp] torch-style Linear, b its optional bias, added when `bias` is set);
-// Step comes from step.wgsl (prepended). 16×16 output tiles with shared-memory K tiles.
+// (w is a row-major [out, inp] torch-style Linear in f32, f16 or bf16 words (weights.wgsl), b its
+// optional bias, added when `bias` is set); Step comes from step.wgsl (prepended). 16×16 output tiles with shared-memory K tiles.
 // `last_only`: run only the last row of the step (logits of a prefill), written to output row 0.
 
 // `MatmulParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: MatmulParams;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> b: array<f32>;
 
@@ -37,7 +37,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         xs[lid.y][lid.x] = xv;
         var wv = 0.0;
         if (wrow < p.outd && k < p.inp) {
-            wv = w[wrow * p.inp + k];
+            let e = wrow * p.inp + k;
+            wv = widen(w[weight_word(e)], e);
         }
         ws[lid.y][lid.x] = wv;
         workgroupBarrier();

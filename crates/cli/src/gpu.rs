@@ -80,6 +80,14 @@ impl<'m> Engine<'m> {
         }
     }
 
+    /// GPU: the dtype the weight matrices are held in and their bytes; None on the CPU.
+    pub fn gpu_matrices(&self) -> Option<(&'static str, u64)> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Gpu(g) => Some(g.matrices()),
+        }
+    }
+
     /// GPU: turn the fused decode of new sessions on or off (nothing on the CPU).
     pub fn set_fused_decode(&mut self, on: bool) {
         if let Engine::Gpu(g) = self {

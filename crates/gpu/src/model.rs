@@ -56,6 +56,9 @@ pub struct GpuModel {
     fused: std::result::Result<fused::Fused<wgpu::Buffer>, String>,
     /// Decode steps use the fused decode when the model has it.
     fused_enabled: bool,
+    /// How the weight matrices are held (the kernels widen halves to f32).
+    weight_kind: crate::params::WeightKind,
+    matrix_bytes: u64,
     dummy: wgpu::Buffer,
 }
 
@@ -90,8 +93,21 @@ impl GpuModel {
             layers: up.layers,
             fused: up.fused,
             fused_enabled: true,
+            weight_kind: host.weight_kind,
+            matrix_bytes: up.matrix_bytes,
             dummy: up.dummy,
         })
+    }
+
+    /// How the weight matrices are held on the GPU (`f32`, or `f16` / `bf16` as in the checkpoint)
+    /// and their bytes.
+    pub fn matrices(&self) -> (&'static str, u64) {
+        let name = match self.weight_kind {
+            crate::params::WeightKind::F32 => "f32",
+            crate::params::WeightKind::F16 => "f16",
+            crate::params::WeightKind::Bf16 => "bf16",
+        };
+        (name, self.matrix_bytes)
     }
 
     /// Whether new sessions decode fused (2 dispatches per block, 1 for the logits;
@@ -138,10 +154,13 @@ fn usize_u32(what: &str, v: usize) -> Result<u32> {
 
 /// A storage buffer holding `data` (at least 16 bytes).
 fn storage(dev: &wgpu::Device, label: &str, data: &[f32]) -> wgpu::Buffer {
-    let mut bytes = bytemuck::cast_slice::<f32, u8>(data).to_vec();
-    if bytes.len() < 16 {
-        bytes.resize(16, 0);
-    }
+    storage_bytes(dev, label, bytemuck::cast_slice(data))
+}
+
+/// A storage buffer holding `bytes`, zero-padded to a multiple of 4 and at least 16 bytes.
+fn storage_bytes(dev: &wgpu::Device, label: &str, bytes: &[u8]) -> wgpu::Buffer {
+    let mut bytes = bytes.to_vec();
+    bytes.resize(bytes.len().next_multiple_of(4).max(16), 0);
     dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
         label: Some(label),
         contents: &bytes,

@@ -364,6 +364,14 @@ gpu_kinds! {
         SiluGate => EW_SILU_GATE,
     }
 
+    /// How weight matrices are held on the GPU (shaders/weights.wgsl): f32 words, or two f16 or
+    /// bf16 values per word, widened to f32 as they are read.
+    enum WeightKind {
+        F32 => WEIGHT_F32,
+        F16 => WEIGHT_F16,
+        Bf16 => WEIGHT_BF16,
+    }
+
     /// The stage an attention map shows.
     enum MapStage {
         Logits => STAGE_LOGITS,

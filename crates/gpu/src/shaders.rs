@@ -24,9 +24,12 @@ const ATTENTION_ROW: File = wgsl!("attention_row.wgsl");
 const NORM_VALUE: File = wgsl!("norm_value.wgsl");
 /// GELU (tanh and erf forms), SiLU.
 const ACTIVATIONS: File = wgsl!("activations.wgsl");
+/// Weight matrices read from f32, f16 or bf16 words.
+const WEIGHTS: File = wgsl!("weights.wgsl");
 
 /// Snippets: not modules on their own, prepended to the shaders that use them.
-pub const SNIPPETS: &[File] = &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS];
+pub const SNIPPETS: &[File] =
+    &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS, WEIGHTS];
 
 /// A shader module: the prelude (if `prelude`), `snippets` in order, then `file`.
 #[derive(Debug)]
@@ -63,13 +66,13 @@ impl Shader {
 }
 
 /// matmul / gemv (tiled).
-pub static MATMUL: Shader = Shader::new(wgsl!("matmul.wgsl"), false, &[STEP]);
+pub static MATMUL: Shader = Shader::new(wgsl!("matmul.wgsl"), true, &[WEIGHTS, STEP]);
 /// gelu, silu gates.
 pub static ELEMENTWISE: Shader = Shader::new(wgsl!("elementwise.wgsl"), true, &[STEP, ACTIVATIONS]);
 /// RMSNorm, LayerNorm, SimpleRMSNorm over row groups.
 pub static NORM: Shader = Shader::new(wgsl!("norm.wgsl"), true, &[STEP, REDUCE, NORM_VALUE]);
 /// Token + sinusoidal embeddings.
-pub static EMBED: Shader = Shader::new(wgsl!("embed.wgsl"), false, &[STEP]);
+pub static EMBED: Shader = Shader::new(wgsl!("embed.wgsl"), true, &[WEIGHTS, STEP]);
 /// RoPE and the KV-cache store.
 pub static ROTARY: Shader = Shader::new(wgsl!("rotary.wgsl"), false, &[STEP]);
 /// Softmax attention with bias kinds, streaming softmax, Diag blocks.
@@ -85,7 +88,7 @@ pub static SAMPLE: Shader = Shader::new(wgsl!("sample.wgsl"), false, &[]);
 pub static DECODE: Shader = Shader::new(
     wgsl!("decode.wgsl"),
     true,
-    &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS],
+    &[WEIGHTS, STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS],
 );
 /// Introspection capture: a step's activation rows copied into a trace buffer.
 pub static CAPTURE: Shader = Shader::new(wgsl!("capture.wgsl"), false, &[STEP]);

@@ -276,6 +276,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
                 "gpu_resident_tokens_per_s": tokens_per_s(n, runs),
             })),
         })).collect::<Vec<_>>(),
+        "gpu_matrices": engine.gpu_matrices().map(|(dtype, bytes)| json!({ "dtype": dtype, "bytes": bytes })),
         "fused_decode": engine.fused_decode().map(|f| match f {
             Ok(on) => json!({ "on": on }),
             Err(why) => json!({ "on": false, "why_not": why }),
@@ -400,6 +401,14 @@ fn render_text(
             p.context,
             2 * layers + 2
         ));
+        if let (Some(dtype), Some(bytes)) =
+            (report["gpu_matrices"]["dtype"].as_str(), report["gpu_matrices"]["bytes"].as_u64())
+        {
+            s.push_str(&format!(
+                "GPU weight matrices held as {dtype}: {:.1} MiB\n",
+                bytes as f64 / (1u64 << 20) as f64
+            ));
+        }
         match report["fused_decode"]["why_not"].as_str() {
             Some(why) => s.push_str(&format!("decode runs op by op: {why}\n")),
             None => s.push_str("decode runs fused (shaders/decode.wgsl)\n"),

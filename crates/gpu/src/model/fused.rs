@@ -1,7 +1,7 @@
 //! The fused decode (shaders/decode.wgsl): which models have it, the vectors and parameter blocks
 //! its kernels read, and the layout of its activations `fa`.
 
-use super::layers::{Kind, Norm};
+use super::layers::{Kind, Norm, Role};
 use super::upload::HostModel;
 use crate::params::{BiasKind, DecodeParams, EwOp, FUSED_HEAD_ROWS, FUSED_MAX_D};
 use attnlab_core::config::{FfnKind, ModelConfig};
@@ -25,8 +25,9 @@ pub(super) struct Fused<B> {
 }
 
 impl<B> Fused<B> {
-    pub fn map<C>(&self, f: &mut impl FnMut(&'static str, &B) -> C) -> Fused<C> {
-        let mut part = |p: &Part<B>| Part { vecs: f("decode vectors", &p.vecs), params: p.params };
+    pub fn map<C>(&self, f: &mut impl FnMut(&'static str, &B, Role) -> C) -> Fused<C> {
+        let mut part =
+            |p: &Part<B>| Part { vecs: f("decode vectors", &p.vecs, Role::Vector), params: p.params };
         Fused {
             layers: self.layers.iter().map(&mut part).collect(),
             head: part(&self.head),

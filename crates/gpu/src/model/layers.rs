@@ -4,6 +4,14 @@
 
 use crate::params::{AttnParams, BiasKind, FeatKind, FeatParams, NormOp};
 
+/// What an array is to the kernels: a weight matrix (held in the model's [`crate::params::WeightKind`])
+/// or a vector / table (f32).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Role {
+    Matrix,
+    Vector,
+}
+
 /// A residual or final norm: gain, and bias for LayerNorm.
 pub(super) struct Norm<B> {
     pub op: NormOp,
@@ -98,14 +106,15 @@ pub(super) enum Post<B> {
 }
 
 impl<B> Norm<B> {
-    pub fn map<C>(&self, label: &'static str, f: &mut impl FnMut(&'static str, &B) -> C) -> Norm<C> {
-        Norm { op: self.op, eps: self.eps, w: f(label, &self.w), b: self.b.as_ref().map(|b| f(label, b)) }
+    pub fn map<C>(&self, label: &'static str, f: &mut impl FnMut(&'static str, &B, Role) -> C) -> Norm<C> {
+        let (w, b) = (f(label, &self.w, Role::Vector), self.b.as_ref().map(|b| f(label, b, Role::Vector)));
+        Norm { op: self.op, eps: self.eps, w, b }
     }
 }
 
 impl<B> Proj<B> {
-    pub fn map<C>(&self, label: &'static str, f: &mut impl FnMut(&'static str, &B) -> C) -> Proj<C> {
-        Proj { w: f(label, &self.w), b: self.b.as_ref().map(|b| f(label, b)) }
+    pub fn map<C>(&self, label: &'static str, f: &mut impl FnMut(&'static str, &B, Role) -> C) -> Proj<C> {
+        Proj { w: f(label, &self.w, Role::Matrix), b: self.b.as_ref().map(|b| f(label, b, Role::Vector)) }
     }
 }
 
@@ -120,7 +129,7 @@ impl<B> Layer<B> {
     }
 
     /// The same layer with every array passed through `f(label, array)`.
-    pub fn map<C>(&self, f: &mut impl FnMut(&'static str, &B) -> C) -> Layer<C> {
+    pub fn map<C>(&self, f: &mut impl FnMut(&'static str, &B, Role) -> C) -> Layer<C> {
         Layer {
             attn_norm: self.attn_norm.map("attn_norm", f),
             ffn_norm: self.ffn_norm.map("ffn_norm", f),
@@ -133,14 +142,14 @@ impl<B> Layer<B> {
                 Kind::Softmax(s) => Kind::Softmax(SoftmaxLayer {
                     bias: s.bias,
                     params: s.params,
-                    aux: f("attn aux", &s.aux),
-                    rope: s.rope.as_ref().map(|r| f("rope", r)),
+                    aux: f("attn aux", &s.aux, Role::Vector),
+                    rope: s.rope.as_ref().map(|r| f("rope", r, Role::Vector)),
                     relu_norm: s.relu_norm,
                 }),
                 Kind::Linear(l) => Kind::Linear(LinearLayer {
                     feat: l.feat,
                     params: l.params,
-                    aux: f("linear aux", &l.aux),
+                    aux: f("linear aux", &l.aux, Role::Vector),
                     dk: l.dk,
                     den_eps: l.den_eps,
                     gate: l.gate.map(f),
@@ -152,30 +161,32 @@ impl<B> Layer<B> {
 }
 
 impl<B> Gate<B> {
-    fn map<C>(&self, f: &mut impl FnMut(&'static str, &B) -> C) -> Gate<C> {
+    fn map<C>(&self, f: &mut impl FnMut(&'static str, &B, Role) -> C) -> Gate<C> {
         match self {
             Gate::None => Gate::None,
-            Gate::Gla { down, up, rank } => {
-                Gate::Gla { down: f("gla down", down), up: f("gla up", up), rank: *rank }
-            }
-            Gate::Regla { wgr } => Gate::Regla { wgr: f("regla wgr", wgr) },
+            Gate::Gla { down, up, rank } => Gate::Gla {
+                down: f("gla down", down, Role::Matrix),
+                up: f("gla up", up, Role::Matrix),
+                rank: *rank,
+            },
+            Gate::Regla { wgr } => Gate::Regla { wgr: f("regla wgr", wgr, Role::Matrix) },
         }
     }
 }
 
 impl<B> Post<B> {
-    fn map<C>(&self, f: &mut impl FnMut(&'static str, &B) -> C) -> Post<C> {
+    fn map<C>(&self, f: &mut impl FnMut(&'static str, &B, Role) -> C) -> Post<C> {
         match self {
             Post::None => Post::None,
             Post::Simple => Post::Simple,
             Post::RmsNorm { gain, group, eps } => {
-                Post::RmsNorm { gain: f("rms norm", gain), group: *group, eps: *eps }
+                Post::RmsNorm { gain: f("rms norm", gain, Role::Vector), group: *group, eps: *eps }
             }
             Post::RmsNormGate { gain, group, eps, out_gate } => Post::RmsNormGate {
-                gain: f("rms norm", gain),
+                gain: f("rms norm", gain, Role::Vector),
                 group: *group,
                 eps: *eps,
-                out_gate: f("out gate", out_gate),
+                out_gate: f("out gate", out_gate, Role::Matrix),
             },
         }
     }

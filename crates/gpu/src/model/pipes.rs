@@ -39,13 +39,13 @@ const fn spec(
 }
 
 pub(super) const MATMUL: PipeSpec =
-    spec(&shaders::MATMUL, "main", &[], &[(0, U), (1, U), (2, R), (3, R), (4, W), (5, R)]);
+    spec(&shaders::MATMUL, "main", &["WEIGHT_KIND"], &[(0, U), (1, U), (2, R), (3, R), (4, W), (5, R)]);
 pub(super) const ELEMENTWISE: PipeSpec =
     spec(&shaders::ELEMENTWISE, "main", &[], &[(0, U), (1, U), (2, R), (3, W)]);
 pub(super) const NORM: PipeSpec =
     spec(&shaders::NORM, "main", &[], &[(0, U), (1, U), (2, R), (3, R), (4, R), (5, W)]);
 pub(super) const EMBED: PipeSpec =
-    spec(&shaders::EMBED, "main", &[], &[(0, U), (1, U), (2, R), (3, R), (4, R), (5, W)]);
+    spec(&shaders::EMBED, "main", &["WEIGHT_KIND"], &[(0, U), (1, U), (2, R), (3, R), (4, R), (5, W)]);
 pub(super) const ROTARY: PipeSpec =
     spec(&shaders::ROTARY, "main", &[], &[(0, U), (1, U), (2, W), (3, R), (4, W), (5, W)]);
 const ATTN_SLOTS: &[(u32, Bind)] = &[(0, U), (1, U), (2, R), (3, R), (4, R), (5, R), (6, W)];
@@ -83,13 +83,17 @@ pub(super) const SAMPLE_TOP: PipeSpec =
 pub(super) const DECODE_ATTN: PipeSpec = spec(
     &shaders::DECODE,
     "attn_block",
-    &["BIAS_KIND"],
+    &["BIAS_KIND", "WEIGHT_KIND"],
     &[(0, U), (1, U), (2, U), (3, W), (4, R), (5, R), (6, R), (7, R), (8, W), (9, W), (10, R)],
 );
-pub(super) const DECODE_FFN: PipeSpec =
-    spec(&shaders::DECODE, "ffn_block", &[], &[(2, U), (3, W), (4, R), (11, R), (12, R), (13, R)]);
+pub(super) const DECODE_FFN: PipeSpec = spec(
+    &shaders::DECODE,
+    "ffn_block",
+    &["WEIGHT_KIND"],
+    &[(2, U), (3, W), (4, R), (11, R), (12, R), (13, R)],
+);
 pub(super) const DECODE_HEAD: PipeSpec =
-    spec(&shaders::DECODE, "head_block", &[], &[(2, U), (3, W), (4, R), (14, R), (15, W)]);
+    spec(&shaders::DECODE, "head_block", &["WEIGHT_KIND"], &[(2, U), (3, W), (4, R), (14, R), (15, W)]);
 pub(super) const CAPTURE: PipeSpec = spec(&shaders::CAPTURE, "main", &[], &[(0, U), (1, U), (2, R), (3, W)]);
 pub(super) const SOFTMAX_MAP: PipeSpec = spec(
     &shaders::ATTENTION_MAP,
@@ -228,11 +232,12 @@ impl GpuModel {
         let ctx = self.ctx.clone();
         ctx.check()?;
         let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let wk = f64::from(self.weight_kind.code());
         let ids = PipeIds {
-            matmul: self.pipe(&MATMUL, &[]),
+            matmul: self.pipe(&MATMUL, &[wk]),
             ew: self.pipe(&ELEMENTWISE, &[]),
             norm: self.pipe(&NORM, &[]),
-            embed: self.pipe(&EMBED, &[]),
+            embed: self.pipe(&EMBED, &[wk]),
             sample: self.pipe(&SAMPLE_GREEDY, &[]),
             sample_top: self.pipe(&SAMPLE_TOP, &[]),
             capture: trace.then(|| self.pipe(&CAPTURE, &[])),
@@ -289,15 +294,20 @@ impl GpuModel {
                 Kind::Linear(_) => 0.0,
             })
             .collect();
+        let wk = f64::from(self.weight_kind.code());
         DecodePipes {
-            attn: kinds.into_iter().map(|k| self.pipe(&DECODE_ATTN, &[k])).collect(),
-            ffn: self.pipe(&DECODE_FFN, &[]),
-            head: self.pipe(&DECODE_HEAD, &[]),
+            attn: kinds.into_iter().map(|k| self.pipe(&DECODE_ATTN, &[k, wk])).collect(),
+            ffn: self.pipe(&DECODE_FFN, &[wk]),
+            head: self.pipe(&DECODE_HEAD, &[wk]),
         }
     }
 }
 
-fn bind_group_layout(dev: &wgpu::Device, label: &str, slots: &[(u32, Bind)]) -> wgpu::BindGroupLayout {
+pub(super) fn bind_group_layout(
+    dev: &wgpu::Device,
+    label: &str,
+    slots: &[(u32, Bind)],
+) -> wgpu::BindGroupLayout {
     let entries: Vec<wgpu::BindGroupLayoutEntry> = slots
         .iter()
         .map(|&(binding, k)| wgpu::BindGroupLayoutEntry {

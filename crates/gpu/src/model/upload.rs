@@ -2,13 +2,15 @@
 //! against the adapter's limits, then uploading.
 
 use super::fused::{self, Fused};
-use super::layers::{Kind, Layer, Norm};
+use super::layers::{Kind, Layer, Norm, Role};
 use super::{plan, storage};
 use crate::context::GpuContext;
 use crate::error::{GpuError, Result};
-use crate::params::{NormOp, MAX_DK};
+use crate::params::{NormOp, WeightKind, MAX_DK};
 use attnlab_core::config::{AbsolutePosition, NormKind};
+use attnlab_core::weights::StorageDtype;
 use attnlab_core::{ops, Error as CoreError, Model};
+use half::{bf16, f16};
 
 /// A model's arrays on the host, before upload.
 pub(super) struct HostModel {
@@ -23,6 +25,8 @@ pub(super) struct HostModel {
     pub layers: Vec<Layer<Vec<f32>>>,
     /// The fused decode's data, or why the model decodes op by op.
     fused: std::result::Result<Fused<Vec<f32>>, String>,
+    /// How the weight matrices are held on the GPU.
+    pub weight_kind: WeightKind,
 }
 
 /// The uploaded arrays of a model.
@@ -34,6 +38,8 @@ pub(super) struct Uploaded {
     pub emb_norm: Option<Norm<wgpu::Buffer>>,
     pub layers: Vec<Layer<wgpu::Buffer>>,
     pub fused: std::result::Result<Fused<wgpu::Buffer>, String>,
+    /// Bytes of the weight matrices on the GPU.
+    pub matrix_bytes: u64,
     /// Bound where a kernel's optional input is absent.
     pub dummy: wgpu::Buffer,
 }
@@ -98,7 +104,18 @@ impl HostModel {
         let emb_norm = if cfg.embedding_norm { Some(norm(model, "emb_norm")?) } else { None };
         let pe = position_table(model)?;
         let layers = (0..cfg.n_layers).map(|i| layer(model, i)).collect::<Result<_>>()?;
-        let mut host = HostModel { emb, head, final_norm, emb_norm, pe, layers, fused: Err(String::new()) };
+        let weight_kind = match w.tensor("tok_emb.weight")?.data.dtype() {
+            StorageDtype::F16 => WeightKind::F16,
+            StorageDtype::Bf16 => WeightKind::Bf16,
+            StorageDtype::F32 => WeightKind::F32,
+        };
+        let fused = Err(String::new());
+        let mut host = HostModel { emb, head, final_norm, emb_norm, pe, layers, fused, weight_kind };
+        // Matrices stay in the checkpoint's half dtype when every one of them converts exactly (a
+        // model whose matrices mix dtypes is held in f32).
+        if !host.all_matrices(|m| exact_in(host.weight_kind, m)) {
+            host.weight_kind = WeightKind::F32;
+        }
         host.fused = match fused::unsupported(cfg, &host) {
             Some(why) => Err(why),
             None => Ok(fused::plan(cfg, &host)),
@@ -106,18 +123,37 @@ impl HostModel {
         Ok(host)
     }
 
+    /// Whether `pred` holds for every weight matrix.
+    fn all_matrices(&self, pred: impl Fn(&[f32]) -> bool) -> bool {
+        let mut all = pred(&self.emb) && self.head.as_deref().is_none_or(&pred);
+        for l in &self.layers {
+            l.map(&mut |_, a: &Vec<f32>, role| all &= role == Role::Vector || pred(a));
+        }
+        all
+    }
+
+    /// Bytes of `n` values of an array of `role` on the GPU.
+    fn bytes(&self, role: Role, n: usize) -> u64 {
+        let width = match (role, self.weight_kind) {
+            (Role::Matrix, WeightKind::F16 | WeightKind::Bf16) => 2,
+            _ => 4,
+        };
+        (width * n) as u64
+    }
+
     /// Fail with [`GpuError::ModelTooLarge`] (or `Unsupported` for a feature width over the
     /// kernels' registers) before any buffer exists.
     pub fn check(&self, ctx: &GpuContext) -> Result<()> {
         let check = |what: String, n: usize| ctx.check_size(&what, 4 * n as u64);
-        check("tok_emb.weight".into(), self.emb.len())?;
+        let matrix = |what: String, n: usize| ctx.check_size(&what, self.bytes(Role::Matrix, n));
+        matrix("tok_emb.weight".into(), self.emb.len())?;
         if let Some(hd) = &self.head {
-            check("lm_head.weight".into(), hd.len())?;
+            matrix("lm_head.weight".into(), hd.len())?;
         }
         check("absolute position table".into(), self.pe.len())?;
         for (i, l) in self.layers.iter().enumerate() {
             for (name, p) in l.projections() {
-                check(format!("layers.{i}.{name}"), p.w.len())?;
+                matrix(format!("layers.{i}.{name}"), p.w.len())?;
                 check(format!("layers.{i}.{name} bias"), p.b.as_ref().map_or(0, Vec::len))?;
             }
             match &l.kind {
@@ -147,22 +183,165 @@ impl HostModel {
 
     /// Create every buffer (call inside the context's error scopes).
     pub fn upload(&self, dev: &wgpu::Device) -> Uploaded {
-        let mut buf = |label: &'static str, data: &Vec<f32>| storage(dev, label, data);
-        let emb = buf("tok_emb", &self.emb);
+        let mut matrix_bytes = 0;
+        let kind = self.weight_kind;
+        let mut buf = |label: &'static str, data: &Vec<f32>, role: Role| match role {
+            Role::Matrix => {
+                matrix_bytes += self.bytes(role, data.len());
+                matrix_storage(dev, label, data, kind)
+            }
+            Role::Vector => storage(dev, label, data),
+        };
+        let emb = buf("tok_emb", &self.emb, Role::Matrix);
         let head = match &self.head {
-            Some(hd) => buf("lm_head", hd),
+            Some(hd) => buf("lm_head", hd, Role::Matrix),
             None => emb.clone(),
         };
         let layers = self.layers.iter().map(|l| l.map(&mut buf)).collect();
+        let pe = buf("pe", &self.pe, Role::Vector);
+        let final_norm = self.final_norm.map("final_norm", &mut buf);
+        let emb_norm = self.emb_norm.as_ref().map(|n| n.map("emb_norm", &mut buf));
+        let fused = self.fused.as_ref().map(|f| f.map(&mut buf)).map_err(Clone::clone);
         Uploaded {
             emb,
             head,
-            pe: buf("pe", &self.pe),
-            final_norm: self.final_norm.map("final_norm", &mut buf),
-            emb_norm: self.emb_norm.as_ref().map(|n| n.map("emb_norm", &mut buf)),
+            pe,
+            final_norm,
+            emb_norm,
             layers,
-            fused: self.fused.as_ref().map(|f| f.map(&mut buf)).map_err(Clone::clone),
+            fused,
+            matrix_bytes,
             dummy: storage(dev, "dummy", &[]),
+        }
+    }
+}
+
+/// Whether every value of `m` is exactly a value of `kind`.
+fn exact_in(kind: WeightKind, m: &[f32]) -> bool {
+    match kind {
+        WeightKind::F32 => true,
+        WeightKind::F16 => m.iter().all(|&v| f16::from_f32(v).to_f32() == v),
+        WeightKind::Bf16 => m.iter().all(|&v| bf16::from_f32(v).to_f32() == v),
+    }
+}
+
+/// A weight matrix's buffer: f32 words, or its values as halves two to a word (checked exact at
+/// gather time).
+fn matrix_storage(dev: &wgpu::Device, label: &str, data: &[f32], kind: WeightKind) -> wgpu::Buffer {
+    let halves: Vec<u16> = match kind {
+        WeightKind::F32 => return storage(dev, label, data),
+        WeightKind::F16 => data.iter().map(|&v| f16::from_f32(v).to_bits()).collect(),
+        WeightKind::Bf16 => data.iter().map(|&v| bf16::from_f32(v).to_bits()).collect(),
+    };
+    super::storage_bytes(dev, label, bytemuck::cast_slice(&halves))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{matrix_storage, storage};
+    use crate::model::pipes::{bind_group_layout, MATMUL};
+    use crate::params::{uniform_bytes, MatmulParams, Step, WeightKind};
+    use crate::GpuContext;
+    use half::{bf16, f16};
+    use wgpu::util::DeviceExt;
+
+    /// `w · [1]` for a `[n, 1]` matrix `w` held as `kind`, through matmul.wgsl: its values as the
+    /// kernel reads them.
+    fn read_through_matmul(ctx: &GpuContext, w: &[f32], kind: WeightKind) -> Vec<f32> {
+        let dev = &ctx.device;
+        let n = w.len() as u32;
+        let uni = |bytes: &[u8]| {
+            dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytes,
+                usage: wgpu::BufferUsages::UNIFORM,
+            })
+        };
+        let p = MatmulParams { outd: n, inp: 1, x_stride: 1, y_stride: n, ..MatmulParams::default() };
+        let (p, st) = (uni(&uniform_bytes(&p)), uni(&uniform_bytes(&Step { rows: 1, ..Step::default() })));
+        let (x, wb, b) =
+            (storage(dev, "x", &[1.0]), matrix_storage(dev, "w", w, kind), storage(dev, "b", &[]));
+        let y = super::super::zeros(dev, "y", w.len(), wgpu::BufferUsages::empty());
+        let read = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 4 * u64::from(n),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: None,
+            source: wgpu::ShaderSource::Wgsl(MATMUL.shader.source().into()),
+        });
+        let layout = bind_group_layout(dev, "matmul", MATMUL.slots);
+        let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: None,
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = dev.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: None,
+            layout: Some(&pl),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &[("WEIGHT_KIND", f64::from(kind.code()))],
+                zero_initialize_workgroup_memory: true,
+            },
+            cache: None,
+        });
+        let entries: Vec<wgpu::BindGroupEntry> = [&p, &st, &x, &wb, &y, &b]
+            .iter()
+            .zip(MATMUL.slots)
+            .map(|(buf, &(binding, _))| wgpu::BindGroupEntry { binding, resource: buf.as_entire_binding() })
+            .collect();
+        let bg = dev.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &layout,
+            entries: &entries,
+        });
+        let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bg, &[]);
+            pass.dispatch_workgroups(n.div_ceil(16), 1, 1);
+        }
+        enc.copy_buffer_to_buffer(&y, 0, &read, 0, 4 * u64::from(n));
+        pollster::block_on(ctx.submit(enc.finish())).expect("submit");
+        let words = pollster::block_on(ctx.read_words(&read, w.len())).expect("readback");
+        words.into_iter().map(f32::from_bits).collect()
+    }
+
+    /// Every finite f16 value, and bf16 values over the whole exponent range, read through the
+    /// matmul kernel from half words equal their f32 values exactly (the WGSL widening is integer
+    /// bit work, checked here against the `half` crate).
+    #[test]
+    fn the_kernels_widen_every_half_exactly() {
+        let ctx = match pollster::block_on(GpuContext::new()) {
+            Ok(c) => c,
+            Err(e) if std::env::var("ATTNLAB_SKIP_GPU").is_ok_and(|v| v == "1") => {
+                return eprintln!("skipped: {e}")
+            }
+            Err(e) => panic!("no usable GPU adapter ({e}); set ATTNLAB_SKIP_GPU=1 to skip"),
+        };
+        let f16s: Vec<f32> =
+            (0..=u16::MAX).map(f16::from_bits).filter(|v| v.is_finite()).map(f16::to_f32).collect();
+        let bf16s: Vec<f32> = (0..=u16::MAX)
+            .step_by(7)
+            .map(bf16::from_bits)
+            .filter(|v| v.is_finite())
+            .map(bf16::to_f32)
+            .collect();
+        for (values, kind) in [(f16s, WeightKind::F16), (bf16s, WeightKind::Bf16)] {
+            let got = read_through_matmul(&ctx, &values, kind);
+            let wrong: Vec<String> = values
+                .iter()
+                .zip(&got)
+                .filter(|(a, b)| a != b)
+                .take(5)
+                .map(|(a, b)| format!("{a:e} read as {b:e}"))
+                .collect();
+            assert!(wrong.is_empty(), "{kind:?}: {}", wrong.join(", "));
         }
     }
 }
