@@ -7,11 +7,11 @@
 use std::rc::Rc;
 
 use wasm_bindgen::{Clamped, JsCast};
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement, ImageData};
 use yew::prelude::*;
 
 use crate::colors::{Scale, MASKED};
+use crate::share::Share;
 
 /// Paint `matrix` (`[n, n]`, row = query) into `canvas`; cells above the diagonal are masked.
 pub fn paint(canvas: &HtmlCanvasElement, matrix: &[f32], n: usize, scale: &Scale) -> Result<(), String> {
@@ -84,9 +84,23 @@ pub struct Heatmap {
     repaint: bool,
     /// The canvas element last painted (a re-created element is painted again).
     painted: Option<HtmlCanvasElement>,
+    /// The page's URL state: the locked cell is kept there.
+    share: Option<Share>,
 }
 
 impl Heatmap {
+    /// The URL's locked cell, when it lies inside an `n × n` matrix.
+    fn linked_cell(&self, n: usize) -> Option<(usize, usize)> {
+        self.share.as_ref()?.get().cell.filter(|&(i, j)| i < n && j < n)
+    }
+
+    /// Keep the locked cell in the URL.
+    fn keep_cell(&self) {
+        if let Some(share) = &self.share {
+            share.update(|s| s.cell = self.locked);
+        }
+    }
+
     fn cell_text(props: &HeatmapProps, (i, j): (usize, usize)) -> String {
         let label = |k: usize| props.labels.get(k).map(|s| format!("{s:?}")).unwrap_or_default();
         let value = if j > i {
@@ -104,7 +118,8 @@ impl Component for Heatmap {
 
     fn create(ctx: &Context<Self>) -> Self {
         let p = ctx.props();
-        Heatmap {
+        let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
+        let mut heatmap = Heatmap {
             scale: fit_scale(&p.matrix, p.n, p.signed),
             repaint: true,
             painted: None,
@@ -114,12 +129,16 @@ impl Component for Heatmap {
             copy_status: String::new(),
             error: None,
             refocus: false,
-        }
+            share,
+        };
+        heatmap.locked = heatmap.linked_cell(p.n);
+        heatmap
     }
 
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
         if ctx.props().n != old.n {
-            self.locked = None;
+            // Another text: the URL's cell, if this one has it (the URL keeps it either way).
+            self.locked = self.linked_cell(ctx.props().n);
             self.hover = None;
         }
         let p = ctx.props();
@@ -148,7 +167,8 @@ impl Component for Heatmap {
                     (Some(l), Some(h)) if l == h => None,
                     (_, Some(h)) => Some(h),
                     (l, None) => l,
-                }
+                };
+                self.keep_cell();
             }
             HeatMsg::Key(e) => {
                 if n == 0 {
@@ -164,12 +184,14 @@ impl Component for Heatmap {
                     "End" => (i, i),
                     "Escape" => {
                         self.locked = None;
+                        self.keep_cell();
                         return true;
                     }
                     _ => return false,
                 };
                 e.prevent_default();
                 self.locked = Some(next);
+                self.keep_cell();
                 self.refocus = true;
             }
             HeatMsg::Copy => {
@@ -177,7 +199,7 @@ impl Component for Heatmap {
                 let csv = crate::lab::matrix_csv(&props.labels, &props.matrix, n);
                 let link = ctx.link().clone();
                 wasm_bindgen_futures::spawn_local(async move {
-                    link.send_message(HeatMsg::Copied(copy_text(&csv).await));
+                    link.send_message(HeatMsg::Copied(crate::export::copy_text(&csv).await));
                 });
                 self.copy_status = "copying…".to_string();
             }
@@ -220,9 +242,14 @@ impl Component for Heatmap {
             )
         });
         let selected = self.locked.or(self.hover);
-        let readout = selected
-            .map(|c| Self::cell_text(props, c))
-            .unwrap_or_else(|| "hover a cell; click to lock it; arrow keys move it".to_string());
+        let outside = self.share.as_ref().and_then(|s| s.get().cell).filter(|&(i, j)| i >= n || j >= n);
+        let readout = match (selected, outside) {
+            (Some(c), _) => Self::cell_text(props, c),
+            (None, Some((i, j))) => format!(
+                "the link's cell (query {i}, key {j}) is outside this {n}-token text; hover a cell, click to lock it"
+            ),
+            (None, None) => "hover a cell; click to lock it; arrow keys move it".to_string(),
+        };
         let (sel_attr, val_attr) = match selected {
             Some((i, j)) if j <= i => (format!("{i},{j}"), format!("{}", props.matrix[i * n + j])),
             Some((i, j)) => (format!("{i},{j}"), "masked".to_string()),
@@ -277,13 +304,6 @@ impl Component for Heatmap {
             </div>
         }
     }
-}
-
-/// Put `text` on the clipboard (needs a secure context: https or localhost).
-async fn copy_text(text: &str) -> Result<(), String> {
-    let window = web_sys::window().ok_or("no window")?;
-    let clipboard = window.navigator().clipboard();
-    JsFuture::from(clipboard.write_text(text)).await.map(|_| ()).map_err(|e| crate::fetch::js_error_text(&e))
 }
 
 /// Properties of a thumbnail in the layer × head grid.
