@@ -1008,6 +1008,114 @@ test("a link with bad or stale parameters names each one and opens a working pag
   await learned.context.close();
 });
 
+// ---- Figure exports (issue 15) ------------------------------------------------------------------
+
+/** The attnlab version exported figures name (the workspace's). */
+const VERSION = readFileSync(join(import.meta.dirname, "../../Cargo.toml"), "utf8").match(/\[workspace\.package\][^[]*?version = "([^"]+)"/)[1];
+
+/** Click `sel` and capture the download it starts: its file name and bytes. */
+async function download(page, sel) {
+  const [d] = await Promise.all([page.waitForEvent("download"), page.click(sel)]);
+  return { name: d.suggestedFilename(), bytes: readFileSync(await d.path()) };
+}
+
+/** Parse an exported SVG in the page: parse errors, the root, every text, and element counts. */
+function parseSvg(page, text) {
+  return page.evaluate((t) => {
+    const doc = new DOMParser().parseFromString(t, "image/svg+xml");
+    return {
+      error: doc.querySelector("parsererror")?.textContent ?? null,
+      root: doc.documentElement.localName,
+      ns: doc.documentElement.namespaceURI,
+      texts: [...doc.querySelectorAll("text")].map((e) => e.textContent),
+      paths: doc.querySelectorAll("path").length,
+      image: doc.querySelector("image")?.getAttribute("href")?.slice(0, 22) ?? null,
+      width: Number(doc.documentElement.getAttribute("width")),
+    };
+  }, text);
+}
+
+/** Check a PNG file: signature and width (from its IHDR chunk). */
+function pngWidth(bytes) {
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], "PNG signature");
+  assert.ok(bytes.length > 1000, `${bytes.length} bytes`);
+  return bytes.readUInt32BE(16);
+}
+
+test("every export of the kernel chart and the heatmap downloads the figure, or its data equal to what the view shows", async () => {
+  const { page, context, errors } = await open();
+  await page.click("#tab-kernels");
+  await kernelValues(page);
+  const head0 = '#kernel-chart g.series[data-label="head 0"]';
+  const shown = numbers(await attr(page, head0, "data-values"));
+  const xs = numbers(await attr(page, head0, "data-xs"));
+  const title = await page.textContent("#kernel-chart .chart-title");
+  const model = (await page.textContent("#model-info")).match(/^(\S+) ·/)[1];
+
+  const svg = await download(page, "#kernel-chart-export-svg");
+  assert.equal(svg.name, "attnlab-kernel-chart.svg");
+  const parsed = await parseSvg(page, svg.bytes.toString("utf8"));
+  assert.equal(parsed.error, null, "the SVG parses");
+  assert.equal(parsed.root, "svg");
+  assert.equal(parsed.ns, "http://www.w3.org/2000/svg");
+  const texts = parsed.texts.join("\n");
+  for (const t of [title, "distance d = i − j (tokens)", "B_h(d)", "head 0", "training length", `attnlab ${VERSION} · model ${model} · bias: as trained`, "text: prompt"]) {
+    assert.ok(texts.includes(t), `the SVG has "${t}"`);
+  }
+  assert.ok(parsed.paths >= 4, "one line per head");
+  const png = await download(page, "#kernel-chart-export-png");
+  assert.equal(png.name, "attnlab-kernel-chart.png");
+  assert.equal(pngWidth(png.bytes), 2 * parsed.width, "drawn at twice the SVG's size");
+  writeFileSync(join(SHOTS, "export-kernel-chart.png"), png.bytes);
+  writeFileSync(join(SHOTS, "export-kernel-chart.svg"), svg.bytes);
+
+  const csv = (await download(page, "#kernel-chart-export-csv")).bytes.toString("utf8").trim().split("\n");
+  assert.equal(csv[0], "series,distance d = i − j (tokens),B_h(d)");
+  const rows = csv.slice(1).filter((l) => l.startsWith("head 0,")).map((l) => l.split(",").slice(1).map(Number));
+  assert.deepEqual(rows.map((r) => r[0]), xs);
+  assert.deepEqual(rows.map((r) => r[1]), shown, "the CSV's numbers are the chart's");
+  const json = JSON.parse((await download(page, "#kernel-chart-export-json")).bytes.toString("utf8"));
+  assert.equal(json.title, title);
+  assert.equal(json.attnlab, VERSION);
+  assert.equal(json.series[0].label, "head 0");
+  assert.deepEqual(json.series[0].x, xs);
+  assert.deepEqual(json.series[0].y, shown, "the JSON's numbers are the chart's");
+
+  // The heatmap: a cell locked by keyboard, then each export.
+  await page.click("#tab-attention");
+  await page.waitForSelector("#heatmap canvas");
+  await page.focus("#heatmap canvas");
+  for (let k = 0; k < 3; k++) await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowRight");
+  await page.waitForFunction(() => document.querySelector("#heatmap")?.getAttribute("data-selected") === "3,1");
+  const value = await attr(page, "#heatmap", "data-value");
+  const n = Number(await attr(page, "#heatmap", "data-n"));
+  const heatTitle = await page.textContent("#heatmap .heatmap-title");
+  const hsvg = await download(page, "#heatmap-export-svg");
+  const h = await parseSvg(page, hsvg.bytes.toString("utf8"));
+  assert.equal(h.error, null, "the heatmap SVG parses");
+  const htexts = h.texts.join("\n");
+  for (const t of [heatTitle, "key (token attended to)", "query (token attending)", "masked", `attnlab ${VERSION}`, "probabilities"]) {
+    assert.ok(htexts.includes(t), `the heatmap SVG has "${t}"`);
+  }
+  assert.equal(h.image, "data:image/png;base64,", "the canvas pixels as painted");
+  const hpng = await download(page, "#heatmap-export-png");
+  assert.equal(pngWidth(hpng.bytes), 2 * h.width);
+  writeFileSync(join(SHOTS, "export-heatmap.png"), hpng.bytes);
+  const hcsv = (await download(page, "#heatmap-export-csv")).bytes.toString("utf8").trim().split("\n");
+  assert.equal(hcsv.length, n + 1, "a header and one row per query");
+  assert.equal(hcsv[1 + 3].split(",")[1 + 1], value, "the CSV's cell is the one the page shows");
+  const hjson = JSON.parse((await download(page, "#heatmap-export-json")).bytes.toString("utf8"));
+  assert.equal(hjson.matrix.length, n);
+  assert.equal(hjson.matrix[3][1], Number(value), "the JSON's cell is the one the page shows");
+  assert.equal(hjson.matrix[1][3], null, "future keys are masked");
+  assert.equal(hjson.title, heatTitle);
+  assert.equal(await page.textContent("#heatmap .export-status"), "saved attnlab-heatmap.json");
+  await page.screenshot({ path: join(SHOTS, "exports.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 // ---- "Open model…" (issue 13): local attnlab / Hugging Face folders --------------------------------
 const HF_FIXTURES = join(process.cwd(), "../../crates/core/tests/fixtures/hf");
 const SCREENS = process.env.SCREENS ?? join(SHOTS, "open");

@@ -11,6 +11,8 @@ use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement, ImageData};
 use yew::prelude::*;
 
 use crate::colors::{Scale, MASKED};
+use crate::figure;
+use crate::plot::{self, Format};
 use crate::share::Share;
 
 /// Paint `matrix` (`[n, n]`, row = query) into `canvas`; cells above the diagonal are masked.
@@ -58,6 +60,9 @@ pub struct HeatmapProps {
     pub signed: bool,
     /// What the values are (for the colorbar), e.g. "probability".
     pub value_name: AttrValue,
+    /// Name of the model (the exported figure's caption).
+    #[prop_or_default]
+    pub model: AttrValue,
 }
 
 pub enum HeatMsg {
@@ -67,6 +72,8 @@ pub enum HeatMsg {
     Key(KeyboardEvent),
     Copy,
     Copied(Result<(), String>),
+    Export(Format),
+    Exported(Result<String, String>),
 }
 
 /// The zoomed heatmap with read-out, keyboard navigation, colorbar and CSV export.
@@ -75,6 +82,7 @@ pub struct Heatmap {
     hover: Option<(usize, usize)>,
     locked: Option<(usize, usize)>,
     copy_status: String,
+    export_status: String,
     error: Option<String>,
     /// Set by a key press: the next render gives the canvas the focus back, so arrow keys keep working.
     refocus: bool,
@@ -99,6 +107,38 @@ impl Heatmap {
         if let Some(share) = &self.share {
             share.update(|s| s.cell = self.locked);
         }
+    }
+
+    /// Export the matrix: SVG and PNG around the canvas as painted, CSV and JSON of its values.
+    fn export(&self, ctx: &Context<Self>, format: Format) {
+        let p = ctx.props();
+        let done = ctx.link().callback(HeatMsg::Exported);
+        let caption = plot::caption_of(self.share.as_ref(), &p.model);
+        let name = format!("attnlab-{}.{}", p.id, format.ext());
+        let (text, size) = match format {
+            Format::Csv => (crate::lab::matrix_csv(&p.labels, &p.matrix, p.n), (0.0, 0.0)),
+            Format::Json => (
+                figure::matrix_json(&p.title, &p.value_name, &caption, &p.labels, &p.matrix, p.n),
+                (0.0, 0.0),
+            ),
+            Format::Svg | Format::Png => {
+                let image = self.canvas.cast::<HtmlCanvasElement>().map(|c| c.to_data_url());
+                let Some(Ok(image)) = image else {
+                    return done.emit(Err("the heatmap's canvas could not be read".to_string()));
+                };
+                let (svg, w, h) = figure::heatmap_svg(
+                    &p.title,
+                    &p.value_name,
+                    &caption,
+                    &p.labels,
+                    p.n,
+                    &self.scale,
+                    &image,
+                );
+                (svg, (w, h))
+            }
+        };
+        plot::deliver(format, name, text, size, done);
     }
 
     fn cell_text(props: &HeatmapProps, (i, j): (usize, usize)) -> String {
@@ -127,6 +167,7 @@ impl Component for Heatmap {
             hover: None,
             locked: None,
             copy_status: String::new(),
+            export_status: String::new(),
             error: None,
             refocus: false,
             share,
@@ -202,6 +243,13 @@ impl Component for Heatmap {
                     link.send_message(HeatMsg::Copied(crate::export::copy_text(&csv).await));
                 });
                 self.copy_status = "copying…".to_string();
+            }
+            HeatMsg::Export(format) => self.export(ctx, format),
+            HeatMsg::Exported(r) => {
+                self.export_status = match r {
+                    Ok(file) => format!("saved {file}"),
+                    Err(e) => format!("export failed: {e}"),
+                }
             }
             HeatMsg::Copied(r) => {
                 self.copy_status = match r {
@@ -300,6 +348,7 @@ impl Component for Heatmap {
                     <button class="copy-csv" onclick={link.callback(|_| HeatMsg::Copy)}>{ "copy as CSV" }</button>
                     <span class="muted">{ &self.copy_status }</span>
                 </div>
+                { plot::export_buttons(&props.id, &self.export_status, &link.callback(HeatMsg::Export)) }
                 if let Some(e) = &self.error { <p class="error">{ e }</p> }
             </div>
         }

@@ -133,7 +133,8 @@ impl AttentionState {
                         <Heatmap id="heatmap" title={format!("layer {sl}, head {sh} ({:?})", la.kind)}
                             matrix={Rc::new(m.clone())} n={la.n} labels={labels}
                             signed={lab::is_signed(la.kind)}
-                            value_name={format!("{:?}", la.kind).to_lowercase()} />
+                            value_name={format!("{:?}", la.kind).to_lowercase()}
+                            model={props.engine.info().name.clone()} />
                     }
                 }
             </>

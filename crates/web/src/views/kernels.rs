@@ -16,7 +16,7 @@ use yew::prelude::*;
 use super::note;
 use crate::host::ModelRef;
 use crate::lab::{self, BiasEdit};
-use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
+use crate::plot::{Figure, LineChart, Series, LINE, PALETTE};
 use crate::share::Share;
 use crate::url_state::{Curve, UrlState, DEFAULT_KERNEL_RANGE, KERNEL_RANGES};
 
@@ -319,7 +319,7 @@ fn view_chart(engine: &ModelRef, plot: &Plot, layer: usize, curves: Option<&Curv
                 })
                 .collect();
             let y_label = if kind == Curve::Bias { "B_h(d)" } else { "exp(B_h(d))" };
-            line_chart(&LineChart {
+            html! { <Figure chart={Rc::new(LineChart {
                 id: "kernel-chart".into(),
                 title: format!(
                     "layer {layer} ({}): {y_label} against distance d",
@@ -332,7 +332,7 @@ fn view_chart(engine: &ModelRef, plot: &Plot, layer: usize, curves: Option<&Curv
                 series,
                 markers: vec![(info.train_context as f64, format!("training length {}", info.train_context))],
                 legend_below: false,
-            })
+            })} model={engine.info().name.clone()} /> }
         }
         Err(e) => html! { <p class="error">{ e }</p> },
     };
