@@ -378,12 +378,17 @@ test("bad input keeps the prompt and shows a clear message", async () => {
   await context.close();
 });
 
+/** Wait until the page's address has `name=value` (it is written shortly after a change). */
+async function urlParam(page, name, value) {
+  await page.waitForFunction(([n, v]) => new URLSearchParams(location.search).get(n) === v, [name, value]);
+}
+
 /** Wait until the status line reads exactly `text`. */
 async function statusIs(page, text) {
   await page.waitForFunction((t) => document.querySelector("#status")?.textContent === t, text, { timeout: LOAD_MS });
 }
 
-test("the picker lists the index's models by family; a model outside the index is named with the list", async () => {
+test("the picker lists the index's models by family; a link to a model outside the index names the list and shows the default", async () => {
   const { page, context, errors } = await open();
   const groups = await page.$$eval("#model-picker optgroup", (gs) =>
     gs.map((g) => [g.label, [...g.querySelectorAll("option")].map((o) => o.value)]),
@@ -400,10 +405,12 @@ test("the picker lists the index's models by family; a model outside the index i
   assert.deepEqual(errors, []);
   await context.close();
 
-  const bad = await open("?model=gla", { state: "load-failed" });
-  const message = await bad.page.textContent("#error");
-  assert.match(message, /gla/);
+  // A stale link: the model it names is not in the index. The page says so and shows the default.
+  const bad = await open("?model=gla");
+  const message = await bad.page.textContent("#url-warning");
+  assert.match(message, /model: no model gla/);
   assert.match(message, /alibi, regla, regla-init, mep/);
+  assert.equal(await bad.page.inputValue("#model-picker"), "alibi");
   assert.deepEqual(bad.errors, []);
   await bad.context.close();
 });
@@ -434,7 +441,7 @@ test("choosing another model loads it, keeps it in the URL, and generation works
   await page.fill("#prompt", "Once upon a time");
   await page.selectOption("#model-picker", "regla");
   await statusIs(page, "model regla loaded: ready");
-  assert.equal(new URL(page.url()).searchParams.get("model"), "regla");
+  await urlParam(page, "model", "regla");
   assert.equal(await page.inputValue("#prompt"), "Once upon a time", "the prompt is kept");
   assert.match(await page.textContent("#model-description"), /Random ReGLA model/);
   await page.fill("#max-tokens", "8");
@@ -838,6 +845,275 @@ test("the extrapolation view draws every shipped model's curve from results.json
   assert.equal(await missing.page.locator('#ppl-chart g.series[data-label^="shipped: "]').count(), 0);
   assert.deepEqual(missing.errors, []);
   await missing.context.close();
+});
+
+
+// ---- Shareable state: the address holds the view (issue 15) -------------------------------------
+
+/** Everything the page shows that a link must restore, read from the page. */
+async function controls(page) {
+  const value = (sel) => page.inputValue(sel);
+  const checked = (sel) => page.locator(sel).isChecked();
+  await page.click("#tab-kernels");
+  await page.waitForSelector('#kernel-curves[data-current="true"] #kernel-chart g.series');
+  const kernels = {
+    slope: await page.textContent("#slope-scale-value"),
+    mix: await Promise.all([0, 1, 2].map(async (k) => [await value(`#mix-kernel-${k}`), await value(`#mix-weight-${k}`), await value(`#mix-scale-${k}`)])),
+    layer: await value("#kernel-layer"),
+    range: await value("#kernel-range"),
+    kernelCurve: await checked('input[name="curve-kind"] >> nth=1'),
+    logY: await checked("#kernel-log-y"),
+    bias: await page.textContent("#bias-state"),
+    values: await kernelValues(page),
+  };
+  await page.click("#tab-attention");
+  await page.waitForSelector('#attention-view[data-running="false"] #heatmap[data-selected]');
+  return {
+    form: await Promise.all(["#prompt", "#max-tokens", "#temperature", "#top-k", "#top-p", "#seed", "#backend-choice"].map(value)),
+    generated: await page.textContent("#generated"),
+    kernels,
+    stage: await page.$$eval('input[name="stage"]', (rs) => rs.findIndex((r) => r.checked)),
+    thumb: await page.getAttribute('.thumb[aria-pressed="true"]', "title"),
+    cell: await attr(page, "#heatmap", "data-selected"),
+    cellValue: await attr(page, "#heatmap", "data-value"),
+    n: await attr(page, "#heatmap", "data-n"),
+  };
+}
+
+test("a link holds the view: opened in a fresh page it restores every control and regenerates the same output", async () => {
+  const { page, context, errors } = await open("?backend=cpu");
+  await context.grantPermissions(["clipboard-read", "clipboard-write"]);
+  await page.fill("#prompt", "Once upon a time, in a café & a garden");
+  await page.fill("#max-tokens", "10");
+  await page.fill("#temperature", "0.7");
+  await page.fill("#top-k", "12");
+  await page.fill("#top-p", "0.85");
+  await page.fill("#seed", "1234");
+  // The sliders: slope ×2^1.5, kernel β on, kernel γ switched to a Gaussian with slope ×2.
+  await page.click("#tab-kernels");
+  let model = await kernelModel(page);
+  await kernelValues(page);
+  await slide(page, "#slope-scale", 1.5);
+  await kernelValuesAfterEdit(page, model);
+  model = await kernelModel(page);
+  await slide(page, "#mix-weight-1", 0.4);
+  await kernelValuesAfterEdit(page, model);
+  model = await kernelModel(page);
+  await page.selectOption("#mix-kernel-2", "gaussian");
+  await kernelValuesAfterEdit(page, model);
+  model = await kernelModel(page);
+  await slide(page, "#mix-scale-2", 1);
+  await kernelValuesAfterEdit(page, model);
+  // The kernel chart: layer 1, 8× the training length, exp(B(d)) on a log axis.
+  await page.selectOption("#kernel-layer", "1");
+  await page.selectOption("#kernel-range", "8");
+  await page.check('input[name="curve-kind"] >> nth=1');
+  await page.check("#kernel-log-y");
+  const run = await generateRun(page);
+  assert.match(run.status, /^done: \d+ tokens/);
+  // The attention view: the biased logits of layer 1, head 2, and a cell locked by keyboard.
+  await page.click("#tab-attention");
+  await page.check('input[name="stage"] >> nth=1');
+  await page.click('.thumb[title="L1 H2"]');
+  await page.waitForSelector('#attention-view[data-running="false"] #heatmap');
+  await page.focus("#heatmap canvas");
+  for (let k = 0; k < 4; k++) await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.press("ArrowRight");
+  await urlParam(page, "cell", "4,2");
+  const before = await controls(page);
+  assert.equal(before.cell, "4,2");
+  assert.equal(before.thumb, "L1 H2");
+  assert.ok(before.generated.length > 0);
+  // "copy link" puts the address on the clipboard.
+  await page.click("#copy-link");
+  await page.waitForSelector("#copy-link-status[data-link^=http]");
+  const link = await attr(page, "#copy-link-status", "data-link");
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), link);
+  assert.equal(link, page.url());
+  const params = new URL(link).searchParams;
+  assert.equal(params.get("prompt"), "Once upon a time, in a café & a garden");
+  assert.equal(params.get("gen"), run.status.match(/^done: (\d+)/)[1]);
+  console.log(`# shared link (${link.length} characters): ${new URL(link).search}`);
+  await page.screenshot({ path: join(SHOTS, "share-source.png"), fullPage: true });
+  await context.close();
+
+  // A fresh page on the link: every control comes back and the output is generated again.
+  const fresh = await open(link.slice(server.url.length));
+  await fresh.page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, {
+    timeout: LOAD_MS,
+  });
+  // (The same tokens; the reason may read "max tokens" where the first run met the end of text.)
+  const tokens = run.status.match(/^done: (\d+) tokens/)[1];
+  assert.match(await fresh.page.textContent("#status"), new RegExp(`^done: ${tokens} tokens`));
+  await fresh.page.waitForSelector(`#heatmap[data-n="${before.n}"][data-selected="4,2"]`, { timeout: LOAD_MS });
+  const after = await controls(fresh.page);
+  assert.deepEqual(after, before);
+  assert.equal(await fresh.page.locator("#url-warning").count(), 0, "a link the page wrote has nothing to warn about");
+  // The restored page writes the same address back.
+  await fresh.page.waitForTimeout(500);
+  assert.equal(new URL(fresh.page.url()).search, new URL(link).search);
+  await fresh.page.screenshot({ path: join(SHOTS, "share-restored.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  assert.deepEqual(fresh.errors, []);
+  await fresh.context.close();
+});
+
+test("a link with bad or stale parameters names each one and opens a working page with defaults", async () => {
+  const bad =
+    "?model=gla&temperature=abc&seed=-1&tab=foo&slope=xyz&cell=a,b&zoom=3&layer=9&head=0&kernel_layer=7&prompt=%E2%28&max_tokens=4";
+  const { page, context, errors } = await open(bad);
+  const warnings = () => page.$$eval("#url-warning li", (lis) => lis.map((li) => li.textContent));
+  const named = (await warnings()).map((w) => w.split(":")[0]);
+  for (const name of ["model", "temperature", "seed", "tab", "slope", "cell", "zoom", "prompt"]) {
+    assert.ok(named.includes(name), `${name} is named: ${named}`);
+  }
+  assert.ok((await warnings()).includes("temperature: 'abc' cannot be used (temperature: enter a number from 0 to 10); the default is used"));
+  // Defaults where the link was bad, the link's values where it was good.
+  assert.equal(await page.inputValue("#model-picker"), "alibi");
+  assert.equal(await page.inputValue("#prompt"), DEFAULT_PROMPT);
+  assert.equal(await page.inputValue("#temperature"), "0.8");
+  assert.equal(await page.inputValue("#seed"), "0");
+  assert.equal(await page.inputValue("#max-tokens"), "4");
+  assert.equal(await attr(page, "#tab-kernels", "aria-selected"), "true");
+  // Parameters only a model can check: the kernel layer (on the kernel tab) and the zoomed head.
+  await page.waitForFunction(() => /kernel_layer: the model has \d+ layers; layer \d+ is shown/.test(document.querySelector("#url-warning")?.textContent ?? ""));
+  await page.click("#tab-attention");
+  await page.waitForFunction(() => /layer: layer 9, head 0: the model has \d+ layers of \d+ heads; layer 0, head 0 is shown/.test(document.querySelector("#url-warning")?.textContent ?? ""));
+  assert.equal(await page.getAttribute('.thumb[aria-pressed="true"]', "title"), "L0 H0");
+  await page.screenshot({ path: join(SHOTS, "share-bad-link.png"), fullPage: true });
+  // The page works, and its address drops what it could not use.
+  const run = await generateRun(page);
+  assert.match(run.status, /^done: \d+ tokens/);
+  await urlParam(page, "temperature", "0.8");
+  const params = new URL(page.url()).searchParams;
+  for (const name of ["zoom", "slope", "cell"]) assert.equal(params.get(name), null, name);
+  assert.equal(params.get("prompt"), DEFAULT_PROMPT, "the page's own values are in its address");
+  assert.deepEqual([params.get("tab"), params.get("layer"), params.get("head")], ["attention", "0", "0"]);
+  await page.click("#url-warning .dismiss");
+  assert.equal(await page.locator("#url-warning").count(), 0);
+  assert.deepEqual(errors, []);
+  await context.close();
+
+  // Sliders on a model whose biases are learned: named, and the model runs as trained; the link's
+  // output (gen=3) is regenerated on a linear-attention model too.
+  const learned = await open("?model=regla&slope=2&gen=3&seed=5&backend=cpu");
+  assert.match(await learned.page.textContent("#url-warning"), /slope, uniform, mix: this model's biases are learned/);
+  await learned.page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, {
+    timeout: LOAD_MS,
+  });
+  assert.match(await learned.page.textContent("#status"), /^done: 3 tokens/);
+  assert.match(await learned.page.textContent("#bias-state"), /as trained/);
+  assert.deepEqual(learned.errors, []);
+  await learned.context.close();
+});
+
+// ---- Figure exports (issue 15) ------------------------------------------------------------------
+
+/** The attnlab version exported figures name (the workspace's). */
+const VERSION = readFileSync(join(import.meta.dirname, "../../Cargo.toml"), "utf8").match(/\[workspace\.package\][^[]*?version = "([^"]+)"/)[1];
+
+/** Click `sel` and capture the download it starts: its file name and bytes. */
+async function download(page, sel) {
+  const [d] = await Promise.all([page.waitForEvent("download"), page.click(sel)]);
+  return { name: d.suggestedFilename(), bytes: readFileSync(await d.path()) };
+}
+
+/** Parse an exported SVG in the page: parse errors, the root, every text, and element counts. */
+function parseSvg(page, text) {
+  return page.evaluate((t) => {
+    const doc = new DOMParser().parseFromString(t, "image/svg+xml");
+    return {
+      error: doc.querySelector("parsererror")?.textContent ?? null,
+      root: doc.documentElement.localName,
+      ns: doc.documentElement.namespaceURI,
+      texts: [...doc.querySelectorAll("text")].map((e) => e.textContent),
+      paths: doc.querySelectorAll("path").length,
+      image: doc.querySelector("image")?.getAttribute("href")?.slice(0, 22) ?? null,
+      width: Number(doc.documentElement.getAttribute("width")),
+    };
+  }, text);
+}
+
+/** Check a PNG file: signature and width (from its IHDR chunk). */
+function pngWidth(bytes) {
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], "PNG signature");
+  assert.ok(bytes.length > 1000, `${bytes.length} bytes`);
+  return bytes.readUInt32BE(16);
+}
+
+test("every export of the kernel chart and the heatmap downloads the figure, or its data equal to what the view shows", async () => {
+  const { page, context, errors } = await open();
+  await page.click("#tab-kernels");
+  await kernelValues(page);
+  const head0 = '#kernel-chart g.series[data-label="head 0"]';
+  const shown = numbers(await attr(page, head0, "data-values"));
+  const xs = numbers(await attr(page, head0, "data-xs"));
+  const title = await page.textContent("#kernel-chart .chart-title");
+  const model = (await page.textContent("#model-info")).match(/^(\S+) ·/)[1];
+
+  const svg = await download(page, "#kernel-chart-export-svg");
+  assert.equal(svg.name, "attnlab-kernel-chart.svg");
+  const parsed = await parseSvg(page, svg.bytes.toString("utf8"));
+  assert.equal(parsed.error, null, "the SVG parses");
+  assert.equal(parsed.root, "svg");
+  assert.equal(parsed.ns, "http://www.w3.org/2000/svg");
+  const texts = parsed.texts.join("\n");
+  for (const t of [title, "distance d = i − j (tokens)", "B_h(d)", "head 0", "training length", `attnlab ${VERSION} · model ${model} · bias: as trained`, "text: prompt"]) {
+    assert.ok(texts.includes(t), `the SVG has "${t}"`);
+  }
+  assert.ok(parsed.paths >= 4, "one line per head");
+  const png = await download(page, "#kernel-chart-export-png");
+  assert.equal(png.name, "attnlab-kernel-chart.png");
+  assert.equal(pngWidth(png.bytes), 2 * parsed.width, "drawn at twice the SVG's size");
+  writeFileSync(join(SHOTS, "export-kernel-chart.png"), png.bytes);
+  writeFileSync(join(SHOTS, "export-kernel-chart.svg"), svg.bytes);
+
+  const csv = (await download(page, "#kernel-chart-export-csv")).bytes.toString("utf8").trim().split("\n");
+  assert.equal(csv[0], "series,distance d = i − j (tokens),B_h(d)");
+  const rows = csv.slice(1).filter((l) => l.startsWith("head 0,")).map((l) => l.split(",").slice(1).map(Number));
+  assert.deepEqual(rows.map((r) => r[0]), xs);
+  assert.deepEqual(rows.map((r) => r[1]), shown, "the CSV's numbers are the chart's");
+  const json = JSON.parse((await download(page, "#kernel-chart-export-json")).bytes.toString("utf8"));
+  assert.equal(json.title, title);
+  assert.equal(json.attnlab, VERSION);
+  assert.equal(json.series[0].label, "head 0");
+  assert.deepEqual(json.series[0].x, xs);
+  assert.deepEqual(json.series[0].y, shown, "the JSON's numbers are the chart's");
+
+  // The heatmap: a cell locked by keyboard, then each export.
+  await page.click("#tab-attention");
+  await page.waitForSelector("#heatmap canvas");
+  await page.focus("#heatmap canvas");
+  for (let k = 0; k < 3; k++) await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowRight");
+  await page.waitForFunction(() => document.querySelector("#heatmap")?.getAttribute("data-selected") === "3,1");
+  const value = await attr(page, "#heatmap", "data-value");
+  const n = Number(await attr(page, "#heatmap", "data-n"));
+  const heatTitle = await page.textContent("#heatmap .heatmap-title");
+  const hsvg = await download(page, "#heatmap-export-svg");
+  const h = await parseSvg(page, hsvg.bytes.toString("utf8"));
+  assert.equal(h.error, null, "the heatmap SVG parses");
+  const htexts = h.texts.join("\n");
+  for (const t of [heatTitle, "key (token attended to)", "query (token attending)", "masked", `attnlab ${VERSION}`, "probabilities"]) {
+    assert.ok(htexts.includes(t), `the heatmap SVG has "${t}"`);
+  }
+  assert.equal(h.image, "data:image/png;base64,", "the canvas pixels as painted");
+  const hpng = await download(page, "#heatmap-export-png");
+  assert.equal(pngWidth(hpng.bytes), 2 * h.width);
+  writeFileSync(join(SHOTS, "export-heatmap.png"), hpng.bytes);
+  const hcsv = (await download(page, "#heatmap-export-csv")).bytes.toString("utf8").trim().split("\n");
+  assert.equal(hcsv.length, n + 1, "a header and one row per query");
+  assert.equal(hcsv[1 + 3].split(",")[1 + 1], value, "the CSV's cell is the one the page shows");
+  const hjson = JSON.parse((await download(page, "#heatmap-export-json")).bytes.toString("utf8"));
+  assert.equal(hjson.matrix.length, n);
+  assert.equal(hjson.matrix[3][1], Number(value), "the JSON's cell is the one the page shows");
+  assert.equal(hjson.matrix[1][3], null, "future keys are masked");
+  assert.equal(hjson.title, heatTitle);
+  assert.equal(await page.textContent("#heatmap .export-status"), "saved attnlab-heatmap.json");
+  await page.screenshot({ path: join(SHOTS, "exports.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
 });
 
 // ---- "Open model…" (issue 13): local attnlab / Hugging Face folders --------------------------------

@@ -11,11 +11,10 @@
 use std::rc::Rc;
 
 use attnlab_core::catalog::ModelIndex;
-use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
-use crate::backend::{self, Choice};
+use crate::backend::Choice;
 use crate::client::{ClientEvent, WorkerClient};
 use crate::form::DEFAULT_PROMPT;
 use crate::host::{HostMsg, ModelHost};
@@ -27,6 +26,8 @@ use crate::panels::{
     files_of, BackendBadge, GenReport, Generator, LabPanel, ModelPicker, OpenModel, OpenState,
 };
 use crate::protocol::{FromWorker, LoadReport, ModelMeta, Opened, ToWorker};
+use crate::share::{self, Share};
+use crate::url_state::UrlState;
 
 /// Where the current model stands.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -60,6 +61,24 @@ pub struct App {
     open_seq: Option<u32>,
     open: OpenState,
     links: Links,
+    /// The page's state in its address.
+    share: Share,
+    /// What the opened link asked for that the page could not use.
+    url_warnings: Vec<String>,
+    /// Where "copy link" stands (`Ok`: the link copied).
+    copy_link: Option<Result<String, String>>,
+    /// The link's bias edit and output, applied to the first model that loads.
+    restore: Option<Restore>,
+    /// Tokens to regenerate once the link's bias edit is applied.
+    pending_gen: Option<usize>,
+    /// Tokens the generator regenerates now (the link's output), until the run starts.
+    autorun: Option<usize>,
+}
+
+/// What a link restores once its model is ready.
+struct Restore {
+    edit: BiasEdit,
+    gen: Option<usize>,
 }
 
 /// The panels' callbacks, made once so that unchanged props compare equal.
@@ -87,16 +106,26 @@ pub enum Msg {
     OpenFiles(Vec<web_sys::File>),
     /// A dropped folder could not be read.
     OpenFailed(String),
+    /// A parameter of the opened link that a view could not use.
+    UrlWarning(String),
+    DismissUrlWarnings,
+    CopyLink,
+    LinkCopied(Result<String, String>),
 }
 
 impl App {
     /// Choose the model from the URL and the index (or show why none can be loaded).
     fn on_index(&mut self, result: Result<Option<ModelIndex>, String>) {
-        let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
+        let asked = self.share.get().model;
         let chosen = match result {
             Ok(index) => {
                 self.index = index.map(Rc::new);
-                models::choose_model(&search, self.index.as_deref())
+                let (name, stale) = models::choose_model(asked.as_deref(), self.index.as_deref());
+                if let Some(why) = stale {
+                    self.url_warnings.push(format!("model: {why}"));
+                    self.share.update(|s| s.model = None);
+                }
+                Ok(name)
             }
             Err(e) => Err(format!("Could not read the models index: {e}")),
         };
@@ -116,14 +145,9 @@ impl App {
         if !listed || (self.model.as_deref() == Some(name.as_str()) && self.phase != Phase::LoadFailed) {
             return false;
         }
-        // Keep the choice across reloads; only the query's model parameter changes.
-        if let Some(w) = web_sys::window() {
-            let search = w.location().search().unwrap_or_default();
-            let url = models::query_with_model(&search, &name);
-            if let Ok(history) = w.history() {
-                let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&url));
-            }
-        }
+        // Keep the choice across reloads and in shared links.
+        let picked = name.clone();
+        self.share.update(|s| s.model = Some(picked));
         self.error = None;
         self.start_load(name);
         true
@@ -153,6 +177,26 @@ impl App {
             None => "model loaded: ready".to_string(),
         };
         self.host.set_loaded(meta);
+        // The first model of the page gets the link's bias edit and regenerates its output (after
+        // the edit, which the generation must use); a later model starts as trained.
+        let Some(restore) = self.restore.take() else {
+            self.share.update(|s| s.set_edit(&BiasEdit::default()));
+            return;
+        };
+        let steerable = self.host.model().is_some_and(|m| m.has_steerable_layers());
+        if restore.edit.is_identity() {
+            self.autorun = restore.gen;
+        } else if steerable && self.host.request_edit(restore.edit) {
+            self.pending_gen = restore.gen;
+        } else {
+            self.share.checked(
+                share::EDIT,
+                Some("this model's biases are learned (or it has none), so the sliders do not apply; the model is shown as trained".into()),
+            );
+            self.share.update(|s| s.set_edit(&BiasEdit::default()));
+            self.autorun = restore.gen;
+        }
+        self.share.checked(share::EDIT, None);
     }
 
     /// Open a model from the user's files; the current model stays in use until it is ready.
@@ -233,12 +277,21 @@ impl App {
                     }
                 }
             }
-            FromWorker::Edited { of, result } => match self.host.edited(of, result) {
-                Ok(false) => return false,
-                Ok(true) => self.error = None,
-                // Keep the last valid model; the sliders show the refused value's neighbour.
-                Err(e) => self.error = Some(format!("That bias setting was not applied: {e}")),
-            },
+            FromWorker::Edited { of, result } => {
+                match self.host.edited(of, result) {
+                    Ok(false) => return false,
+                    Ok(true) => self.error = None,
+                    // Keep the last valid model; the sliders show the refused value's neighbour.
+                    Err(e) => self.error = Some(format!("That bias setting was not applied: {e}")),
+                }
+                if let Some(edit) = self.host.lab_model().map(|m| m.edit) {
+                    self.share.update(|s| s.set_edit(&edit));
+                }
+                // The link's edit is in place: its output can be regenerated.
+                if let Some(n) = self.pending_gen.take() {
+                    self.autorun = Some(n);
+                }
+            }
             _ => return false,
         }
         true
@@ -248,7 +301,12 @@ impl App {
         match report {
             GenReport::Status(status) => self.status = status,
             GenReport::Error(error) => self.error = error,
-            GenReport::Running(running) => self.running = running,
+            GenReport::Running(running) => {
+                self.running = running;
+                if running {
+                    self.autorun = None;
+                }
+            }
             GenReport::Text(text) => self.trace_text = text,
         }
     }
@@ -268,10 +326,15 @@ impl Component for App {
         let link = ctx.link().clone();
         spawn_local(async move { link.send_message(Msg::Index(loader::fetch_index().await)) });
         let search = web_sys::window().and_then(|w| w.location().search().ok()).unwrap_or_default();
+        let (state, warnings) = UrlState::parse(&search);
         let link = ctx.link();
+        let restore = Some(Restore { edit: state.edit().clamped(), gen: state.gen });
+        // The trace views show the link's prompt until its output is regenerated.
+        let text = state.prompt.clone().unwrap_or_else(|| DEFAULT_PROMPT.to_string());
+        let choice = state.backend.unwrap_or_default();
+        let share = Share::new(state, link.callback(Msg::UrlWarning));
         let on_host = link.callback(Msg::Host);
         let client = WorkerClient::start(link.callback(Msg::Client));
-        let choice = backend::choice_from_query(&search);
         if choice != Choice::Auto {
             client.send(&ToWorker::Choose(choice));
         }
@@ -284,7 +347,7 @@ impl Component for App {
             load_report: None,
             error: None,
             host: ModelHost::new(client, choice),
-            trace_text: Rc::new(DEFAULT_PROMPT.to_string()),
+            trace_text: Rc::new(text),
             running: false,
             load_seq: None,
             open_seq: None,
@@ -297,10 +360,16 @@ impl Component for App {
                 retry_gpu: on_host.reform(|()| HostMsg::RetryGpu),
                 open_files: link.callback(Msg::OpenFiles),
             },
+            share,
+            url_warnings: warnings.iter().map(ToString::to_string).collect(),
+            copy_link: None,
+            restore,
+            pending_gen: None,
+            autorun: None,
         }
     }
 
-    fn update(&mut self, _ctx: &Context<Self>, msg: Self::Message) -> bool {
+    fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
         match msg {
             Msg::Index(result) => self.on_index(result),
             Msg::Pick(name) => return self.on_pick(name),
@@ -312,7 +381,12 @@ impl Component for App {
                 }
                 self.error = Some(e);
             }
-            Msg::Host(msg) => self.host.control(msg),
+            Msg::Host(msg) => {
+                if let HostMsg::Choose(choice) = msg {
+                    self.share.update(|s| s.backend = (choice != Choice::Auto).then_some(choice));
+                }
+                self.host.control(msg);
+            }
             Msg::Generator(report) => self.on_generator(report),
             Msg::BiasEdited(edit) => return self.host.request_edit(edit),
             Msg::DismissError => self.error = None,
@@ -321,6 +395,18 @@ impl Component for App {
                 self.open = OpenState::Failed;
                 self.error = Some(format!("Could not open the model: {e}"));
             }
+            Msg::UrlWarning(w) => self.url_warnings.push(w),
+            Msg::DismissUrlWarnings => self.url_warnings.clear(),
+            Msg::CopyLink => {
+                self.share.write();
+                let href = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
+                let link = ctx.link().clone();
+                spawn_local(async move {
+                    let result = crate::export::copy_text(&href).await.map(|()| href);
+                    link.send_message(Msg::LinkCopied(result));
+                });
+            }
+            Msg::LinkCopied(result) => self.copy_link = Some(result),
         }
         true
     }
@@ -346,13 +432,16 @@ impl Component for App {
         let model: AttrValue = self.model.clone().unwrap_or_default().into();
         let load = self.host.ticket();
         html! {
+            <ContextProvider<Share> context={self.share.clone()}>
             <main class="app" data-state={state} ondragover={Callback::from(|e: DragEvent| e.prevent_default())}
                 ondrop={self.on_drop(ctx)}>
                 <header>
                     <h1>{ "attnlab" }</h1>
                     <BackendBadge state={self.host.backend().clone()} probes={self.host.probes()}
                         on_choose={self.links.choose.clone()} on_retry={self.links.retry_gpu.clone()} />
+                    { self.view_copy_link(ctx) }
                 </header>
+                { self.view_url_warnings(ctx) }
                 <p class="tagline">
                     { "Small language models with steerable attention variants, \
                        running entirely in your browser." }
@@ -364,10 +453,47 @@ impl Component for App {
                 <OpenModel state={self.open.clone()} on_files={self.links.open_files.clone()} />
                 { error }
                 <Generator runner={self.host.runner()} model={model.clone()} load={load.clone()}
-                    on_report={self.links.generator.clone()} />
+                    autorun={self.autorun} on_report={self.links.generator.clone()} />
                 <LabPanel model={self.host.lab_model()} name={model} initial={self.initial_of()} load={load}
                     text={self.trace_text.clone()} on_edit={self.links.edit.clone()} />
             </main>
+            </ContextProvider<Share>>
+        }
+    }
+}
+
+impl App {
+    /// "copy link": the address with everything needed to reproduce the view.
+    fn view_copy_link(&self, ctx: &Context<Self>) -> Html {
+        let (text, link) = match &self.copy_link {
+            None => (String::new(), String::new()),
+            Some(Ok(href)) => ("link copied".to_string(), href.clone()),
+            Some(Err(e)) => (format!("could not copy ({e}): the address bar holds the link"), String::new()),
+        };
+        html! {
+            <div class="share">
+                <button id="copy-link" title="Copy a link to this view: model, prompt, settings and seed, sliders, tab and selection"
+                    onclick={ctx.link().callback(|_| Msg::CopyLink)}>{ "copy link" }</button>
+                <span id="copy-link-status" class="muted" data-link={link}>{ text }</span>
+            </div>
+        }
+    }
+
+    /// What the opened link asked for that the page could not use, and what it shows instead.
+    fn view_url_warnings(&self, ctx: &Context<Self>) -> Html {
+        if self.url_warnings.is_empty() {
+            return html! {};
+        }
+        html! {
+            <div id="url-warning" class="notice url-warning" role="status">
+                <div>
+                    <b>{ "This link has parameters the page cannot use; it shows defaults for them:" }</b>
+                    <ul>{ for self.url_warnings.iter().map(|w| html! { <li>{ w }</li> }) }</ul>
+                </div>
+                <button class="dismiss" title="Dismiss" onclick={ctx.link().callback(|_| Msg::DismissUrlWarnings)}>
+                    { "×" }
+                </button>
+            </div>
         }
     }
 }

@@ -247,16 +247,6 @@ impl BackendState {
     }
 }
 
-/// The backend choice of the page's query (`backend=auto|gpu|webgpu|cpu`); Auto without one (or
-/// with a value it does not know).
-pub fn choice_from_query(search: &str) -> Choice {
-    search
-        .trim_start_matches('?')
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("backend=").and_then(Choice::parse))
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,12 +366,19 @@ mod tests {
     }
 
     #[test]
-    fn backend_query() {
-        assert_eq!(choice_from_query("?model=alibi&backend=cpu"), Choice::Cpu);
-        assert_eq!(choice_from_query("backend=CPU"), Choice::Cpu);
-        assert_eq!(choice_from_query("?backend=gpu"), Choice::Gpu);
-        assert_eq!(choice_from_query("?backend=webgpu&model=x"), Choice::Gpu);
-        assert_eq!(choice_from_query("?model=alibi"), Choice::Auto);
-        assert_eq!(choice_from_query("?backend=quantum"), Choice::Auto, "an unknown value is Auto");
+    fn backend_values() {
+        for (value, choice) in [
+            ("cpu", Choice::Cpu),
+            ("CPU", Choice::Cpu),
+            ("gpu", Choice::Gpu),
+            ("webgpu", Choice::Gpu),
+            ("auto", Choice::Auto),
+        ] {
+            assert_eq!(Choice::parse(value), Some(choice), "{value}");
+        }
+        assert_eq!(Choice::parse("quantum"), None);
+        for c in [Choice::Auto, Choice::Gpu, Choice::Cpu] {
+            assert_eq!(Choice::parse(c.code()), Some(c));
+        }
     }
 }

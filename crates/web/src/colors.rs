@@ -89,15 +89,20 @@ impl Scale {
         }
     }
 
-    /// CSS `linear-gradient` stops for the colorbar, low to high.
-    pub fn css_gradient(&self) -> String {
-        let stops: Vec<String> = (0..=8)
+    /// Nine colorbar stops `(t in [0, 1], colour)`, low to high.
+    pub fn stops(&self) -> Vec<(f32, [u8; 3])> {
+        (0..=8)
             .map(|k| {
                 let t = k as f32 / 8.0;
-                let [r, g, b] = if self.signed { diverging(2.0 * t - 1.0) } else { viridis(t) };
-                format!("rgb({r},{g},{b}) {:.1}%", t * 100.0)
+                (t, if self.signed { diverging(2.0 * t - 1.0) } else { viridis(t) })
             })
-            .collect();
+            .collect()
+    }
+
+    /// CSS `linear-gradient` stops for the colorbar, low to high.
+    pub fn css_gradient(&self) -> String {
+        let stops: Vec<String> =
+            self.stops().iter().map(|(t, [r, g, b])| format!("rgb({r},{g},{b}) {:.1}%", t * 100.0)).collect();
         format!("linear-gradient(to right, {})", stops.join(", "))
     }
 }

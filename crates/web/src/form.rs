@@ -61,39 +61,53 @@ impl SettingsForm {
 
     /// The settings, or a message for the error box naming the first field out of range.
     pub fn settings(&self) -> Result<GenSettings, String> {
-        let max_tokens: usize = self
-            .max_tokens
-            .trim()
-            .parse()
-            .ok()
-            .filter(|n| (1..=MAX_TOKENS_LIMIT).contains(n))
-            .ok_or_else(|| format!("max tokens: enter a whole number from 1 to {MAX_TOKENS_LIMIT}"))?;
-        let temperature: f32 = self
-            .temperature
-            .trim()
-            .parse()
-            .ok()
-            .filter(|t: &f32| t.is_finite() && (0.0..=10.0).contains(t))
-            .ok_or_else(|| "temperature: enter a number from 0 to 10".to_string())?;
-        let top_k: usize = self
-            .top_k
-            .trim()
-            .parse()
-            .map_err(|_| "top-k: enter a whole number (0 = no top-k cut)".to_string())?;
-        let top_p: f32 = self
-            .top_p
-            .trim()
-            .parse()
-            .ok()
-            .filter(|p: &f32| p.is_finite() && *p > 0.0 && *p <= 1.0)
-            .ok_or_else(|| "top-p: enter a number in (0, 1] (1 = no nucleus cut)".to_string())?;
-        let seed: u64 = self
-            .seed
-            .trim()
-            .parse()
-            .map_err(|_| "seed: enter a whole number from 0 to 18446744073709551615".to_string())?;
-        Ok(GenSettings { max_tokens, temperature, top_k, top_p, seed })
+        Ok(GenSettings {
+            max_tokens: parse_max_tokens(&self.max_tokens)?,
+            temperature: parse_temperature(&self.temperature)?,
+            top_k: parse_top_k(&self.top_k)?,
+            top_p: parse_top_p(&self.top_p)?,
+            seed: parse_seed(&self.seed)?,
+        })
     }
+}
+
+// One parser per field: the form and the page's URL (`url_state`) accept exactly the same values.
+
+/// `max tokens`: a whole number from 1 to [`MAX_TOKENS_LIMIT`].
+pub fn parse_max_tokens(text: &str) -> Result<usize, String> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=MAX_TOKENS_LIMIT).contains(n))
+        .ok_or_else(|| format!("max tokens: enter a whole number from 1 to {MAX_TOKENS_LIMIT}"))
+}
+
+/// `temperature`: a number from 0 to 10.
+pub fn parse_temperature(text: &str) -> Result<f32, String> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|t: &f32| t.is_finite() && (0.0..=10.0).contains(t))
+        .ok_or_else(|| "temperature: enter a number from 0 to 10".to_string())
+}
+
+/// `top-k`: a whole number (0 = no cut).
+pub fn parse_top_k(text: &str) -> Result<usize, String> {
+    text.trim().parse().map_err(|_| "top-k: enter a whole number (0 = no top-k cut)".to_string())
+}
+
+/// `top-p`: a number in (0, 1].
+pub fn parse_top_p(text: &str) -> Result<f32, String> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|p: &f32| p.is_finite() && *p > 0.0 && *p <= 1.0)
+        .ok_or_else(|| "top-p: enter a number in (0, 1] (1 = no nucleus cut)".to_string())
+}
+
+/// `seed`: a whole number that fits 64 bits.
+pub fn parse_seed(text: &str) -> Result<u64, String> {
+    text.trim().parse().map_err(|_| "seed: enter a whole number from 0 to 18446744073709551615".to_string())
 }
 
 #[cfg(test)]

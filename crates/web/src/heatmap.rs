@@ -7,11 +7,13 @@
 use std::rc::Rc;
 
 use wasm_bindgen::{Clamped, JsCast};
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement, ImageData};
 use yew::prelude::*;
 
 use crate::colors::{Scale, MASKED};
+use crate::figure;
+use crate::plot::{self, Format};
+use crate::share::Share;
 
 /// Paint `matrix` (`[n, n]`, row = query) into `canvas`; cells above the diagonal are masked.
 pub fn paint(canvas: &HtmlCanvasElement, matrix: &[f32], n: usize, scale: &Scale) -> Result<(), String> {
@@ -58,6 +60,9 @@ pub struct HeatmapProps {
     pub signed: bool,
     /// What the values are (for the colorbar), e.g. "probability".
     pub value_name: AttrValue,
+    /// Name of the model (the exported figure's caption).
+    #[prop_or_default]
+    pub model: AttrValue,
 }
 
 pub enum HeatMsg {
@@ -67,6 +72,8 @@ pub enum HeatMsg {
     Key(KeyboardEvent),
     Copy,
     Copied(Result<(), String>),
+    Export(Format),
+    Exported(Result<String, String>),
 }
 
 /// The zoomed heatmap with read-out, keyboard navigation, colorbar and CSV export.
@@ -75,6 +82,7 @@ pub struct Heatmap {
     hover: Option<(usize, usize)>,
     locked: Option<(usize, usize)>,
     copy_status: String,
+    export_status: String,
     error: Option<String>,
     /// Set by a key press: the next render gives the canvas the focus back, so arrow keys keep working.
     refocus: bool,
@@ -84,9 +92,55 @@ pub struct Heatmap {
     repaint: bool,
     /// The canvas element last painted (a re-created element is painted again).
     painted: Option<HtmlCanvasElement>,
+    /// The page's URL state: the locked cell is kept there.
+    share: Option<Share>,
 }
 
 impl Heatmap {
+    /// The URL's locked cell, when it lies inside an `n × n` matrix.
+    fn linked_cell(&self, n: usize) -> Option<(usize, usize)> {
+        self.share.as_ref()?.get().cell.filter(|&(i, j)| i < n && j < n)
+    }
+
+    /// Keep the locked cell in the URL.
+    fn keep_cell(&self) {
+        if let Some(share) = &self.share {
+            share.update(|s| s.cell = self.locked);
+        }
+    }
+
+    /// Export the matrix: SVG and PNG around the canvas as painted, CSV and JSON of its values.
+    fn export(&self, ctx: &Context<Self>, format: Format) {
+        let p = ctx.props();
+        let done = ctx.link().callback(HeatMsg::Exported);
+        let caption = plot::caption_of(self.share.as_ref(), &p.model);
+        let name = format!("attnlab-{}.{}", p.id, format.ext());
+        let (text, size) = match format {
+            Format::Csv => (crate::lab::matrix_csv(&p.labels, &p.matrix, p.n), (0.0, 0.0)),
+            Format::Json => (
+                figure::matrix_json(&p.title, &p.value_name, &caption, &p.labels, &p.matrix, p.n),
+                (0.0, 0.0),
+            ),
+            Format::Svg | Format::Png => {
+                let image = self.canvas.cast::<HtmlCanvasElement>().map(|c| c.to_data_url());
+                let Some(Ok(image)) = image else {
+                    return done.emit(Err("the heatmap's canvas could not be read".to_string()));
+                };
+                let (svg, w, h) = figure::heatmap_svg(
+                    &p.title,
+                    &p.value_name,
+                    &caption,
+                    &p.labels,
+                    p.n,
+                    &self.scale,
+                    &image,
+                );
+                (svg, (w, h))
+            }
+        };
+        plot::deliver(format, name, text, size, done);
+    }
+
     fn cell_text(props: &HeatmapProps, (i, j): (usize, usize)) -> String {
         let label = |k: usize| props.labels.get(k).map(|s| format!("{s:?}")).unwrap_or_default();
         let value = if j > i {
@@ -104,7 +158,8 @@ impl Component for Heatmap {
 
     fn create(ctx: &Context<Self>) -> Self {
         let p = ctx.props();
-        Heatmap {
+        let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
+        let mut heatmap = Heatmap {
             scale: fit_scale(&p.matrix, p.n, p.signed),
             repaint: true,
             painted: None,
@@ -112,14 +167,19 @@ impl Component for Heatmap {
             hover: None,
             locked: None,
             copy_status: String::new(),
+            export_status: String::new(),
             error: None,
             refocus: false,
-        }
+            share,
+        };
+        heatmap.locked = heatmap.linked_cell(p.n);
+        heatmap
     }
 
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
         if ctx.props().n != old.n {
-            self.locked = None;
+            // Another text: the URL's cell, if this one has it (the URL keeps it either way).
+            self.locked = self.linked_cell(ctx.props().n);
             self.hover = None;
         }
         let p = ctx.props();
@@ -148,7 +208,8 @@ impl Component for Heatmap {
                     (Some(l), Some(h)) if l == h => None,
                     (_, Some(h)) => Some(h),
                     (l, None) => l,
-                }
+                };
+                self.keep_cell();
             }
             HeatMsg::Key(e) => {
                 if n == 0 {
@@ -164,12 +225,14 @@ impl Component for Heatmap {
                     "End" => (i, i),
                     "Escape" => {
                         self.locked = None;
+                        self.keep_cell();
                         return true;
                     }
                     _ => return false,
                 };
                 e.prevent_default();
                 self.locked = Some(next);
+                self.keep_cell();
                 self.refocus = true;
             }
             HeatMsg::Copy => {
@@ -177,9 +240,16 @@ impl Component for Heatmap {
                 let csv = crate::lab::matrix_csv(&props.labels, &props.matrix, n);
                 let link = ctx.link().clone();
                 wasm_bindgen_futures::spawn_local(async move {
-                    link.send_message(HeatMsg::Copied(copy_text(&csv).await));
+                    link.send_message(HeatMsg::Copied(crate::export::copy_text(&csv).await));
                 });
                 self.copy_status = "copying…".to_string();
+            }
+            HeatMsg::Export(format) => self.export(ctx, format),
+            HeatMsg::Exported(r) => {
+                self.export_status = match r {
+                    Ok(file) => format!("saved {file}"),
+                    Err(e) => format!("export failed: {e}"),
+                }
             }
             HeatMsg::Copied(r) => {
                 self.copy_status = match r {
@@ -220,9 +290,14 @@ impl Component for Heatmap {
             )
         });
         let selected = self.locked.or(self.hover);
-        let readout = selected
-            .map(|c| Self::cell_text(props, c))
-            .unwrap_or_else(|| "hover a cell; click to lock it; arrow keys move it".to_string());
+        let outside = self.share.as_ref().and_then(|s| s.get().cell).filter(|&(i, j)| i >= n || j >= n);
+        let readout = match (selected, outside) {
+            (Some(c), _) => Self::cell_text(props, c),
+            (None, Some((i, j))) => format!(
+                "the link's cell (query {i}, key {j}) is outside this {n}-token text; hover a cell, click to lock it"
+            ),
+            (None, None) => "hover a cell; click to lock it; arrow keys move it".to_string(),
+        };
         let (sel_attr, val_attr) = match selected {
             Some((i, j)) if j <= i => (format!("{i},{j}"), format!("{}", props.matrix[i * n + j])),
             Some((i, j)) => (format!("{i},{j}"), "masked".to_string()),
@@ -273,17 +348,11 @@ impl Component for Heatmap {
                     <button class="copy-csv" onclick={link.callback(|_| HeatMsg::Copy)}>{ "copy as CSV" }</button>
                     <span class="muted">{ &self.copy_status }</span>
                 </div>
+                { plot::export_buttons(&props.id, &self.export_status, &link.callback(HeatMsg::Export)) }
                 if let Some(e) = &self.error { <p class="error">{ e }</p> }
             </div>
         }
     }
-}
-
-/// Put `text` on the clipboard (needs a secure context: https or localhost).
-async fn copy_text(text: &str) -> Result<(), String> {
-    let window = web_sys::window().ok_or("no window")?;
-    let clipboard = window.navigator().clipboard();
-    JsFuture::from(clipboard.write_text(text)).await.map(|_| ()).map_err(|e| crate::fetch::js_error_text(&e))
 }
 
 /// Properties of a thumbnail in the layer × head grid.

@@ -329,28 +329,6 @@ impl<'m> PplSweep<'m> {
     }
 }
 
-/// The model folder named by a page URL's query (`?model=regla` → `models/regla/`). Only plain folder
-/// names (letters, digits, `.`, `_`, `-`; not `.` or `..`) are accepted, so the query cannot point
-/// outside `models/` or at another origin. `Ok(None)` when the query names no model.
-pub fn model_from_query(search: &str) -> Result<Option<String>, String> {
-    let query = search.strip_prefix('?').unwrap_or(search);
-    let Some(value) = query.split('&').find_map(|kv| kv.strip_prefix("model=")) else {
-        return Ok(None);
-    };
-    let ok = !value.is_empty()
-        && value != "."
-        && value != ".."
-        && value.len() <= 64
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
-        Ok(Some(value.to_string()))
-    } else {
-        Err(format!(
-            "?model={value}: a model is named by its folder under models/ (letters, digits, '.', '_', '-')"
-        ))
-    }
-}
-
 /// Text of a matrix as CSV: a header row of key labels, then one row per query.
 pub fn matrix_csv(labels: &[String], matrix: &[f32], n: usize) -> String {
     let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
@@ -543,17 +521,6 @@ mod tests {
         }
         assert!(engine("alibi").gate_stats("The jury").expect("no gates").is_empty());
         assert!(e.gate_stats("").is_err());
-    }
-
-    #[test]
-    fn model_query_names_only_plain_folders() {
-        assert_eq!(model_from_query(""), Ok(None));
-        assert_eq!(model_from_query("?x=1"), Ok(None));
-        assert_eq!(model_from_query("?model=regla-fig4.init"), Ok(Some("regla-fig4.init".to_string())));
-        assert_eq!(model_from_query("?a=b&model=gla"), Ok(Some("gla".to_string())));
-        for bad in ["?model=", "?model=..", "?model=../x", "?model=https://evil", "?model=a%2Fb"] {
-            assert!(model_from_query(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

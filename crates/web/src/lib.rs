@@ -1,8 +1,9 @@
 //! attnlab-web: the browser app (yew, client-side rendering), built by attnlab-site (crates/site) from the root index.html.
 //!
 //! `engine` and `lab` run the model (plain Rust, also compiled and unit-tested natively), `models`
-//! chooses it from the models index and the URL, `form` parses the generator's settings, `colors`
-//! holds the colormaps (all tested natively too); the UI modules exist only on wasm32:
+//! chooses it from the models index and the URL, `form` parses the generator's settings, `url_state`
+//! reads and writes the page's state in its URL, `colors` holds the colormaps (all tested natively
+//! too); the UI modules exist only on wasm32:
 //!
 //! The model runs in a dedicated Web Worker (the same wasm module, started in the worker by `run`);
 //! `protocol` holds the messages between the page and the worker (native, tested).
@@ -16,12 +17,14 @@
 //! - `local`: a model from the user's own files ("Open model…"; `open` decides what it needs);
 //! - `panels`: the backend badge, the model picker, the generator and the lab tabs;
 //! - `views`: the lab views (kernels, perplexity, attention, LAA, gates);
-//! - `heatmap`, `plot`: canvas heatmaps and SVG charts; `gpu`, `store`, `fetch`, `global`,
-//!   `yield_now`: browser plumbing.
+//! - `share`: the page's state in its address (`url_state`), shared by the panels;
+//! - `heatmap`, `plot`: canvas heatmaps and SVG charts; `export`: clipboard and downloads; `gpu`,
+//!   `store`, `fetch`, `global`, `yield_now`: browser plumbing.
 
 pub mod backend;
 pub mod colors;
 pub mod engine;
+pub mod figure;
 pub mod form;
 pub mod integrity;
 pub mod lab;
@@ -29,11 +32,14 @@ pub mod models;
 pub mod open;
 pub mod protocol;
 pub mod results;
+pub mod url_state;
 
 #[cfg(target_arch = "wasm32")]
 mod app;
 #[cfg(target_arch = "wasm32")]
 mod client;
+#[cfg(target_arch = "wasm32")]
+mod export;
 #[cfg(target_arch = "wasm32")]
 mod fetch;
 #[cfg(target_arch = "wasm32")]
@@ -54,6 +60,8 @@ mod local;
 mod panels;
 #[cfg(target_arch = "wasm32")]
 mod plot;
+#[cfg(target_arch = "wasm32")]
+mod share;
 #[cfg(target_arch = "wasm32")]
 mod store;
 #[cfg(target_arch = "wasm32")]

@@ -1,6 +1,6 @@
 //! Which model the page shows: the models index (`models/index.json`, parsed by attnlab-core's
-//! `catalog`), the `?model=` query, the picker's grouping by family and the query string the picker
-//! writes back into the URL. Plain Rust: compiled and tested natively.
+//! `catalog`), the model a link asks for (`url_state`'s `model`) and the picker's grouping by family.
+//! Plain Rust: compiled and tested natively.
 
 use attnlab_core::catalog::{ModelEntry, ModelIndex, INDEX_FILE};
 
@@ -17,23 +17,25 @@ pub fn parse_index(text: &str) -> Result<ModelIndex, String> {
     ModelIndex::from_json(text).map_err(|e| format!("the models index is not valid: models/{e}"))
 }
 
-/// The model to load for the page's query string (`location.search`): `?model=<name>` when given
-/// (it must be listed in the index, when there is one), else the index's default, else
-/// [`FALLBACK_MODEL`].
-pub fn choose_model(search: &str, index: Option<&ModelIndex>) -> Result<String, String> {
-    let asked = crate::lab::model_from_query(search)?;
+/// The model to load for the link's `model` parameter (`asked`, already checked to be a plain folder
+/// name): the asked model when the index lists it (or when there is no index to check), else the
+/// index's default, else [`FALLBACK_MODEL`]. The second value, when the index does not list the
+/// asked model, says so and names the models it has (for the page's link warning).
+pub fn choose_model(asked: Option<&str>, index: Option<&ModelIndex>) -> (String, Option<String>) {
     match (index, asked) {
-        (Some(idx), Some(name)) if idx.get(&name).is_some() => Ok(name),
+        (Some(idx), Some(name)) if idx.get(name).is_some() => (name.to_string(), None),
         (Some(idx), Some(name)) => {
             let names: Vec<&str> = idx.models.iter().map(|m| m.name.as_str()).collect();
-            Err(format!(
-                "?model={name}: no such model in models/{INDEX_FILE}; the models are: {}",
-                names.join(", ")
-            ))
+            let why = format!(
+                "no model {name} in models/{INDEX_FILE} (the models are: {}); the default {} is shown",
+                names.join(", "),
+                idx.default
+            );
+            (idx.default.clone(), Some(why))
         }
-        (Some(idx), None) => Ok(idx.default.clone()),
-        (None, Some(name)) => Ok(name),
-        (None, None) => Ok(FALLBACK_MODEL.to_string()),
+        (Some(idx), None) => (idx.default.clone(), None),
+        (None, Some(name)) => (name.to_string(), None),
+        (None, None) => (FALLBACK_MODEL.to_string(), None),
     }
 }
 
@@ -58,28 +60,6 @@ pub fn option_label(m: &ModelEntry) -> String {
     }
 }
 
-/// `search` (a URL's query, with or without the leading `?`) with its `model=` parameter set to
-/// `name`: an existing one is replaced in place, other parameters are kept, otherwise it is added.
-pub fn query_with_model(search: &str, name: &str) -> String {
-    let query = search.strip_prefix('?').unwrap_or(search);
-    let mut parts: Vec<String> = Vec::new();
-    let mut set = false;
-    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
-        if kv == "model" || kv.starts_with("model=") {
-            if !set {
-                parts.push(format!("model={name}"));
-                set = true;
-            }
-        } else {
-            parts.push(kv.to_string());
-        }
-    }
-    if !set {
-        parts.push(format!("model={name}"));
-    }
-    format!("?{}", parts.join("&"))
-}
-
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
@@ -95,23 +75,21 @@ mod tests {
     }
 
     #[test]
-    fn the_query_picks_a_listed_model_else_the_default() {
+    fn a_listed_model_is_chosen_else_the_default_with_a_warning() {
         let idx = index();
-        assert_eq!(choose_model("", Some(&idx)), Ok("alibi".to_string()));
-        assert_eq!(choose_model("?x=1", Some(&idx)), Ok("alibi".to_string()));
-        assert_eq!(choose_model("?model=regla", Some(&idx)), Ok("regla".to_string()));
-        assert_eq!(choose_model("?x=1&model=regla-init", Some(&idx)), Ok("regla-init".to_string()));
-        let err = choose_model("?model=gla", Some(&idx)).unwrap_err();
-        assert!(err.contains("gla") && err.contains("alibi, regla, mep, regla-init"), "{err}");
-        // Malformed names are refused by the query check before the index is consulted.
-        assert!(choose_model("?model=../x", Some(&idx)).unwrap_err().contains("folder"));
+        assert_eq!(choose_model(None, Some(&idx)), ("alibi".to_string(), None));
+        assert_eq!(choose_model(Some("regla"), Some(&idx)), ("regla".to_string(), None));
+        assert_eq!(choose_model(Some("regla-init"), Some(&idx)), ("regla-init".to_string(), None));
+        let (name, warning) = choose_model(Some("gla"), Some(&idx));
+        assert_eq!(name, "alibi");
+        let warning = warning.expect("a stale model is named");
+        assert!(warning.contains("gla") && warning.contains("alibi, regla, mep, regla-init"), "{warning}");
     }
 
     #[test]
     fn without_an_index_the_page_falls_back_to_the_default_folder() {
-        assert_eq!(choose_model("", None), Ok(FALLBACK_MODEL.to_string()));
-        assert_eq!(choose_model("?model=regla", None), Ok("regla".to_string()));
-        assert!(choose_model("?model=..", None).is_err());
+        assert_eq!(choose_model(None, None), (FALLBACK_MODEL.to_string(), None));
+        assert_eq!(choose_model(Some("regla"), None), ("regla".to_string(), None));
     }
 
     #[test]
@@ -136,16 +114,5 @@ mod tests {
         let init = idx.get("regla-init").expect("listed");
         assert_eq!(option_label(init), "regla-init (untrained start of regla)");
         assert_eq!(option_label(idx.get("mep").expect("listed")), "mep");
-    }
-
-    #[test]
-    fn the_picker_rewrites_only_the_model_parameter() {
-        assert_eq!(query_with_model("", "gla"), "?model=gla");
-        assert_eq!(query_with_model("?", "gla"), "?model=gla");
-        assert_eq!(query_with_model("?model=alibi", "gla"), "?model=gla");
-        assert_eq!(query_with_model("?a=1&model=alibi&b=2", "gla"), "?a=1&model=gla&b=2");
-        assert_eq!(query_with_model("?a=1", "gla"), "?a=1&model=gla");
-        assert_eq!(query_with_model("?model=x&model=y", "gla"), "?model=gla");
-        assert_eq!(query_with_model("?modelx=1", "gla"), "?modelx=1&model=gla");
     }
 }

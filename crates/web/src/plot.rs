@@ -2,8 +2,20 @@
 //!
 //! Every chart carries its plotted numbers in `data-*` attributes, so the end-to-end tests read
 //! values back from the page instead of comparing pixels.
+//!
+//! A [`Figure`] is a line chart with export buttons: SVG and PNG come from the same renderer in
+//! export mode (standalone: its own style and white background, the legend inside the figure, and
+//! a caption with the model, settings and attnlab version), drawn off screen and serialized; PNG
+//! is that SVG drawn by the browser at twice the size. CSV and JSON are the series it plots.
 
+use std::rc::Rc;
+
+use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
+
+use crate::export;
+use crate::figure::{self, SeriesData, SVG_STYLE};
+use crate::share::Share;
 
 /// Categorical palette (Okabe–Ito, colour-blind safe).
 pub const PALETTE: [&str; 8] =
@@ -129,8 +141,11 @@ impl Axis {
     }
 }
 
-/// Render a line chart as SVG.
-pub fn line_chart(c: &LineChart) -> Html {
+/// Columns of the legend drawn inside an exported figure (the on-screen list below the chart).
+const EXPORT_LEGEND_COLUMNS: usize = 3;
+
+/// Render a line chart as SVG; with `export` (the caption), as a standalone figure.
+pub fn line_chart(c: &LineChart, export: Option<&[String]>) -> Html {
     let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(c.markers.iter().map(|m| m.0));
     let x = Axis::new(xs, c.log_x, ML, W - MR);
     let y = Axis::new(c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), c.log_y, H - MB, MT);
@@ -194,6 +209,34 @@ pub fn line_chart(c: &LineChart) -> Html {
         }
     });
     let in_chart = if c.legend_below { 0 } else { 12 };
+    // Export mode: the legend below the chart and the caption go inside the figure.
+    let (legend_rows, caption) = match export {
+        Some(lines) => (
+            if c.legend_below { c.series.len().div_ceil(EXPORT_LEGEND_COLUMNS) } else { 0 },
+            figure::wrap(lines, 95),
+        ),
+        None => (0, Vec::new()),
+    };
+    let full_h = H
+        + 14.0 * legend_rows as f64
+        + 14.0 * caption.len() as f64
+        + if export.is_some() { 8.0 } else { 0.0 };
+    let export_legend = (legend_rows > 0).then(|| {
+        let col_w = (W - ML) / EXPORT_LEGEND_COLUMNS as f64;
+        c.series.iter().enumerate().map(move |(k, s)| {
+            let (x0, ly) = (ML + col_w * (k % EXPORT_LEGEND_COLUMNS) as f64, H + 4.0 + 14.0 * (k / EXPORT_LEGEND_COLUMNS) as f64);
+            html! {
+                <g class="legend-item">
+                    <line x1={format!("{x0:.1}")} x2={format!("{:.1}", x0 + 16.0)} y1={format!("{ly}")} y2={format!("{ly}")} stroke={s.color.clone()} stroke-width={format!("{}", s.width.max(1.5))} stroke-dasharray={if s.dashed { "4 3" } else { "" }} />
+                    <text x={format!("{:.1}", x0 + 20.0)} y={format!("{:.1}", ly + 4.0)}>{ &s.label }</text>
+                </g>
+            }
+        }).collect::<Html>()
+    });
+    let caption_y0 = H + 14.0 * legend_rows as f64 + 12.0;
+    let caption_lines = caption.iter().enumerate().map(|(k, line)| {
+        html! { <text class="caption" x="8" y={format!("{:.1}", caption_y0 + 14.0 * k as f64)}>{ line }</text> }
+    });
     let legend = c.series.iter().take(in_chart).enumerate().map(|(k, s)| {
         let ly = MT + 4.0 + 14.0 * k as f64;
         html! {
@@ -205,8 +248,14 @@ pub fn line_chart(c: &LineChart) -> Html {
     });
     html! {
         <figure class="chart">
-            <svg id={c.id.clone()} viewBox={format!("0 0 {W} {H}")} role="img" aria-label={c.title.clone()}
-                data-log-y={c.log_y.to_string()}>
+            <svg id={if export.is_some() { format!("{}-export", c.id) } else { c.id.clone() }}
+                viewBox={format!("0 0 {W} {full_h}")} role="img" aria-label={c.title.clone()}
+                data-log-y={c.log_y.to_string()}
+                width={export.map(|_| format!("{W}"))} height={export.map(|_| format!("{full_h}"))}>
+                if export.is_some() {
+                    <style>{ SVG_STYLE }</style>
+                    <rect width="100%" height="100%" fill="#fff" />
+                }
                 <text class="chart-title" x={format!("{ML}")} y="16">{ &c.title }</text>
                 { for yticks }
                 { for xticks }
@@ -217,8 +266,10 @@ pub fn line_chart(c: &LineChart) -> Html {
                 { for legend }
                 <text x={format!("{:.1}", (ML + W - MR) / 2.0)} y={format!("{}", H - 6.0)} text-anchor="middle" class="axis-label">{ &c.x_label }</text>
                 <text transform={format!("translate(14 {:.1}) rotate(-90)", (MT + H - MB) / 2.0)} text-anchor="middle" class="axis-label">{ &c.y_label }</text>
+                { for export_legend }
+                { for caption_lines }
             </svg>
-            if c.legend_below {
+            if c.legend_below && export.is_none() {
                 <ul id={format!("{}-legend", c.id)} class="legend-below">
                     { for c.series.iter().map(|s| html! {
                         <li data-label={s.label.clone()}>
@@ -262,5 +313,170 @@ pub fn histogram(id: &str, title: &str, counts: &[u64], color: &str) -> Html {
             <text x={format!("{}", w / 2.0)} y={format!("{}", h - 4.0)} text-anchor="middle">{ "0.5" }</text>
             <text x={format!("{}", w - ml)} y={format!("{}", h - 4.0)} text-anchor="end">{ "1" }</text>
         </svg>
+    }
+}
+
+/// What an export button makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Svg,
+    Png,
+    Csv,
+    Json,
+}
+
+impl Format {
+    const ALL: [Format; 4] = [Format::Svg, Format::Png, Format::Csv, Format::Json];
+
+    pub fn ext(self) -> &'static str {
+        match self {
+            Format::Svg => "svg",
+            Format::Png => "png",
+            Format::Csv => "csv",
+            Format::Json => "json",
+        }
+    }
+}
+
+/// The caption of an exported figure of `model`: the page's state (`Share`) says the rest.
+pub fn caption_of(share: Option<&Share>, model: &str) -> Vec<String> {
+    figure::caption(model, &share.map(Share::get).unwrap_or_default())
+}
+
+/// Offer an export's `name`d file; `svg` and `size` are the standalone figure (SVG and PNG).
+pub fn deliver(
+    format: Format,
+    name: String,
+    text: String,
+    size: (f64, f64),
+    done: Callback<Result<String, String>>,
+) {
+    let mime = match format {
+        Format::Svg => "image/svg+xml",
+        Format::Csv => "text/csv",
+        Format::Json => "application/json",
+        Format::Png => {
+            spawn_local(async move {
+                let result = match export::svg_to_png(&text, size.0, size.1, 2.0).await {
+                    Ok(url) => export::download_url(&name, &url).map(|()| name),
+                    Err(e) => Err(e),
+                };
+                done.emit(result);
+            });
+            return;
+        }
+    };
+    done.emit(export::download_text(&name, mime, &text).map(|()| name));
+}
+
+/// The export buttons of figure `id` (`#<id>-export-svg`, … and class `export-svg`, …).
+pub fn export_buttons(id: &str, status: &str, on: &Callback<Format>) -> Html {
+    html! {
+        <div class="buttons exports">
+            <span class="muted">{ "export " }</span>
+            { for Format::ALL.iter().map(|&f| html! {
+                <button id={format!("{id}-export-{}", f.ext())} class={format!("export-{}", f.ext())}
+                    title={format!("download this figure as {}", f.ext().to_uppercase())}
+                    onclick={on.reform(move |_| f)}>{ f.ext().to_uppercase() }</button>
+            }) }
+            <span class="muted export-status">{ status.to_string() }</span>
+        </div>
+    }
+}
+
+#[derive(Properties, PartialEq)]
+pub struct FigureProps {
+    pub chart: Rc<LineChart>,
+    /// Name of the model it shows (the caption).
+    pub model: AttrValue,
+}
+
+pub enum FigureMsg {
+    Export(Format),
+    /// The off-screen figure was exported: drop it.
+    Drawn,
+    Done(Result<String, String>),
+}
+
+/// A line chart with SVG, PNG, CSV and JSON export.
+pub struct Figure {
+    /// The SVG or PNG export waiting for the off-screen figure to be drawn.
+    pending: Option<Format>,
+    stage: NodeRef,
+    status: String,
+    share: Option<Share>,
+}
+
+impl Figure {
+    fn data(c: &LineChart) -> SeriesData<'_> {
+        c.series.iter().map(|s| (s.label.as_str(), s.points.as_slice())).collect()
+    }
+}
+
+impl Component for Figure {
+    type Message = FigureMsg;
+    type Properties = FigureProps;
+
+    fn create(ctx: &Context<Self>) -> Self {
+        let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
+        Figure { pending: None, stage: NodeRef::default(), status: String::new(), share }
+    }
+
+    fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
+        let c = &ctx.props().chart;
+        let name = |f: Format| format!("attnlab-{}.{}", c.id, f.ext());
+        match msg {
+            FigureMsg::Export(f @ (Format::Svg | Format::Png)) => self.pending = Some(f),
+            FigureMsg::Export(f) => {
+                let caption = caption_of(self.share.as_ref(), &ctx.props().model);
+                let text = if f == Format::Csv {
+                    figure::series_csv(&c.x_label, &c.y_label, &Self::data(c))
+                } else {
+                    figure::series_json(&c.title, &c.x_label, &c.y_label, &caption, &Self::data(c))
+                };
+                deliver(f, name(f), text, (0.0, 0.0), ctx.link().callback(FigureMsg::Done));
+            }
+            FigureMsg::Drawn => {}
+            FigureMsg::Done(Ok(file)) => self.status = format!("saved {file}"),
+            FigureMsg::Done(Err(e)) => self.status = format!("export failed: {e}"),
+        }
+        true
+    }
+
+    fn rendered(&mut self, ctx: &Context<Self>, _first: bool) {
+        let Some(format) = self.pending.take() else { return };
+        let c = &ctx.props().chart;
+        let done = ctx.link().callback(FigureMsg::Done);
+        let svg = self.stage.cast::<web_sys::Element>().and_then(|e| e.query_selector("svg").ok().flatten());
+        let Some(svg) = svg else {
+            return done.emit(Err("the figure was not drawn".to_string()));
+        };
+        let size = (
+            svg.get_attribute("width").and_then(|w| w.parse().ok()).unwrap_or(W),
+            svg.get_attribute("height").and_then(|h| h.parse().ok()).unwrap_or(H),
+        );
+        match export::xml_of(&svg) {
+            Ok(text) => deliver(format, format!("attnlab-{}.{}", c.id, format.ext()), text, size, done),
+            Err(e) => done.emit(Err(e)),
+        }
+        // The off-screen figure goes at the next render.
+        ctx.link().send_message(FigureMsg::Drawn);
+    }
+
+    fn view(&self, ctx: &Context<Self>) -> Html {
+        let c = &ctx.props().chart;
+        let on = ctx.link().callback(FigureMsg::Export);
+        let caption = caption_of(self.share.as_ref(), &ctx.props().model);
+        html! {
+            <div class="figure" id={format!("{}-figure", c.id)}>
+                { line_chart(c, None) }
+                { export_buttons(&c.id, &self.status, &on) }
+                if self.pending.is_some() {
+                    <div class="export-stage" ref={self.stage.clone()} aria-hidden="true">
+                        { line_chart(c, Some(&caption)) }
+                    </div>
+                }
+            </div>
+        }
     }
 }

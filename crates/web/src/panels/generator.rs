@@ -15,10 +15,13 @@ use web_sys::{HtmlInputElement, HtmlTextAreaElement};
 use yew::prelude::*;
 
 use crate::backend::Active;
-use crate::form::{Field, SettingsForm, MAX_TOKENS_LIMIT};
+use crate::engine::GenSettings;
+use crate::form::{self, Field, SettingsForm, MAX_TOKENS_LIMIT};
 use crate::global::now_ms;
 use crate::host::{LoadTicket, RunHandle, Runner};
 use crate::protocol::{DecodeStats, PrefillStats, RunEvent};
+use crate::share::Share;
+use crate::url_state::UrlState;
 
 /// What the generator tells the page.
 pub enum GenReport {
@@ -40,6 +43,9 @@ pub struct GeneratorProps {
     pub model: AttrValue,
     /// The latest load: a new one stops a running generation.
     pub load: LoadTicket,
+    /// Regenerate this many tokens now (the output of the opened link).
+    #[prop_or_default]
+    pub autorun: Option<usize>,
     pub on_report: Callback<GenReport>,
 }
 
@@ -76,6 +82,10 @@ pub struct Generator {
     seen_tps: Option<f64>,
     /// Backend of the shown run.
     run_backend: Option<Active>,
+    /// The page's URL state, and what it was when the current run started (the run's output goes
+    /// into the link as `gen` only if nothing it depends on changed meanwhile).
+    share: Option<Share>,
+    run_state: Option<UrlState>,
 }
 
 fn per_second(count: usize, ms: f64) -> Option<f64> {
@@ -87,7 +97,9 @@ impl Generator {
         ctx.props().on_report.emit(report);
     }
 
-    fn generate(&mut self, ctx: &Context<Self>) -> bool {
+    /// Start a run with the form's settings; `tokens` replaces its token limit (regenerating a
+    /// link's output: the same seed gives the same first tokens).
+    fn generate(&mut self, ctx: &Context<Self>, tokens: Option<usize>) -> bool {
         if self.running {
             return false;
         }
@@ -96,7 +108,7 @@ impl Generator {
             return true;
         };
         let settings = match self.form.settings() {
-            Ok(s) => s,
+            Ok(s) => GenSettings { max_tokens: tokens.unwrap_or(s.max_tokens), ..s },
             Err(e) => {
                 Self::report(ctx, GenReport::Error(Some(e)));
                 return true;
@@ -117,6 +129,10 @@ impl Generator {
         Self::report(ctx, GenReport::Status("tokenizing…".to_string()));
         Self::report(ctx, GenReport::Running(true));
         self.run_backend = Some(runner.backend());
+        if let Some(share) = &self.share {
+            share.update(|s| s.gen = None);
+            self.run_state = Some(share.get());
+        }
         let run = self.run_id;
         let events = ctx.link().callback(move |event| GenMsg::Run { run, event });
         self.handle = Some(runner.start(run, self.form.prompt.clone(), settings, events));
@@ -149,6 +165,14 @@ impl Generator {
                 self.handle = None;
                 self.prefilling = None;
                 self.report_text(ctx);
+                let tokens = self.decode.map(|d| d.tokens).filter(|&n| n > 0 && result.is_ok());
+                if let (Some(share), Some(started), Some(n)) = (&self.share, self.run_state.take(), tokens) {
+                    share.update(|s| {
+                        if s.same_run(&started) {
+                            s.gen = Some(n);
+                        }
+                    });
+                }
                 match result {
                     Ok(status) => Self::report(ctx, GenReport::Status(status)),
                     Err(e) => {
@@ -187,9 +211,11 @@ impl Component for Generator {
     type Message = GenMsg;
     type Properties = GeneratorProps;
 
-    fn create(_ctx: &Context<Self>) -> Self {
+    fn create(ctx: &Context<Self>) -> Self {
+        let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
+        let form = share.as_ref().map(restore_form).unwrap_or_default();
         Generator {
-            form: SettingsForm::default(),
+            form,
             shown_prompt: String::new(),
             output: String::new(),
             output_model: String::new(),
@@ -203,6 +229,8 @@ impl Component for Generator {
             decode_start_ms: None,
             seen_tps: None,
             run_backend: None,
+            share,
+            run_state: None,
         }
     }
 
@@ -210,16 +238,22 @@ impl Component for Generator {
         if ctx.props().load.id() != old.load.id() {
             self.stop_for_switch(ctx);
         }
+        if let Some(n) = ctx.props().autorun.filter(|_| old.autorun != ctx.props().autorun) {
+            self.generate(ctx, Some(n));
+        }
         true
     }
 
     fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
         match msg {
             GenMsg::Edit(field, value) => {
+                if let Some(share) = &self.share {
+                    share.update(|s| keep_field(s, field, &value));
+                }
                 self.form.set(field, value);
                 true
             }
-            GenMsg::Generate => self.generate(ctx),
+            GenMsg::Generate => self.generate(ctx, None),
             GenMsg::Stop => {
                 if !self.running {
                     return false;
@@ -258,6 +292,49 @@ impl Component for Generator {
                 </section>
             </>
         }
+    }
+}
+
+/// The form as the link has it (the defaults where it says nothing), which the link then holds
+/// in full: the settings a run uses are in the address whether or not they were changed.
+fn restore_form(share: &Share) -> SettingsForm {
+    let state = share.get();
+    let mut form = SettingsForm::default();
+    let fields: [(Field, Option<String>); 6] = [
+        (Field::Prompt, state.prompt.clone()),
+        (Field::MaxTokens, state.max_tokens.map(|v| v.to_string())),
+        (Field::Temperature, state.temperature.map(|v| v.to_string())),
+        (Field::TopK, state.top_k.map(|v| v.to_string())),
+        (Field::TopP, state.top_p.map(|v| v.to_string())),
+        (Field::Seed, state.seed.map(|v| v.to_string())),
+    ];
+    for (field, value) in fields {
+        if let Some(v) = value {
+            form.set(field, v);
+        }
+    }
+    let all = [
+        (Field::Prompt, form.prompt.clone()),
+        (Field::MaxTokens, form.max_tokens.clone()),
+        (Field::Temperature, form.temperature.clone()),
+        (Field::TopK, form.top_k.clone()),
+        (Field::TopP, form.top_p.clone()),
+        (Field::Seed, form.seed.clone()),
+    ];
+    share.complete(|s| all.iter().for_each(|(field, v)| keep_field(s, *field, v)));
+    form
+}
+
+/// Put what the user typed into `field` in the link, when it is a valid value (a half-typed number
+/// leaves the last valid one there).
+fn keep_field(s: &mut UrlState, field: Field, value: &str) {
+    match field {
+        Field::Prompt => s.prompt = Some(value.to_string()),
+        Field::MaxTokens => s.max_tokens = form::parse_max_tokens(value).ok().or(s.max_tokens),
+        Field::Temperature => s.temperature = form::parse_temperature(value).ok().or(s.temperature),
+        Field::TopK => s.top_k = form::parse_top_k(value).ok().or(s.top_k),
+        Field::TopP => s.top_p = form::parse_top_p(value).ok().or(s.top_p),
+        Field::Seed => s.seed = form::parse_seed(value).ok().or(s.seed),
     }
 }
 

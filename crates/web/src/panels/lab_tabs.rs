@@ -17,20 +17,12 @@ use crate::host::{LabModel, LoadTicket, ModelRef};
 use crate::lab::BiasEdit;
 use crate::loader::{self, HELDOUT_URL};
 use crate::protocol::{FromWorker, ToWorker};
+use crate::share::Share;
+use crate::url_state::Tab;
 use crate::views::{
     Compare, CompareState, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, Shipped, TraceKind,
     TraceViewComp,
 };
-
-/// The lab's views.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Tab {
-    Kernels,
-    Attention,
-    Extrapolation,
-    Laa,
-    Gates,
-}
 
 /// Tab, button id, label.
 const TABS: [(Tab, &str, &str); 5] = [
@@ -85,6 +77,8 @@ pub struct LabPanel {
     laa_overlay: Rc<LaaOverlay>,
     /// The initial checkpoint of the current model, once the gate view asked for it.
     initial: Option<Initial>,
+    /// The page's URL state (the tab shown).
+    share: Option<Share>,
 }
 
 impl LabPanel {
@@ -148,8 +142,10 @@ impl Component for LabPanel {
     type Properties = LabProps;
 
     fn create(ctx: &Context<Self>) -> Self {
+        let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
         let mut lab = LabPanel {
-            tab: Tab::Kernels,
+            tab: share.as_ref().and_then(|s| s.get().tab).unwrap_or_default(),
+            share,
             heldout: None,
             shipped: Shipped::Loading,
             trained_ppl: None,
@@ -183,6 +179,9 @@ impl Component for LabPanel {
         match msg {
             LabMsg::Tab(tab) => {
                 self.tab = tab;
+                if let Some(share) = &self.share {
+                    share.update(|s| s.tab = Some(tab));
+                }
                 self.maybe_load_initial(ctx);
             }
             LabMsg::Heldout(result) => {

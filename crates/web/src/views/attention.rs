@@ -11,6 +11,7 @@ use super::note;
 use super::trace::TraceProps;
 use crate::heatmap::{Heatmap, Thumb};
 use crate::lab::{self, TraceView};
+use crate::url_state::UrlState;
 
 /// Section id, title and note of the view.
 pub fn intro() -> (&'static str, &'static str, Html) {
@@ -42,13 +43,26 @@ pub struct AttentionState {
     selected: (usize, usize),
 }
 
-impl Default for AttentionState {
-    fn default() -> Self {
-        AttentionState { stage: AttnStage::Probabilities, selected: (0, 0) }
-    }
-}
-
 impl AttentionState {
+    /// What the page's URL says (softmax probabilities of layer 0, head 0 where it says nothing).
+    pub fn of(s: &UrlState) -> AttentionState {
+        AttentionState {
+            stage: s.stage.unwrap_or_default(),
+            selected: (s.layer.unwrap_or(0), s.head.unwrap_or(0)),
+        }
+    }
+
+    /// Keep the stage and the zoomed head in the URL (only what differs from what it says).
+    pub fn keep(&self, s: &mut UrlState) {
+        let now = AttentionState::of(s);
+        if now.stage != self.stage {
+            s.stage = Some(self.stage);
+        }
+        if now.selected != self.selected {
+            (s.layer, s.head) = (Some(self.selected.0), Some(self.selected.1));
+        }
+    }
+
     /// Apply `msg`; true when the trace must be computed again (the stage changed).
     pub fn update(&mut self, msg: AttentionMsg) -> bool {
         match msg {
@@ -63,12 +77,19 @@ impl AttentionState {
         }
     }
 
-    /// A new trace: keep the zoomed head if it still exists, else zoom into the first one.
-    pub fn fit(&mut self, t: &TraceView) {
+    /// A new trace: keep the zoomed head if it still exists, else zoom into the first one and say
+    /// why.
+    pub fn fit(&mut self, t: &TraceView) -> Option<String> {
         let (l, h) = self.selected;
+        let heads = t.attention.first().map_or(0, |la| la.heads.len());
         if l >= t.attention.len() || t.attention.get(l).is_some_and(|la| h >= la.heads.len()) {
             self.selected = (0, 0);
+            return Some(format!(
+                "layer {l}, head {h}: the model has {} layers of {heads} heads; layer 0, head 0 is shown",
+                t.attention.len()
+            ));
         }
+        None
     }
 
     /// The stage toggle (softmax layers only), the thumbnails and the zoomed heatmap.
@@ -112,7 +133,8 @@ impl AttentionState {
                         <Heatmap id="heatmap" title={format!("layer {sl}, head {sh} ({:?})", la.kind)}
                             matrix={Rc::new(m.clone())} n={la.n} labels={labels}
                             signed={lab::is_signed(la.kind)}
-                            value_name={format!("{:?}", la.kind).to_lowercase()} />
+                            value_name={format!("{:?}", la.kind).to_lowercase()}
+                            model={props.engine.info().name.clone()} />
                     }
                 }
             </>

@@ -16,7 +16,9 @@ use yew::prelude::*;
 use super::note;
 use crate::host::ModelRef;
 use crate::lab::{self, BiasEdit};
-use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
+use crate::plot::{Figure, LineChart, Series, LINE, PALETTE};
+use crate::share::Share;
+use crate::url_state::{Curve, UrlState, DEFAULT_KERNEL_RANGE, KERNEL_RANGES};
 
 /// Kernels a mix row can pick (the page's kernel picker).
 const PICKS: [(&str, &str); 6] = [
@@ -78,33 +80,50 @@ pub struct KernelProps {
     pub on_edit: Callback<BiasEdit>,
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum CurveKind {
-    Bias,
-    Kernel,
-}
-
 /// What the chart shows.
 #[derive(Clone, Copy, PartialEq)]
 struct Plot {
     /// Chosen layer (clamped to the model's layers when drawn).
     layer: usize,
-    kind: CurveKind,
+    kind: Curve,
     log_y: bool,
     /// Distance range in multiples of the training length.
     range: usize,
 }
 
-impl Default for Plot {
-    fn default() -> Self {
-        Plot { layer: 0, kind: CurveKind::Bias, log_y: false, range: 4 }
+impl Plot {
+    /// What the page's URL says (the defaults where it says nothing).
+    fn of(s: &UrlState) -> Plot {
+        Plot {
+            layer: s.kernel_layer.unwrap_or(0),
+            kind: s.curve.unwrap_or_default(),
+            log_y: s.log_y.unwrap_or(false),
+            range: s.kernel_range.unwrap_or(DEFAULT_KERNEL_RANGE),
+        }
+    }
+
+    /// Keep this plot in the URL (only what differs from what it says already).
+    fn keep(&self, s: &mut UrlState) {
+        let now = Plot::of(s);
+        if now.layer != self.layer {
+            s.kernel_layer = Some(self.layer);
+        }
+        if now.kind != self.kind {
+            s.curve = Some(self.kind);
+        }
+        if now.log_y != self.log_y {
+            s.log_y = Some(self.log_y);
+        }
+        if now.range != self.range {
+            s.kernel_range = Some(self.range);
+        }
     }
 }
 
 /// The chart's controls.
 enum PlotMsg {
     Layer(usize),
-    Kind(CurveKind),
+    Kind(Curve),
     ToggleLogY,
     Range(usize),
 }
@@ -170,9 +189,26 @@ fn number<T: std::str::FromStr>(value: String, fallback: T) -> T {
 #[function_component(KernelView)]
 pub fn kernel_view(props: &KernelProps) -> Html {
     let engine = &props.engine;
-    let plot = use_reducer(Plot::default);
+    let share = use_context::<Share>();
+    let plot = {
+        let share = share.clone();
+        use_reducer(move || Plot::of(&share.map(|s| s.get()).unwrap_or_default()))
+    };
+    {
+        let share = share.clone();
+        use_effect_with(*plot, move |p| {
+            if let Some(share) = share {
+                share.update(|s| p.keep(s));
+            }
+        });
+    }
     let info = engine.info();
     let layer = plot.layer.min(info.n_layers.saturating_sub(1));
+    if let Some(share) = &share {
+        let problem = (plot.layer != layer)
+            .then(|| format!("the model has {} layers; layer {layer} is shown", info.n_layers));
+        share.checked("kernel_layer", problem);
+    }
     let n = (info.train_context * plot.range).clamp(2, info.max_context);
     let steerable = engine.has_steerable_layers();
     // The worker's curves for (model, layer, n); the last ones stay drawn while new ones compute.
@@ -219,7 +255,7 @@ fn view_plot_settings(engine: &ModelRef, plot: &UseReducerHandle<Plot>, layer: u
         })
     };
     let on_layer = send(|v| PlotMsg::Layer(number(v, 0)));
-    let on_range = send(|v| PlotMsg::Range(number(v, 4)));
+    let on_range = send(|v| PlotMsg::Range(number(v, DEFAULT_KERNEL_RANGE)));
     let on = |msg: fn() -> PlotMsg| {
         let plot = plot.clone();
         Callback::from(move |_: Event| plot.dispatch(msg()))
@@ -236,16 +272,16 @@ fn view_plot_settings(engine: &ModelRef, plot: &UseReducerHandle<Plot>, layer: u
             </label>
             <label>{ "distance range " }
                 <select id="kernel-range" onchange={on_range}>
-                    { for [1usize, 2, 4, 8, 32].iter().map(|r| html! {
+                    { for KERNEL_RANGES.iter().map(|r| html! {
                         <option value={r.to_string()} selected={*r == range}>{ format!("{r}× training length") }</option>
                     }) }
                 </select>
             </label>
-            <label class="inline"><input type="radio" name="curve-kind" checked={kind == CurveKind::Bias}
-                onchange={on(|| PlotMsg::Kind(CurveKind::Bias))}/>{ " B(d)" }</label>
-            <label class="inline"><input type="radio" name="curve-kind" checked={kind == CurveKind::Kernel}
-                onchange={on(|| PlotMsg::Kind(CurveKind::Kernel))}/>{ " exp(B(d))" }</label>
-            <label class="inline"><input id="kernel-log-y" type="checkbox" checked={plot.log_y} disabled={kind == CurveKind::Bias}
+            <label class="inline"><input type="radio" name="curve-kind" checked={kind == Curve::Bias}
+                onchange={on(|| PlotMsg::Kind(Curve::Bias))}/>{ " B(d)" }</label>
+            <label class="inline"><input type="radio" name="curve-kind" checked={kind == Curve::Kernel}
+                onchange={on(|| PlotMsg::Kind(Curve::Kernel))}/>{ " exp(B(d))" }</label>
+            <label class="inline"><input id="kernel-log-y" type="checkbox" checked={plot.log_y} disabled={kind == Curve::Bias}
                 onchange={on(|| PlotMsg::ToggleLogY)}/>{ " log y" }</label>
         </div>
     }
@@ -272,7 +308,7 @@ fn view_chart(engine: &ModelRef, plot: &Plot, layer: usize, curves: Option<&Curv
             let series = curves
                 .iter()
                 .map(|c| {
-                    let ys = if kind == CurveKind::Bias { &c.bias } else { &c.kernel };
+                    let ys = if kind == Curve::Bias { &c.bias } else { &c.kernel };
                     Series {
                         label: format!("head {}", c.head),
                         color: PALETTE[c.head % PALETTE.len()].to_string(),
@@ -282,8 +318,8 @@ fn view_chart(engine: &ModelRef, plot: &Plot, layer: usize, curves: Option<&Curv
                     }
                 })
                 .collect();
-            let y_label = if kind == CurveKind::Bias { "B_h(d)" } else { "exp(B_h(d))" };
-            line_chart(&LineChart {
+            let y_label = if kind == Curve::Bias { "B_h(d)" } else { "exp(B_h(d))" };
+            html! { <Figure chart={Rc::new(LineChart {
                 id: "kernel-chart".into(),
                 title: format!(
                     "layer {layer} ({}): {y_label} against distance d",
@@ -292,11 +328,11 @@ fn view_chart(engine: &ModelRef, plot: &Plot, layer: usize, curves: Option<&Curv
                 x_label: "distance d = i − j (tokens)".into(),
                 y_label: y_label.into(),
                 log_x: false,
-                log_y: plot.log_y && kind == CurveKind::Kernel,
+                log_y: plot.log_y && kind == Curve::Kernel,
                 series,
                 markers: vec![(info.train_context as f64, format!("training length {}", info.train_context))],
                 legend_below: false,
-            })
+            })} model={engine.info().name.clone()} /> }
         }
         Err(e) => html! { <p class="error">{ e }</p> },
     };

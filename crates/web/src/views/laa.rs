@@ -2,12 +2,14 @@
 //! baseline, and the overlay of the other models seen in this page.
 
 use attnlab_core::analysis::{laa_uniform, LayerSummary};
+use std::rc::Rc;
+
 use yew::prelude::*;
 
 use super::note;
 use super::trace::TraceProps;
 use crate::lab::TraceView;
-use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
+use crate::plot::{Figure, LineChart, Series, LINE, PALETTE};
 
 /// Section id, title and note of the view.
 pub fn intro() -> (&'static str, &'static str, Html) {
@@ -81,7 +83,7 @@ pub fn view(props: &TraceProps, t: &TraceView) -> Html {
     });
     html! {
         <>
-            { line_chart(&LineChart {
+            { html! { <Figure chart={Rc::new(LineChart {
                 id: "laa-chart".into(),
                 title: format!("locally accumulated attention, {n} tokens"),
                 x_label: "window ratio r (share of the n nearest keys)".into(),
@@ -91,9 +93,9 @@ pub fn view(props: &TraceProps, t: &TraceView) -> Html {
                 series,
                 markers: vec![],
                 legend_below: false,
-            }) }
+            })} model={props.engine.info().name.clone()} /> } }
             if !overlay.is_empty() {
-                { line_chart(&LineChart {
+                { html! { <Figure chart={Rc::new(LineChart {
                     id: "laa-overlay".into(),
                     title: "mean over layers: this model against models seen earlier".into(),
                     x_label: "window ratio r".into(),
@@ -103,7 +105,7 @@ pub fn view(props: &TraceProps, t: &TraceView) -> Html {
                     series: overlay,
                     markers: vec![],
                     legend_below: false,
-                }) }
+                })} model={props.engine.info().name.clone()} /> } }
             }
             <table class="table" id="laa-table"><thead><tr><th>{ "layer" }</th><th>{ "variant" }</th>
                 <th>{ "LAA AUC" }</th><th>{ "entropy (nats)" }</th><th>{ "mean distance" }</th></tr></thead>

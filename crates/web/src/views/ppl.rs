@@ -12,7 +12,7 @@ use yew::prelude::*;
 use super::{note, PplCurve, DEBOUNCE_MS};
 use crate::host::ModelRef;
 use crate::lab;
-use crate::plot::{line_chart, LineChart, Series, LINE, PALETTE};
+use crate::plot::{Figure, LineChart, Series, LINE, PALETTE};
 use crate::results::ShippedCurve;
 
 #[derive(Properties, PartialEq)]
@@ -219,7 +219,7 @@ impl Component for PplView {
                 }
                 if let Some(e) = &self.error { <p class="error">{ e }</p> }
                 { shipped_note }
-                { line_chart(&LineChart {
+                { html! { <Figure chart={Rc::new(LineChart {
                     id: "ppl-chart".into(),
                     title: "perplexity against context length".into(),
                     x_label: "context length (tokens, log scale)".into(),
@@ -229,7 +229,7 @@ impl Component for PplView {
                     series,
                     markers: vec![(info.train_context as f64, "training length".into())],
                     legend_below: true,
-                }) }
+                })} model={info.name.clone()} /> } }
                 <table class="table"><thead><tr><th>{ "length" }</th><th>{ "× train" }</th><th>{ "windows" }</th>
                     <th>{ "tokens" }</th><th>{ "perplexity" }</th></tr></thead><tbody>{ for rows }</tbody></table>
                 <button id="ppl-rerun" disabled={self.running} onclick={ctx.link().callback(|_| PplMsg::Start)}>{ "re-run" }</button>

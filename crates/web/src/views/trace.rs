@@ -16,6 +16,7 @@ use super::laa;
 use super::{LaaOverlay, LayerLaa, DEBOUNCE_MS};
 use crate::host::ModelRef;
 use crate::lab::TraceView;
+use crate::share::Share;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum TraceKind {
@@ -53,6 +54,8 @@ pub struct TraceViewComp {
     debounce: Option<Timeout>,
     attention: AttentionState,
     gates: GatesState,
+    /// The page's URL state (stage and zoomed head).
+    share: Option<Share>,
 }
 
 impl TraceViewComp {
@@ -90,7 +93,11 @@ impl TraceViewComp {
                         t.summaries.iter().map(|s| (s.layer, s.laa.auc, s.laa.curve.clone())).collect();
                     ctx.props().on_laa.emit((ctx.props().engine.info().name.clone(), layers));
                 }
-                self.attention.fit(&t);
+                let problem = self.attention.fit(&t);
+                if let Some(share) = &self.share {
+                    share.checked("layer", problem);
+                    share.update(|s| self.attention.keep(s));
+                }
                 self.trace = Some(t);
             }
             Err(e) => self.error = Some(e),
@@ -103,14 +110,16 @@ impl Component for TraceViewComp {
     type Properties = TraceProps;
 
     fn create(ctx: &Context<Self>) -> Self {
+        let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
         let mut v = TraceViewComp {
             run: 0,
             running: false,
             trace: None,
             error: None,
             debounce: None,
-            attention: AttentionState::default(),
+            attention: AttentionState::of(&share.as_ref().map(Share::get).unwrap_or_default()),
             gates: GatesState::default(),
+            share,
         };
         v.schedule(ctx);
         v
@@ -135,7 +144,11 @@ impl Component for TraceViewComp {
                 self.done(ctx, result);
             }
             TraceMsg::Attention(msg) => {
-                if self.attention.update(msg) {
+                let retrace = self.attention.update(msg);
+                if let Some(share) = &self.share {
+                    share.update(|s| self.attention.keep(s));
+                }
+                if retrace {
                     ctx.link().send_message(TraceMsg::Start);
                 }
             }

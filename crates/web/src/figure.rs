@@ -1,0 +1,327 @@
+//! Exported figures: the caption (model, settings, attnlab version), the data as CSV and JSON, and
+//! the heatmap as a standalone SVG around the canvas pixels the page painted. Plain Rust, compiled
+//! and tested natively; the line charts are exported by their own renderer (`plot.rs`, export mode).
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use crate::colors::Scale;
+use crate::url_state::UrlState;
+
+/// The attnlab version exported figures name.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Characters of the prompt quoted in a caption.
+const PROMPT_CHARS: usize = 80;
+
+/// The caption of a figure of `model` under the page's state: what produced it and with which
+/// settings (two lines).
+pub fn caption(model: &str, s: &UrlState) -> Vec<String> {
+    let edit = s.edit();
+    let mut bias = Vec::new();
+    if edit.is_identity() {
+        bias.push("as trained".to_string());
+    }
+    if edit.slope_scale != 1.0 {
+        bias.push(format!("slope ×{}", edit.slope_scale));
+    }
+    if let Some(u) = edit.uniform_slope {
+        bias.push(format!("uniform slope {u}"));
+    }
+    let mix = UrlState { mix: edit.mix, ..Default::default() }.query();
+    if let Some(m) = mix.strip_prefix("?mix=") {
+        bias.push(format!("kernel mix {m}"));
+    }
+    let prompt = s.prompt.as_deref().unwrap_or_default();
+    let mut quoted: String = prompt.chars().take(PROMPT_CHARS).collect();
+    if prompt.chars().count() > PROMPT_CHARS {
+        quoted.push('…');
+    }
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "default".to_string());
+    let mut text = format!("text: prompt \"{}\"", quoted.replace(['\n', '\r'], " "));
+    if let Some(n) = s.gen {
+        let _ = write!(text, " + {n} generated tokens");
+    }
+    let _ = write!(
+        text,
+        " (seed {}, temperature {}, top-k {}, top-p {})",
+        opt(s.seed.map(|v| v.to_string())),
+        opt(s.temperature.map(|v| v.to_string())),
+        opt(s.top_k.map(|v| v.to_string())),
+        opt(s.top_p.map(|v| v.to_string()))
+    );
+    vec![format!("attnlab {VERSION} · model {model} · bias: {}", bias.join(", ")), text]
+}
+
+/// Quote a CSV field when it needs it.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Named `(x, y)` series (what a line chart draws).
+pub type SeriesData<'a> = Vec<(&'a str, &'a [(f64, f64)])>;
+
+/// Series as CSV: `series,<x>,<y>`, one row per point, numbers exactly as the chart has them.
+pub fn series_csv(x_label: &str, y_label: &str, series: &SeriesData) -> String {
+    let mut out = format!("series,{},{}\n", field(x_label), field(y_label));
+    for (label, points) in series {
+        for (x, y) in points.iter() {
+            let _ = writeln!(out, "{},{x},{y}", field(label));
+        }
+    }
+    out
+}
+
+/// Series as JSON, with the title, axis labels and caption.
+pub fn series_json(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    caption: &[String],
+    series: &SeriesData,
+) -> String {
+    let series: Vec<Value> = series
+        .iter()
+        .map(|(label, points)| {
+            json!({ "label": label, "x": points.iter().map(|p| p.0).collect::<Vec<_>>(),
+                    "y": points.iter().map(|p| p.1).collect::<Vec<_>>() })
+        })
+        .collect();
+    let v = json!({ "title": title, "x_label": x_label, "y_label": y_label, "caption": caption,
+                    "attnlab": VERSION, "series": series });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+/// A heatmap's matrix (`[n, n]`, row = query) as JSON: token labels, rows with `null` for the
+/// masked (future) keys, title and caption.
+pub fn matrix_json(
+    title: &str,
+    value_name: &str,
+    caption: &[String],
+    labels: &[String],
+    matrix: &[f32],
+    n: usize,
+) -> String {
+    // Each f32 as its shortest decimal (what the page shows), not as the f64 it widens to.
+    let exact = |v: f32| v.to_string().parse::<f64>().ok();
+    let rows: Vec<Vec<Option<f64>>> = (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| (j <= i).then(|| matrix.get(i * n + j).copied().and_then(exact)).flatten())
+                .collect()
+        })
+        .collect();
+    let v = json!({ "title": title, "values": value_name, "caption": caption, "attnlab": VERSION,
+                    "tokens": &labels[..n.min(labels.len())], "matrix": rows });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+/// `lines` broken at spaces into lines of at most `width` characters (a longer word stays whole).
+pub fn wrap(lines: &[String], width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in lines {
+        let mut cur = String::new();
+        for word in line.split(' ') {
+            if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
+                out.push(std::mem::take(&mut cur));
+            }
+            if !cur.is_empty() {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+        }
+        out.push(cur);
+    }
+    out
+}
+
+/// Escape text for SVG (XML).
+pub fn xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c if (c as u32) < 0x20 && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The style of exported SVG figures (what the page's stylesheet gives them on screen).
+pub const SVG_STYLE: &str =
+    "text{font:11px ui-monospace,'SFMono-Regular',Menlo,Consolas,'DejaVu Sans Mono',monospace;fill:#222}\
+.chart-title{font-size:13px;font-weight:600}.axis-label{fill:#555}.grid{stroke:#ddd}\
+.marker line{stroke:#888}.marker text{fill:#555}.caption{font-size:10px;fill:#555}";
+
+/// A zoomed heatmap as a standalone SVG, with its width and height: the page's own canvas pixels
+/// (`image`, a PNG data URL of the `n × n` canvas) scaled up without smoothing, with token axes,
+/// the colorbar of `scale`, the title and the caption.
+pub fn heatmap_svg(
+    title: &str,
+    value_name: &str,
+    caption: &[String],
+    labels: &[String],
+    n: usize,
+    scale: &Scale,
+    image: &str,
+) -> (String, f64, f64) {
+    let (left, top, size) = (130.0, 30.0, 420.0);
+    let (w, cb_top) = (left + size + 70.0, top + size + 70.0);
+    let caption = wrap(caption, 110);
+    let h = cb_top + 40.0 + 14.0 * caption.len() as f64;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\">\
+<style>{SVG_STYLE}</style><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\
+<text class=\"chart-title\" x=\"{left}\" y=\"18\">{}</text>\
+<image x=\"{left}\" y=\"{top}\" width=\"{size}\" height=\"{size}\" preserveAspectRatio=\"none\" \
+style=\"image-rendering:pixelated\" href=\"{image}\"/>\
+<rect x=\"{left}\" y=\"{top}\" width=\"{size}\" height=\"{size}\" fill=\"none\" stroke=\"#222\"/>",
+        xml(title)
+    );
+    let cell = size / n.max(1) as f64;
+    let mut ticks: Vec<usize> = if n <= 1 { vec![0] } else { (0..5).map(|t| t * (n - 1) / 4).collect() };
+    ticks.dedup();
+    for k in ticks {
+        let p = (k as f64 + 0.5) * cell;
+        let label = xml(&format!("{k} {}", labels.get(k).map(|l| l.trim()).unwrap_or_default()));
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>\
+<text transform=\"translate({:.1} {}) rotate(-45)\" text-anchor=\"end\">{label}</text>",
+            left - 6.0,
+            top + p + 4.0,
+            left + p,
+            top + size + 12.0
+        );
+    }
+    let _ = write!(
+        s,
+        "<text class=\"axis-label\" x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">key (token attended to)</text>\
+<text class=\"axis-label\" transform=\"translate(14 {:.1}) rotate(-90)\" text-anchor=\"middle\">query (token attending)</text>",
+        left + size / 2.0,
+        top + size + 58.0,
+        top + size / 2.0
+    );
+    let stops: String = scale
+        .stops()
+        .iter()
+        .map(|(t, [r, g, b])| format!("<stop offset=\"{t}\" stop-color=\"rgb({r},{g},{b})\"/>"))
+        .collect();
+    let _ = write!(
+        s,
+        "<defs><linearGradient id=\"ramp\">{stops}</linearGradient></defs>\
+<text x=\"{left}\" y=\"{:.1}\" text-anchor=\"end\">{:.3} </text>\
+<rect x=\"{}\" y=\"{cb_top}\" width=\"200\" height=\"12\" fill=\"url(#ramp)\"/>\
+<text x=\"{}\" y=\"{:.1}\"> {:.3} {}</text>\
+<rect x=\"{}\" y=\"{cb_top}\" width=\"12\" height=\"12\" fill=\"rgb(154,154,160)\"/><text x=\"{}\" y=\"{:.1}\">masked</text>",
+        cb_top + 10.0,
+        scale.lo,
+        left + 4.0,
+        left + 206.0,
+        cb_top + 10.0,
+        scale.hi,
+        xml(value_name),
+        left + 410.0,
+        left + 426.0,
+        cb_top + 10.0
+    );
+    for (k, line) in caption.iter().enumerate() {
+        let _ = write!(
+            s,
+            "<text class=\"caption\" x=\"10\" y=\"{:.1}\">{}</text>",
+            cb_top + 34.0 + 14.0 * k as f64,
+            xml(line)
+        );
+    }
+    s.push_str("</svg>");
+    (s, w, h)
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_caption_names_version_model_bias_and_settings() {
+        let (s, _) = UrlState::parse(
+            "?prompt=The+jury%0Asaid&seed=3&temperature=0.5&top_k=7&top_p=0.9&gen=12&slope=2&mix=exp:1:1",
+        );
+        let c = caption("alibi", &s);
+        assert_eq!(c[0], format!("attnlab {VERSION} · model alibi · bias: slope ×2, kernel mix exp:1:1"));
+        assert_eq!(c[1], "text: prompt \"The jury said\" + 12 generated tokens (seed 3, temperature 0.5, top-k 7, top-p 0.9)");
+        let plain = caption("regla", &UrlState::default());
+        assert!(plain[0].ends_with("bias: as trained") && plain[1].contains("seed default"), "{plain:?}");
+        let long = UrlState { prompt: Some("x".repeat(200)), ..Default::default() };
+        assert!(caption("m", &long)[1].contains(&format!("\"{}…\"", "x".repeat(PROMPT_CHARS))));
+    }
+
+    #[test]
+    fn series_export_keeps_every_number_exactly() {
+        let a = [(0.0, 0.1 + 0.2), (1.0, -0.001)];
+        let b = [(2.0, 2.5)];
+        let data: SeriesData = vec![("head 0", &a), ("a, \"b\"", &b)];
+        let csv = series_csv("d", "B(d)", &data);
+        assert_eq!(
+            csv,
+            "series,d,B(d)\nhead 0,0,0.30000000000000004\nhead 0,1,-0.001\n\"a, \"\"b\"\"\",2,2.5\n"
+        );
+        let v: Value = serde_json::from_str(&series_json("t", "d", "B", &["c".into()], &data)).expect("json");
+        assert_eq!(v["series"][0]["y"][0].as_f64(), Some(0.1 + 0.2));
+        assert_eq!(v["series"][0]["y"][1].as_f64(), Some(-0.001));
+        assert_eq!(v["series"][1]["label"], "a, \"b\"");
+        assert_eq!(v["attnlab"], VERSION);
+    }
+
+    #[test]
+    fn captions_wrap_at_spaces() {
+        let w = wrap(&["aa bb cc".to_string(), "dddddd e".to_string()], 5);
+        assert_eq!(w, vec!["aa bb", "cc", "dddddd", "e"]);
+    }
+
+    #[test]
+    fn matrix_json_masks_future_keys() {
+        let labels = vec!["a".to_string(), "b".to_string()];
+        let text = matrix_json("t", "p", &[], &labels, &[1.0, 9.0, 0.1, 0.75], 2);
+        let v: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(v["matrix"], json!([[1.0, null], [0.1, 0.75]]));
+        assert!(
+            text.contains("0.1,") && !text.contains("0.10000000149"),
+            "f32 values as the page shows them: {text}"
+        );
+        assert_eq!(v["tokens"], json!(["a", "b"]));
+    }
+
+    #[test]
+    fn the_heatmap_svg_is_well_formed_and_escaped() {
+        let labels = vec!["<a>".to_string(), "&".to_string(), "c".to_string()];
+        let (svg, w, h) = heatmap_svg(
+            "L0 H1 \"x\"",
+            "probability",
+            &["cap & more".into()],
+            &labels,
+            3,
+            &Scale::fit([0.0, 1.0].into_iter(), false),
+            "data:image/png;base64,AAAA",
+        );
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\"") && svg.ends_with("</svg>"));
+        assert!(
+            svg.contains("L0 H1 &quot;x&quot;")
+                && svg.contains("0 &lt;a&gt;")
+                && svg.contains("cap &amp; more")
+        );
+        assert!(!svg.contains("<a>"));
+        assert!(svg.contains(&format!("width=\"{w}\" height=\"{h}\"")));
+        assert_eq!(svg.matches("<stop ").count(), 9);
+        // Every opened element is closed (a crude well-formedness check; the e2e test parses it).
+        assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+    }
+}
