@@ -222,15 +222,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // ReGLA running key max, one invocation per head, sequential over the rows of the step:
 // M_t = max(M_{t−1}, max_j k_t[j]), mrow[t, h] = (M_t, M_{t−1} − M_t) (rescale 0 at the first token).
-// kstate[2h] = M, kstate[2h + 1] = 1 once a token has been seen.
+// kstate[k_off + 2h] = M, kstate[k_off + 2h + 1] = 1 once a token has been seen.
 @compute @workgroup_size(64)
 fn regla_max(@builtin(global_invocation_id) gid: vec3<u32>) {
     let hh = gid.x;
     if (hh >= p.h) {
         return;
     }
-    var prev = kstate[2u * hh];
-    var valid = kstate[2u * hh + 1u] != 0.0;
+    var prev = kstate[p.k_off + 2u * hh];
+    var valid = kstate[p.k_off + 2u * hh + 1u] != 0.0;
     for (var r = 0u; r < st.rows; r = r + 1u) {
         let kb = r * 3u * p.a + p.a + hh * p.dh;
         var kmax = -3.4e38;
@@ -248,6 +248,6 @@ fn regla_max(@builtin(global_invocation_id) gid: vec3<u32>) {
         prev = m_new;
         valid = true;
     }
-    kstate[2u * hh] = prev;
-    kstate[2u * hh + 1u] = 1.0;
+    kstate[p.k_off + 2u * hh] = prev;
+    kstate[p.k_off + 2u * hh + 1u] = 1.0;
 }

@@ -2,9 +2,10 @@
 // S[:, j] (and the denominator state z) live in registers while the invocation walks the rows of
 // the step in order: S ← diag(exp(lg_t)) S + φk_t v_t[j], o_t[j] = Σ_i φq_t[i] S[i]. The same kernel
 // is the fused state update of decode (rows = 1) and the sequential-over-time prefill; the state is
-// read from and written back to `s` [H, dk, dh] and `z` [H, dh, dk] (every column invocation keeps
-// its own copy of the denominator state, so no invocation reads what another writes). den_eps > 0 divides by
-// max(φq·z, den_eps) (linear-elu, LRPE denominator).
+// read from and written back to the layer's state in `s`: S [H, dk, dh] at `s_off` and z [H, dh, dk]
+// at `z_off` (every column invocation keeps its own copy of the denominator state, so no invocation
+// reads what another writes). den_eps > 0 divides by max(φq·z, den_eps) (linear-elu, LRPE
+// denominator).
 //
 // Chunked prefill (steps of at least 2·SCAN_C rows; entries chunk_local, chunk_carry, chunk_out)
 // splits the rows into chunks of SCAN_C and never exponentiates a positive log-decay sum:
@@ -14,7 +15,7 @@
 //    end state (S_delta, z_delta) to `ch`;
 // 2. chunk_carry, one invocation per (head, column), sequential over the chunks: replaces each
 //    chunk's S_delta by the state before the chunk, S_prev_c, with S_c = exp(cum_end_c) ⊙ S_{c−1} +
-//    S_delta_c starting from `s`/`z`, and writes the final state back to `s`/`z` (decode continues);
+//    S_delta_c starting from the layer's state, and writes the final state back (decode continues);
 // 3. chunk_out, one invocation per (row, head, column): o_t[j] = o_loc_t[j] +
 //    Σ_i φq_t[i] exp(cum_t[i]) S_prev[i][j] (same for the denominator), then the division.
 // `ch` layout (offsets in the params): cum [rows, H, dk] at 0, den_loc [rows, H] at off_den,
@@ -29,7 +30,6 @@
 @group(0) @binding(4) var<storage, read> lg: array<f32>;
 @group(0) @binding(5) var<storage, read> qkv: array<f32>;
 @group(0) @binding(6) var<storage, read_write> s: array<f32>;
-@group(0) @binding(7) var<storage, read_write> z: array<f32>;
 @group(0) @binding(8) var<storage, read_write> outp: array<f32>;
 @group(0) @binding(9) var<storage, read_write> ch: array<f32>;
 
@@ -46,8 +46,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var sc: array<f32, MAX_DK>;
     var zc: array<f32, MAX_DK>;
     for (var i = 0u; i < dk; i = i + 1u) {
-        sc[i] = s[(hh * dk + i) * p.dh + j];
-        zc[i] = z[(hh * p.dh + j) * dk + i];
+        sc[i] = s[p.s_off + (hh * dk + i) * p.dh + j];
+        zc[i] = s[p.z_off + (hh * p.dh + j) * dk + i];
     }
     for (var r = 0u; r < st.rows; r = r + 1u) {
         let b = (r * p.h + hh) * dk;
@@ -69,10 +69,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         outp[r * p.a + hh * p.dh + j] = o;
     }
     for (var i = 0u; i < dk; i = i + 1u) {
-        s[(hh * dk + i) * p.dh + j] = sc[i];
+        s[p.s_off + (hh * dk + i) * p.dh + j] = sc[i];
     }
     for (var i = 0u; i < dk; i = i + 1u) {
-        z[(hh * p.dh + j) * dk + i] = zc[i];
+        s[p.z_off + (hh * p.dh + j) * dk + i] = zc[i];
     }
 }
 
@@ -140,8 +140,8 @@ fn chunk_carry(@builtin(global_invocation_id) gid: vec3<u32>) {
     var sc: array<f32, MAX_DK>;
     var zc: array<f32, MAX_DK>;
     for (var i = 0u; i < dk; i = i + 1u) {
-        sc[i] = s[(hh * dk + i) * p.dh + j];
-        zc[i] = z[(hh * p.dh + j) * dk + i];
+        sc[i] = s[p.s_off + (hh * dk + i) * p.dh + j];
+        zc[i] = s[p.z_off + (hh * p.dh + j) * dk + i];
     }
     let n_chunks = (st.rows + SCAN_C - 1u) / SCAN_C;
     for (var c = 0u; c < n_chunks; c = c + 1u) {
@@ -160,10 +160,10 @@ fn chunk_carry(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     for (var i = 0u; i < dk; i = i + 1u) {
-        s[(hh * dk + i) * p.dh + j] = sc[i];
+        s[p.s_off + (hh * dk + i) * p.dh + j] = sc[i];
     }
     for (var i = 0u; i < dk; i = i + 1u) {
-        z[(hh * p.dh + j) * dk + i] = zc[i];
+        s[p.z_off + (hh * p.dh + j) * dk + i] = zc[i];
     }
 }
 

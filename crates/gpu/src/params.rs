@@ -170,7 +170,8 @@ gpu_params! {
         off_vec: u32,
         /// Row stride of the gate pre-activations.
         gpre_stride: u32,
-        pad0: u32,
+        /// ReGLA's running key max and seen flag `[H, 2]` at this offset of `kstate`.
+        k_off: u32,
         pad1: u32,
         pad2: u32,
     }
@@ -185,6 +186,11 @@ gpu_params! {
         off_den: u32,
         off_s: u32,
         off_z: u32,
+        /// The layer's state in the session's state buffer: S at `s_off`, z at `z_off`.
+        s_off: u32,
+        z_off: u32,
+        pad0: u32,
+        pad1: u32,
     }
 
     /// sample.wgsl: greedy (`main`, `vocab` only) and temperature / top-k / top-p (`sample_top`).

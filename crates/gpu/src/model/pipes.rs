@@ -64,7 +64,7 @@ pub(super) const SCAN: PipeSpec = spec(
     &shaders::LINEAR_SCAN,
     "main",
     &[],
-    &[(0, U), (1, U), (2, R), (3, R), (4, R), (5, R), (6, W), (7, W), (8, W)],
+    &[(0, U), (1, U), (2, R), (3, R), (4, R), (5, R), (6, W), (8, W)],
 );
 pub(super) const SCAN_LOCAL: PipeSpec = spec(
     &shaders::LINEAR_SCAN,
@@ -73,7 +73,7 @@ pub(super) const SCAN_LOCAL: PipeSpec = spec(
     &[(0, U), (1, U), (2, R), (3, R), (4, R), (5, R), (8, W), (9, W)],
 );
 pub(super) const SCAN_CARRY: PipeSpec =
-    spec(&shaders::LINEAR_SCAN, "chunk_carry", &[], &[(0, U), (1, U), (6, W), (7, W), (9, W)]);
+    spec(&shaders::LINEAR_SCAN, "chunk_carry", &[], &[(0, U), (1, U), (6, W), (9, W)]);
 pub(super) const SCAN_OUT: PipeSpec =
     spec(&shaders::LINEAR_SCAN, "chunk_out", &[], &[(0, U), (1, U), (2, R), (8, W), (9, W)]);
 pub(super) const SAMPLE_GREEDY: PipeSpec =

@@ -10,8 +10,8 @@ use super::session::{Acts, BlockMem, LinearState, SessionMem};
 use super::{bind, uniform, GpuModel};
 use crate::error::{GpuError, Result};
 use crate::params::{
-    BiasKind, EmbedParams, EwOp, EwParams, MatmulParams, NormOp, NormParams, RotaryParams, SampleParams,
-    ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
+    BiasKind, EmbedParams, EwOp, EwParams, FeatParams, MatmulParams, NormOp, NormParams, RotaryParams,
+    SampleParams, ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
 };
 use attnlab_core::config::{AbsolutePosition, FfnKind};
 use attnlab_core::ops::SIMPLE_RMS_EPS;
@@ -272,8 +272,8 @@ impl<'a> Builder<'a> {
         capture: Option<&mut Capture>,
     ) -> Option<&'a wgpu::Buffer> {
         let acts = &mem.acts;
-        let fp = uniform(&self.m.ctx.device, &ln.params);
-        self.linear_gates(ln, pipes, &fp, &st.kmax, mem)?;
+        let fp = uniform(&self.m.ctx.device, &FeatParams { k_off: st.k_off as u32, ..ln.params });
+        self.linear_gates(ln, pipes, &fp, &mem.lin, mem)?;
         let bufs = [&fp, &acts.qkv, &acts.gpre, &ln.aux, &acts.mrow, &acts.fq, &acts.fk, &acts.lg];
         self.op(pipes.feat, &bufs, Disp::Threads(ln.params.h));
         if let Some(c) = capture {
@@ -328,15 +328,18 @@ impl<'a> Builder<'a> {
             off_den: p.off_den as u32,
             off_s: p.off_s as u32,
             off_z: p.off_z as u32,
+            s_off: st.s_off as u32,
+            z_off: st.z_off as u32,
+            ..ScanParams::default()
         };
         let sp = uniform(&self.m.ctx.device, &sp);
         let per = (p.h * p.dh) as u32;
-        let seq = [&sp, &acts.fq, &acts.fk, &acts.lg, &acts.qkv, &st.s, &st.z, &acts.ao];
+        let seq = [&sp, &acts.fq, &acts.fk, &acts.lg, &acts.qkv, &mem.lin, &acts.ao];
         self.op(pipes.scan, &seq, Disp::Scan { pass: 0, per });
         let [local, carry, out] = pipes.chunk;
         let local_bufs = [&sp, &acts.fq, &acts.fk, &acts.lg, &acts.qkv, &acts.ao, scratch];
         self.op(local, &local_bufs, Disp::Scan { pass: 1, per });
-        self.op(carry, &[&sp, &st.s, &st.z, scratch], Disp::Scan { pass: 2, per });
+        self.op(carry, &[&sp, &mem.lin, scratch], Disp::Scan { pass: 2, per });
         self.op(out, &[&sp, &acts.fq, &acts.ao, scratch], Disp::Scan { pass: 3, per });
     }
 

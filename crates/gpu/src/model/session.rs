@@ -91,6 +91,7 @@ impl MemPlan {
             ("logits", rows * p.vocab),
             ("KV cache of one layer", ctxlen * p.a),
             ("linear state of one layer", h * dkmax * dh),
+            ("linear states of every layer", linear().map(|ln| 2 * h * ln.dk * dh + 2 * h).sum()),
             ("chunked scan scratch", scratch_len),
         ];
         for (what, n) in sizes {
@@ -129,14 +130,15 @@ pub(super) enum BlockMem {
     Linear(LinearState),
 }
 
-/// A linear layer's recurrent state.
+/// Where a linear layer's recurrent state lives in the session's state buffer (`SessionMem::lin`),
+/// in words.
 pub(super) struct LinearState {
     /// `S [H, dk, dh]`.
-    pub s: wgpu::Buffer,
+    pub s_off: usize,
     /// Denominator state `[H, dh, dk]` (one copy per value column).
-    pub z: wgpu::Buffer,
+    pub z_off: usize,
     /// ReGLA's running key max and seen flag `[H, 2]`.
-    pub kmax: wgpu::Buffer,
+    pub k_off: usize,
 }
 
 /// Every buffer of a session.
@@ -156,8 +158,11 @@ pub(super) struct SessionMem {
     pub staging_batch: wgpu::Buffer,
     /// One per layer.
     pub blocks: Vec<BlockMem>,
-    /// The fused decode's activations (word 0: the step's token id).
+    /// The fused decode's activations (word 0: the step's token id), followed by the linear states.
     pub fa: Option<wgpu::Buffer>,
+    /// The recurrent states of every linear layer (`fa` itself in a fused session, so that its
+    /// kernels reach them through the same binding).
+    pub lin: wgpu::Buffer,
     /// Bytes of KV caches and recurrent states.
     pub state_bytes: u64,
 }
@@ -194,7 +199,10 @@ impl SessionMem {
             })
         };
         let read = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-        let (blocks, state_bytes) = Self::states(&z, model, &plan);
+        let base = fa_len.unwrap_or(0);
+        let (blocks, state_bytes, end) = Self::states(model, &plan, base);
+        let fa = fa_len.map(|_| z("decode activations and linear states", end));
+        let lin = fa.clone().unwrap_or_else(|| z("linear states", end));
         SessionMem {
             acts,
             scan_scratch: z("chunked scan scratch", plan.scratch_len),
@@ -215,42 +223,38 @@ impl SessionMem {
             batch_toks: z("greedy run tokens", GREEDY_BATCH),
             staging_batch: host("staging greedy run", 4 * GREEDY_BATCH, read),
             blocks,
-            fa: fa_len.map(|n| z("decode activations", n)),
+            fa,
+            lin,
             state_bytes,
             plan,
         }
     }
 
-    /// KV caches and linear states of every layer, and their bytes.
-    fn states(
-        z: &impl Fn(&str, usize) -> wgpu::Buffer,
-        model: &GpuModel,
-        p: &MemPlan,
-    ) -> (Vec<BlockMem>, u64) {
-        let mut bytes = 0u64;
+    /// KV caches and the places of the linear states of every layer (from word `base` of the state
+    /// buffer), their bytes and the state buffer's length in words.
+    fn states(model: &GpuModel, p: &MemPlan, base: usize) -> (Vec<BlockMem>, u64, usize) {
+        let dev = &model.ctx.device;
+        let (mut bytes, mut end) = (0u64, base);
         let blocks = model
             .layers
             .iter()
             .map(|l| match &l.kind {
                 Kind::Softmax(_) => {
                     bytes += 8 * (p.max_context * p.a) as u64;
-                    BlockMem::Kv {
-                        k: z("k cache", p.max_context * p.a),
-                        v: z("v cache", p.max_context * p.a),
-                    }
+                    let z = |label: &str| zeros(dev, label, p.max_context * p.a, wgpu::BufferUsages::empty());
+                    BlockMem::Kv { k: z("k cache"), v: z("v cache") }
                 }
                 Kind::Linear(ln) => {
                     let (h, dh, dk) = (p.h, p.dh, ln.dk);
                     bytes += 4 * (2 * h * dk * dh + 2 * h) as u64;
-                    BlockMem::Linear(LinearState {
-                        s: z("linear state", h * dk * dh),
-                        z: z("linear denominator", h * dh * dk),
-                        kmax: z("regla key max", 2 * h),
-                    })
+                    let st =
+                        LinearState { s_off: end, z_off: end + h * dk * dh, k_off: end + 2 * h * dk * dh };
+                    end = st.k_off + 2 * h;
+                    BlockMem::Linear(st)
                 }
             })
             .collect();
-        (blocks, bytes)
+        (blocks, bytes, end)
     }
 }
 
