@@ -26,10 +26,12 @@ const NORM_VALUE: File = wgsl!("norm_value.wgsl");
 const ACTIVATIONS: File = wgsl!("activations.wgsl");
 /// Weight matrices read from f32, f16 or bf16 words.
 const WEIGHTS: File = wgsl!("weights.wgsl");
+/// A linear layer's `FeatParams` at binding 0 and the feature maps of one (row, head).
+const FEATURES: File = wgsl!("features.wgsl");
 
 /// Snippets: not modules on their own, prepended to the shaders that use them.
 pub const SNIPPETS: &[File] =
-    &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS, WEIGHTS];
+    &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS, WEIGHTS, FEATURES];
 
 /// A shader module: the prelude (if `prelude`), `snippets` in order, then `file`.
 #[derive(Debug)]
@@ -79,7 +81,7 @@ pub static ROTARY: Shader = Shader::new(wgsl!("rotary.wgsl"), false, &[STEP]);
 pub static ATTENTION: Shader =
     Shader::new(wgsl!("attention.wgsl"), true, &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW]);
 /// Linear-family feature maps and log-gates (+ ReGLA running key max).
-pub static LINEAR_FEATURES: Shader = Shader::new(wgsl!("linear_features.wgsl"), true, &[STEP]);
+pub static LINEAR_FEATURES: Shader = Shader::new(wgsl!("linear_features.wgsl"), true, &[STEP, FEATURES]);
 /// Gated linear-attention scan / fused decode state update / chunked prefill.
 pub static LINEAR_SCAN: Shader = Shader::new(wgsl!("linear_scan.wgsl"), true, &[STEP]);
 /// Greedy and temperature / top-k / top-p sampling.
