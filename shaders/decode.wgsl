@@ -1,95 +1,18 @@
-// Fused decode: one row per step, a softmax-family block in two dispatches and the logits in one,
-// so a greedy token costs 2·layers + 2 dispatches (the 2: logits, sampling) where the op-by-op path
-// (crates/gpu/src/model/record.rs) spends about ten per layer. Dispatches meet only through storage,
-// so each leaves what the next needs in `fa`, at the offsets in `dp`:
-//   word 0       the step's token id (written by the host),
-//   X  [d]       the block input (workgroup 0 of attn_block writes it),
-//   X1 [d]       block input + attention + b_down (workgroup 0 of ffn_block),
-//   SS [H]       each head's Σ o² (T1's SimpleRMSNorm over all heads is a scalar on Σ PA),
-//   PA [H, d]    each head's share of the output projection, Wo[:, head] · o_head,
-//   PF [S, d]    each group of 64 FFN units' share of the down projection,
-// and the next attn_block (or head_block) starts from X1 + Σ_s PF[s]: the projections' sums, split
-// by head and by unit group, in another order than the op-by-op matmuls (parity within tolerance).
-// A layer's norm gains and biases and its projection biases sit in `aux` after its bias table
-// (bias() of attention_common.wgsl reads the table from offset 0); absent biases are zeros.
-// One workgroup of 64 keeps the row in workgroup memory (d ≤ FUSED_MAX_D) and gives each
-// invocation whole output rows of a projection.
-// Weight matrices are words of the model's weight kind (weights.wgsl).
-// Prepended: the prelude, weights.wgsl, step.wgsl, reduce.wgsl, attention_common.wgsl (AttnParams `p` at
-// binding 0, bias()), attention_row.wgsl (one row's streaming softmax), norm_value.wgsl and
-// activations.wgsl.
+// Fused decode: one row per step, a block in two dispatches (its attention: attn_block here for
+// softmax layers, linear_block in decode_linear.wgsl; its FFN: ffn_block) and the logits in one
+// (head_block), so a greedy token costs 2·layers + 2 dispatches (the 2: logits, sampling) where the
+// op-by-op path (crates/gpu/src/model/record.rs) spends about ten per layer; decode_common.wgsl
+// describes how the dispatches meet. Prepended: the prelude, weights.wgsl, step.wgsl, reduce.wgsl,
+// norm_value.wgsl, decode_common.wgsl, attention_common.wgsl (AttnParams `p` at binding 0, bias()),
+// attention_row.wgsl (one row's streaming softmax) and activations.wgsl.
 
-// `DecodeParams` is generated from its Rust twin (crates/gpu/src/params.rs).
-
-@group(0) @binding(2) var<uniform> dp: DecodeParams;
-@group(0) @binding(3) var<storage, read_write> fa: array<f32>;
-@group(0) @binding(4) var<storage, read> aux: array<f32>;
-@group(0) @binding(5) var<storage, read> wqkv: array<u32>;
-@group(0) @binding(6) var<storage, read> wo: array<u32>;
-// RoPE cos/sin [pos, dh/2, 2], or in layer 0 of a model with absolute positions, their table [pos, d].
-@group(0) @binding(7) var<storage, read> tab: array<f32>;
 @group(0) @binding(8) var<storage, read_write> kc: array<f32>;
 @group(0) @binding(9) var<storage, read_write> vc: array<f32>;
-@group(0) @binding(10) var<storage, read> emb: array<u32>;
 @group(0) @binding(11) var<storage, read> wup: array<u32>;
 @group(0) @binding(12) var<storage, read> wgate: array<u32>;
 @group(0) @binding(13) var<storage, read> wdown: array<u32>;
 @group(0) @binding(14) var<storage, read> whead: array<u32>;
 @group(0) @binding(15) var<storage, read_write> logits: array<f32>;
-
-const WG: u32 = 64u;
-const HV: u32 = 3u * MAX_DH;
-
-// The row (normalized in place).
-var<workgroup> xs: array<f32, FUSED_MAX_D>;
-// attn_block: the head's q | k | v, then its output in [0, dh); ffn_block: the 64 units' activations.
-var<workgroup> hv: array<f32, HV>;
-
-// xs ← X1 + Σ_s PF[s], the previous block's output.
-fn gather_residual(lid: u32) {
-    for (var c = lid; c < dp.d; c = c + WG) {
-        var v = fa[dp.fa_x1 + c];
-        for (var s = 0u; s < dp.slices; s = s + 1u) {
-            v = v + fa[dp.fa_pf + s * dp.d + c];
-        }
-        xs[c] = v;
-    }
-    workgroupBarrier();
-}
-
-// Normalize xs in place (the statistics of norm.wgsl); gain and bias at aux[off_w..], aux[off_b..].
-fn norm_row(lid: u32, kind: u32, eps: f32, off_w: u32, off_b: u32) {
-    let n = f32(dp.d);
-    var s = 0.0;
-    var ss = 0.0;
-    for (var c = lid; c < dp.d; c = c + WG) {
-        s = s + xs[c];
-        ss = ss + xs[c] * xs[c];
-    }
-    let mean = reduce_sum(lid, s) / n;
-    let ms = reduce_sum(lid, ss) / n;
-    var dev = 0.0;
-    for (var c = lid; c < dp.d; c = c + WG) {
-        dev = dev + (xs[c] - mean) * (xs[c] - mean);
-    }
-    let var_ = reduce_sum(lid, dev) / n;
-    for (var c = lid; c < dp.d; c = c + WG) {
-        xs[c] = norm_value(kind, xs[c], mean, ms, var_, eps, aux[off_w + c], aux[off_b + c]);
-    }
-    workgroupBarrier();
-}
-
-// Row `row` of a projection · xs, one function per weight binding: WGSL passes no storage array to a
-// function (without the unrestricted_pointer_parameters extension), and one accessor over every
-// binding would count them all in each entry point's layout (WebGPU allows 8 storage buffers).
-fn dot_qkv(row: u32) -> f32 {
-    var acc = 0.0;
-    for (var i = 0u; i < dp.d; i = i + 1u) {
-        let e = row * dp.d + i;
-        acc = acc + xs[i] * widen(wqkv[weight_word(e)], e);
-    }
-    return acc;
-}
 
 fn dot_up(row: u32) -> f32 {
     var acc = 0.0;
@@ -116,33 +39,6 @@ fn dot_head(row: u32) -> f32 {
         acc = acc + xs[i] * widen(whead[weight_word(e)], e);
     }
     return acc;
-}
-
-// xs ← the block input: layer 0 the token's embedding (+ absolute position, + embedding norm),
-// else the previous block's output; workgroup 0 keeps it in X for ffn_block's residual.
-fn block_input(lid: u32, keep: bool) {
-    if (dp.first != 0u) {
-        let t = min(bitcast<u32>(fa[0]), dp.vocab - 1u);
-        for (var c = lid; c < dp.d; c = c + WG) {
-            let e = t * dp.d + c;
-            var v = widen(emb[weight_word(e)], e);
-            if (dp.use_pe != 0u) {
-                v = v + tab[st.pos0 * dp.d + c];
-            }
-            xs[c] = v;
-        }
-        workgroupBarrier();
-        if (dp.emb_norm != 0u) {
-            norm_row(lid, dp.emb_kind, dp.emb_eps, dp.off_emb_w, dp.off_emb_b);
-        }
-    } else {
-        gather_residual(lid);
-    }
-    if (keep) {
-        for (var c = lid; c < dp.d; c = c + WG) {
-            fa[dp.fa_x + c] = xs[c];
-        }
-    }
 }
 
 // One workgroup per head: block input, attention norm, the head's q, k, v (+ biases), RoPE, k and v
@@ -207,21 +103,8 @@ fn attn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
         }
     }
     workgroupBarrier();
-    for (var o = lid; o < dp.d; o = o + WG) {
-        var s = 0.0;
-        for (var c = 0u; c < dh; c = c + 1u) {
-            let e = o * p.a + hh * dh + c;
-            s = s + widen(wo[weight_word(e)], e) * hv[c];
-        }
-        fa[dp.fa_pa + hh * dp.d + o] = s;
-    }
-    if (lid == 0u) {
-        var ss = 0.0;
-        for (var c = 0u; c < dh; c = c + 1u) {
-            ss = ss + hv[c] * hv[c];
-        }
-        fa[dp.fa_ss + hh] = ss;
-    }
+    head_projection(lid, hh, dh);
+    head_sum_squares(lid, hh, dh);
 }
 
 // One workgroup per group of 64 FFN units: x' = X + (attention + b_o), the FFN norm of x' (of X with
@@ -233,13 +116,19 @@ fn ffn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id)
     if (g >= dp.slices) {
         return;
     }
+    // A norm over all heads' outputs (T1's SimpleRMSNorm; a linear layer's RMSNorm over every
+    // channel, its gain already in PA) is a scalar on Σ PA.
     var scale = 1.0;
-    if (dp.relu_norm != 0u) {
+    if (dp.post_norm != 0u) {
         var ss = 0.0;
         for (var hh = 0u; hh < dp.h; hh = hh + 1u) {
             ss = ss + fa[dp.fa_ss + hh];
         }
-        scale = 1.0 / (sqrt(ss / f32(dp.a)) + dp.relu_eps);
+        if (dp.post_kind == NORM_SIMPLE_RMS) {
+            scale = 1.0 / (sqrt(ss / f32(dp.a)) + dp.post_eps);
+        } else {
+            scale = inverseSqrt(ss / f32(dp.a) + dp.post_eps);
+        }
     }
     for (var c = lid; c < dp.d; c = c + WG) {
         var pa = 0.0;

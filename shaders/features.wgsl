@@ -127,86 +127,85 @@ struct FeatIn {
     shift: f32,
 }
 
-// φq, φk and lg (width dk).
+// φq, φk and lg (width dk). `features` takes both by pointer: copies of these arrays are costly
+// (Mesa's llvmpipe compiles a by-value version for minutes).
 struct FeatOut {
     q: array<f32, MAX_DK>,
     k: array<f32, MAX_DK>,
     g: array<f32, MAX_DK>,
 }
 
-fn features(pos: u32, hh: u32, x: FeatIn) -> FeatOut {
+fn features(pos: u32, hh: u32, x: ptr<function, FeatIn>, o: ptr<function, FeatOut>) {
     let d = p.dh;
-    var o: FeatOut;
     if (FEAT_KIND == FEAT_ELU) {
         for (var j = 0u; j < d; j = j + 1u) {
             if (p.plus_one != 0u) {
-                o.q[j] = elu1(x.q[j]);
-                o.k[j] = elu1(x.k[j]);
+                (*o).q[j] = elu1((*x).q[j]);
+                (*o).k[j] = elu1((*x).k[j]);
             } else {
-                o.q[j] = elu(x.q[j]);
-                o.k[j] = elu(x.k[j]);
+                (*o).q[j] = elu((*x).q[j]);
+                (*o).k[j] = elu((*x).k[j]);
             }
-            o.g[j] = 0.0;
+            (*o).g[j] = 0.0;
         }
     } else if (FEAT_KIND == FEAT_LRPE) {
         var xq: array<f32, MAX_DH>;
         var xk: array<f32, MAX_DH>;
         for (var j = 0u; j < d; j = j + 1u) {
-            xq[j] = elu1(x.q[j]);
-            xk[j] = elu1(x.k[j]);
+            xq[j] = elu1((*x).q[j]);
+            xk[j] = elu1((*x).k[j]);
         }
-        o.q = lrpe(pos, xq);
-        o.k = lrpe(pos, xk);
+        (*o).q = lrpe(pos, xq);
+        (*o).k = lrpe(pos, xk);
         for (var j = 0u; j < p.dk; j = j + 1u) {
-            o.g[j] = 0.0;
+            (*o).g[j] = 0.0;
         }
     } else if (FEAT_KIND == FEAT_GLA) {
         for (var j = 0u; j < d; j = j + 1u) {
-            o.q[j] = x.q[j] * p.scale;
-            o.k[j] = x.k[j];
-            let z = x.ga[j] + aux[p.off_vec + hh * d + j];
-            o.g[j] = log_sigmoid(z) / p.normalizer;
+            (*o).q[j] = (*x).q[j] * p.scale;
+            (*o).k[j] = (*x).k[j];
+            let z = (*x).ga[j] + aux[p.off_vec + hh * d + j];
+            (*o).g[j] = log_sigmoid(z) / p.normalizer;
         }
     } else if (FEAT_KIND == FEAT_REGLA) {
         var qmax = -3.0e38;
         for (var j = 0u; j < d; j = j + 1u) {
-            qmax = max(qmax, x.q[j]);
+            qmax = max(qmax, (*x).q[j]);
         }
         for (var j = 0u; j < d; j = j + 1u) {
-            o.q[j] = exp(x.q[j] - qmax) * p.scale;
-            o.k[j] = exp(x.k[j] - x.m_t);
-            let ag = x.ga[j] + aux[p.off_vec + hh * d + j];
-            let ar = x.gr[j] + aux[p.off_vec + p.a + hh * d + j];
+            (*o).q[j] = exp((*x).q[j] - qmax) * p.scale;
+            (*o).k[j] = exp((*x).k[j] - (*x).m_t);
+            let ag = (*x).ga[j] + aux[p.off_vec + hh * d + j];
+            let ar = (*x).gr[j] + aux[p.off_vec + p.a + hh * d + j];
             let log_g = log_sigmoid(ag);
             let term = log_add_exp(log_g, LN2 + log_sigmoid(ar) + log_sigmoid(-ag));
-            o.g[j] = min(log_g + term, 0.0) + x.shift;
+            (*o).g[j] = min(log_g + term, 0.0) + (*x).shift;
         }
     } else if (FEAT_KIND == FEAT_HGRN2) {
         for (var j = 0u; j < d; j = j + 1u) {
-            o.q[j] = x.q[j] / (1.0 + exp(-x.q[j])) * p.scale;
+            (*o).q[j] = (*x).q[j] / (1.0 + exp(-(*x).q[j])) * p.scale;
             let beta = aux[p.off_vec + hh * d + j];
-            o.k[j] = (1.0 - beta) / (1.0 + exp(x.k[j]));
-            o.g[j] = key_forget_log_gate(x.k[j], beta);
+            (*o).k[j] = (1.0 - beta) / (1.0 + exp((*x).k[j]));
+            (*o).g[j] = key_forget_log_gate((*x).k[j], beta);
         }
     } else {
         // FEAT_RETNET.
         let half = d / 2u;
         for (var j = 0u; j < d; j = j + 1u) {
-            o.q[j] = x.q[j];
-            o.k[j] = x.k[j];
-            o.g[j] = aux[p.off_vec + hh];
+            (*o).q[j] = (*x).q[j];
+            (*o).k[j] = (*x).k[j];
+            (*o).g[j] = aux[p.off_vec + hh];
         }
         for (var k = 0u; k < half; k = k + 1u) {
             let c = aux[p.off_tab + (pos * half + k) * 2u];
             let s = aux[p.off_tab + (pos * half + k) * 2u + 1u];
-            o.q[2u * k] = x.q[2u * k] * c - x.q[2u * k + 1u] * s;
-            o.q[2u * k + 1u] = x.q[2u * k + 1u] * c + x.q[2u * k] * s;
-            o.k[2u * k] = x.k[2u * k] * c - x.k[2u * k + 1u] * s;
-            o.k[2u * k + 1u] = x.k[2u * k + 1u] * c + x.k[2u * k] * s;
+            (*o).q[2u * k] = (*x).q[2u * k] * c - (*x).q[2u * k + 1u] * s;
+            (*o).q[2u * k + 1u] = (*x).q[2u * k + 1u] * c + (*x).q[2u * k] * s;
+            (*o).k[2u * k] = (*x).k[2u * k] * c - (*x).k[2u * k + 1u] * s;
+            (*o).k[2u * k + 1u] = (*x).k[2u * k + 1u] * c + (*x).k[2u * k] * s;
         }
         for (var j = 0u; j < d; j = j + 1u) {
-            o.q[j] = o.q[j] * p.scale;
+            (*o).q[j] = (*o).q[j] * p.scale;
         }
     }
-    return o;
 }

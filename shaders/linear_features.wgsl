@@ -38,7 +38,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         x.m_t = mrow[(r * p.h + hh) * 2u];
         x.shift = mrow[(r * p.h + hh) * 2u + 1u];
     }
-    let o = features(st.pos0 + r, hh, x);
+    var o: FeatOut;
+    features(st.pos0 + r, hh, &x, &o);
     let ob = (r * p.h + hh) * p.dk;
     for (var j = 0u; j < p.dk; j = j + 1u) {
         fq[ob + j] = o.q[j];

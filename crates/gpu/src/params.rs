@@ -257,9 +257,11 @@ gpu_params! {
         act: u32,
         /// GPT-NeoX parallel residual: the FFN's norm reads the block input.
         parallel: u32,
-        /// T1 Diag: SimpleRMSNorm over all heads' outputs (eps `relu_eps`).
-        relu_norm: u32,
-        relu_eps: f32,
+        /// A norm over all heads' outputs applied in `ffn_block` (1: on), `post_kind` a [`NormOp`]
+        /// (T1 Diag's SimpleRMSNorm, a linear layer's RMSNorm over every channel), eps `post_eps`.
+        post_norm: u32,
+        post_kind: u32,
+        post_eps: f32,
         fa_x: u32,
         fa_x1: u32,
         fa_ss: u32,
@@ -276,9 +278,28 @@ gpu_params! {
         off_bup: u32,
         off_bgate: u32,
         off_bdown: u32,
-        pad0: u32,
-        pad1: u32,
-        pad2: u32,
+        /// Linear layers (decode_linear.wgsl): 1 low-rank GLA gate (`rank`, matrices in `aux` at
+        /// `off_gdown`, `off_gup`), 2 ReGLA's gate rows `[2a, d]` in `wextra`.
+        gate: u32,
+        rank: u32,
+        off_gdown: u32,
+        off_gup: u32,
+        /// Output norm of each head (RMSNorm over its dh channels, eps `head_eps`), before the gain.
+        head_norm: u32,
+        head_eps: f32,
+        /// Multiply by the gain at `off_gain` (indexed by channel within the head, or by
+        /// `head · dh + channel` when `gain_all`).
+        gain: u32,
+        gain_all: u32,
+        off_gain: u32,
+        /// Multiply by silu of the output gate, rows `[a, d]` in `wextra`.
+        out_gate: u32,
+        /// The layer's state in `fa`: S, z, ReGLA's key max (linear layers).
+        s_off: u32,
+        z_off: u32,
+        k_off: u32,
+        /// Denominator floor of a linear layer (0: no denominator).
+        den_eps: f32,
     }
 }
 
@@ -471,6 +492,7 @@ mod tests {
                 &s::LINEAR_SCAN,
                 &s::CAPTURE,
                 &s::DECODE,
+                &s::DECODE_LINEAR,
             ]),
             twin::<MatmulParams>(&[&s::MATMUL]),
             twin::<NormParams>(&[&s::NORM]),
@@ -478,8 +500,8 @@ mod tests {
             twin::<EmbedParams>(&[&s::EMBED]),
             twin::<RotaryParams>(&[&s::ROTARY]),
             twin::<AttnParams>(&[&s::ATTENTION, &s::ATTENTION_MAP, &s::DECODE]),
-            twin::<DecodeParams>(&[&s::DECODE]),
-            twin::<FeatParams>(&[&s::LINEAR_FEATURES]),
+            twin::<DecodeParams>(&[&s::DECODE, &s::DECODE_LINEAR]),
+            twin::<FeatParams>(&[&s::LINEAR_FEATURES, &s::DECODE_LINEAR]),
             twin::<ScanParams>(&[&s::LINEAR_SCAN]),
             twin::<SampleParams>(&[&s::SAMPLE]),
             twin::<CaptureParams>(&[&s::CAPTURE]),

@@ -28,10 +28,21 @@ const ACTIVATIONS: File = wgsl!("activations.wgsl");
 const WEIGHTS: File = wgsl!("weights.wgsl");
 /// A linear layer's `FeatParams` at binding 0 and the feature maps of one (row, head).
 const FEATURES: File = wgsl!("features.wgsl");
+/// The fused decode's shared bindings, block input, norms and per-head output projection.
+const DECODE_COMMON: File = wgsl!("decode_common.wgsl");
 
 /// Snippets: not modules on their own, prepended to the shaders that use them.
-pub const SNIPPETS: &[File] =
-    &[STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS, WEIGHTS, FEATURES];
+pub const SNIPPETS: &[File] = &[
+    STEP,
+    REDUCE,
+    ATTENTION_COMMON,
+    ATTENTION_ROW,
+    NORM_VALUE,
+    ACTIVATIONS,
+    WEIGHTS,
+    FEATURES,
+    DECODE_COMMON,
+];
 
 /// A shader module: the prelude (if `prelude`), `snippets` in order, then `file`.
 #[derive(Debug)]
@@ -86,11 +97,17 @@ pub static LINEAR_FEATURES: Shader = Shader::new(wgsl!("linear_features.wgsl"), 
 pub static LINEAR_SCAN: Shader = Shader::new(wgsl!("linear_scan.wgsl"), true, &[STEP]);
 /// Greedy and temperature / top-k / top-p sampling.
 pub static SAMPLE: Shader = Shader::new(wgsl!("sample.wgsl"), false, &[]);
-/// Fused decode of softmax-family blocks: two dispatches per block, one for the logits.
+/// Fused decode: softmax-family attention, the FFN and the logits of one row.
 pub static DECODE: Shader = Shader::new(
     wgsl!("decode.wgsl"),
     true,
-    &[WEIGHTS, STEP, REDUCE, ATTENTION_COMMON, ATTENTION_ROW, NORM_VALUE, ACTIVATIONS],
+    &[WEIGHTS, STEP, REDUCE, NORM_VALUE, DECODE_COMMON, ATTENTION_COMMON, ATTENTION_ROW, ACTIVATIONS],
+);
+/// Fused decode: a linear-attention layer's attention of one row.
+pub static DECODE_LINEAR: Shader = Shader::new(
+    wgsl!("decode_linear.wgsl"),
+    true,
+    &[WEIGHTS, STEP, REDUCE, NORM_VALUE, DECODE_COMMON, FEATURES, ACTIVATIONS],
 );
 /// Introspection capture: a step's activation rows copied into a trace buffer.
 pub static CAPTURE: Shader = Shader::new(wgsl!("capture.wgsl"), false, &[STEP]);
@@ -110,6 +127,7 @@ pub static SHADERS: &[&Shader] = &[
     &LINEAR_SCAN,
     &SAMPLE,
     &DECODE,
+    &DECODE_LINEAR,
     &CAPTURE,
     &ATTENTION_MAP,
 ];

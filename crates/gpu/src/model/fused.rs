@@ -1,9 +1,9 @@
 //! The fused decode (shaders/decode.wgsl): which models have it, the vectors and parameter blocks
 //! its kernels read, and the layout of its activations `fa`.
 
-use super::layers::{Kind, Norm, Role};
+use super::layers::{Gate, Kind, LinearLayer, Norm, Post, Role};
 use super::upload::HostModel;
-use crate::params::{BiasKind, DecodeParams, EwOp, FUSED_HEAD_ROWS, FUSED_MAX_D};
+use crate::params::{BiasKind, DecodeParams, EwOp, NormOp, FUSED_HEAD_ROWS, FUSED_MAX_D, MAX_DH};
 use attnlab_core::config::{FfnKind, ModelConfig};
 use attnlab_core::ops::SIMPLE_RMS_EPS;
 
@@ -48,7 +48,11 @@ pub(super) fn unsupported(cfg: &ModelConfig, host: &HostModel) -> Option<String>
     }
     for (i, l) in host.layers.iter().enumerate() {
         match &l.kind {
-            Kind::Linear(_) => return Some(format!("layer {i} is a linear-attention layer")),
+            Kind::Linear(ln) => {
+                if let Some(why) = linear_unsupported(ln, cfg.head_dim, cfg.n_heads) {
+                    return Some(format!("layer {i}: {why}"));
+                }
+            }
             Kind::Softmax(s) if s.bias == BiasKind::Contextual => {
                 return Some(format!("layer {i} has a contextual (CoPE) bias"))
             }
@@ -59,6 +63,56 @@ pub(super) fn unsupported(cfg: &ModelConfig, host: &HostModel) -> Option<String>
         }
     }
     None
+}
+
+/// Why a linear layer has no fused decode.
+fn linear_unsupported(ln: &LinearLayer<Vec<f32>>, dh: usize, h: usize) -> Option<String> {
+    if let Gate::Gla { rank, .. } = ln.gate {
+        if rank > MAX_DH {
+            return Some(format!("GLA gate rank {rank} exceeds the fused kernel's {MAX_DH}"));
+        }
+    }
+    if let (Gate::Regla { .. }, Post::RmsNormGate { .. }) = (&ln.gate, &ln.post) {
+        return Some("ReGLA gates together with an output gate".into());
+    }
+    match ln.post {
+        Post::RmsNorm { group, .. } | Post::RmsNormGate { group, .. } if group != dh && group != h * dh => {
+            Some(format!("an output norm over groups of {group} channels"))
+        }
+        _ => None,
+    }
+}
+
+/// A linear layer's tables, gate matrices and post-op in `v` and `p`.
+fn plan_linear(ln: &LinearLayer<Vec<f32>>, dh: usize, v: &mut Vecs, p: &mut DecodeParams) {
+    // features() reads the feature tables from offset 0.
+    v.push(Some(&ln.aux), 0);
+    p.den_eps = ln.den_eps;
+    match &ln.gate {
+        Gate::None => {}
+        Gate::Gla { down, up, rank } => {
+            (p.gate, p.rank) = (1, *rank as u32);
+            p.off_gdown = v.push(Some(down), 0);
+            p.off_gup = v.push(Some(up), 0);
+        }
+        Gate::Regla { .. } => p.gate = 2,
+    }
+    match &ln.post {
+        Post::None => {}
+        Post::Simple => {
+            (p.post_norm, p.post_kind, p.post_eps) = (1, NormOp::SimpleRms.code(), SIMPLE_RMS_EPS)
+        }
+        Post::RmsNorm { gain, group, eps } | Post::RmsNormGate { gain, group, eps, .. } => {
+            (p.gain, p.off_gain) = (1, v.push(Some(gain), 0));
+            if *group == dh {
+                (p.head_norm, p.head_eps) = (1, *eps);
+            } else {
+                p.gain_all = 1;
+                (p.post_norm, p.post_kind, p.post_eps) = (1, NormOp::Rms.code(), *eps);
+            }
+            p.out_gate = u32::from(matches!(ln.post, Post::RmsNormGate { .. }));
+        }
+    }
 }
 
 /// Vectors appended one after another; each push returns its offset.
@@ -103,7 +157,6 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
         vocab: cfg.vocab_size as u32,
         slices: slices as u32,
         parallel: u32::from(cfg.parallel_residual),
-        relu_eps: SIMPLE_RMS_EPS,
         fa_x: fa_x as u32,
         fa_x1: fa_x1 as u32,
         fa_ss: fa_ss as u32,
@@ -118,10 +171,16 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
         .map(|(i, l)| {
             let mut v = Vecs::default();
             let mut p = base;
-            if let Kind::Softmax(s) = &l.kind {
-                v.push(Some(&s.aux), 0);
-                p.rope = u32::from(s.rope.is_some());
-                p.relu_norm = u32::from(s.relu_norm);
+            match &l.kind {
+                Kind::Softmax(s) => {
+                    v.push(Some(&s.aux), 0);
+                    p.rope = u32::from(s.rope.is_some());
+                    if s.relu_norm {
+                        (p.post_norm, p.post_kind, p.post_eps) =
+                            (1, NormOp::SimpleRms.code(), SIMPLE_RMS_EPS);
+                    }
+                }
+                Kind::Linear(ln) => plan_linear(ln, dh, &mut v, &mut p),
             }
             if i == 0 {
                 p.first = 1;

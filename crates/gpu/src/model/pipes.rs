@@ -86,6 +86,12 @@ pub(super) const DECODE_ATTN: PipeSpec = spec(
     &["BIAS_KIND", "WEIGHT_KIND"],
     &[(0, U), (1, U), (2, U), (3, W), (4, R), (5, R), (6, R), (7, R), (8, W), (9, W), (10, R)],
 );
+pub(super) const DECODE_LINEAR: PipeSpec = spec(
+    &shaders::DECODE_LINEAR,
+    "linear_block",
+    &["FEAT_KIND", "WEIGHT_KIND"],
+    &[(0, U), (1, U), (2, U), (3, W), (4, R), (5, R), (6, R), (7, R), (8, R), (10, R)],
+);
 pub(super) const DECODE_FFN: PipeSpec = spec(
     &shaders::DECODE,
     "ffn_block",
@@ -123,6 +129,7 @@ const ALL: &[&PipeSpec] = &[
     &SAMPLE_GREEDY,
     &SAMPLE_TOP,
     &DECODE_ATTN,
+    &DECODE_LINEAR,
     &DECODE_FFN,
     &DECODE_HEAD,
     &CAPTURE,
@@ -286,20 +293,20 @@ impl GpuModel {
 
 impl GpuModel {
     fn decode_pipes(&mut self) -> DecodePipes {
-        let kinds: Vec<f64> = self
-            .layers
-            .iter()
-            .map(|l| match &l.kind {
-                Kind::Softmax(s) => f64::from(s.bias.code()),
-                Kind::Linear(_) => 0.0,
+        let wk = f64::from(self.weight_kind.code());
+        let attn = (0..self.layers.len())
+            .map(|i| match &self.layers[i].kind {
+                Kind::Softmax(s) => {
+                    let bias = f64::from(s.bias.code());
+                    self.pipe(&DECODE_ATTN, &[bias, wk])
+                }
+                Kind::Linear(l) => {
+                    let feat = f64::from(l.feat.code());
+                    self.pipe(&DECODE_LINEAR, &[feat, wk])
+                }
             })
             .collect();
-        let wk = f64::from(self.weight_kind.code());
-        DecodePipes {
-            attn: kinds.into_iter().map(|k| self.pipe(&DECODE_ATTN, &[k, wk])).collect(),
-            ffn: self.pipe(&DECODE_FFN, &[wk]),
-            head: self.pipe(&DECODE_HEAD, &[wk]),
-        }
+        DecodePipes { attn, ffn: self.pipe(&DECODE_FFN, &[wk]), head: self.pipe(&DECODE_HEAD, &[wk]) }
     }
 }
 

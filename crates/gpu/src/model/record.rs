@@ -10,8 +10,8 @@ use super::session::{Acts, BlockMem, LinearState, SessionMem};
 use super::{bind, uniform, GpuModel};
 use crate::error::{GpuError, Result};
 use crate::params::{
-    BiasKind, EmbedParams, EwOp, EwParams, FeatParams, MatmulParams, NormOp, NormParams, RotaryParams,
-    SampleParams, ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
+    BiasKind, DecodeParams, EmbedParams, EwOp, EwParams, FeatParams, MatmulParams, NormOp, NormParams,
+    RotaryParams, SampleParams, ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
 };
 use attnlab_core::config::{AbsolutePosition, FfnKind};
 use attnlab_core::ops::SIMPLE_RMS_EPS;
@@ -103,8 +103,9 @@ pub(super) fn record(
     };
     let decode = match (&ids.decode, &mem.fa, &m.fused) {
         (Some(pipes), Some(fa), Ok(fused)) => {
-            b.decode(pipes, fused, fa, mem)
-                .ok_or_else(|| GpuError::Unsupported("fused decode of a layer that is not softmax".into()))?;
+            b.decode(pipes, fused, fa, mem).ok_or_else(|| {
+                GpuError::Unsupported("fused decode: a layer's state is not of its kind".into())
+            })?;
             std::mem::take(&mut b.ops)
         }
         _ => Vec::new(),
@@ -157,8 +158,8 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// The fused decode (shaders/decode.wgsl): per block its attention and its FFN dispatch, then
-    /// the logits. `None` if a layer is not a softmax layer with a KV cache.
+    /// The fused decode (shaders/decode.wgsl, decode_linear.wgsl): per block its attention and its
+    /// FFN dispatch, then the logits. `None` if a layer's state is not of its kind.
     fn decode(
         &mut self,
         pipes: &DecodePipes,
@@ -168,13 +169,34 @@ impl<'a> Builder<'a> {
     ) -> Option<()> {
         let (m, dev) = (self.m, &self.m.ctx.device);
         for (i, (l, part)) in m.layers.iter().zip(&fused.layers).enumerate() {
-            let (Kind::Softmax(s), BlockMem::Kv { k, v }) = (&l.kind, mem.blocks.get(i)?) else {
-                return None;
+            let tab = if part.params.use_pe != 0 { &m.pe } else { &m.dummy };
+            let pipe = *pipes.attn.get(i)?;
+            let dp = match (&l.kind, mem.blocks.get(i)?) {
+                (Kind::Softmax(s), BlockMem::Kv { k, v }) => {
+                    let (ap, dp) = (uniform(dev, &s.params), uniform(dev, &part.params));
+                    let tab = s.rope.as_ref().unwrap_or(tab);
+                    self.op(
+                        pipe,
+                        &[&ap, &dp, fa, &part.vecs, &l.wqkv.w, &l.wo.w, tab, k, v, &m.emb],
+                        Disp::Groups(s.params.h),
+                    );
+                    dp
+                }
+                (Kind::Linear(ln), BlockMem::Linear(st)) => {
+                    let [s_off, z_off, k_off] = [st.s_off, st.z_off, st.k_off].map(|o| o as u32);
+                    let dp = uniform(dev, &DecodeParams { s_off, z_off, k_off, ..part.params });
+                    let fp = uniform(dev, &ln.params);
+                    let extra = match (&ln.gate, &ln.post) {
+                        (Gate::Regla { wgr }, _) => wgr,
+                        (_, Post::RmsNormGate { out_gate, .. }) => out_gate,
+                        _ => &m.dummy,
+                    };
+                    let bufs = [&fp, &dp, fa, &part.vecs, &l.wqkv.w, &l.wo.w, tab, extra, &m.emb];
+                    self.op(pipe, &bufs, Disp::Groups(ln.params.h));
+                    dp
+                }
+                _ => return None,
             };
-            let (ap, dp) = (uniform(dev, &s.params), uniform(dev, &part.params));
-            let tab = if part.params.use_pe != 0 { &m.pe } else { s.rope.as_ref().unwrap_or(&m.dummy) };
-            let bufs = [&ap, &dp, fa, &part.vecs, &l.wqkv.w, &l.wo.w, tab, k, v, &m.emb];
-            self.op(*pipes.attn.get(i)?, &bufs, Disp::Groups(s.params.h));
             let gate = l.ffn_gate.as_ref().map_or(&m.dummy, |g| &g.w);
             let bufs = [&dp, fa, &part.vecs, &l.ffn_up.w, gate, &l.ffn_down.w];
             self.op(pipes.ffn, &bufs, Disp::Groups(part.params.slices));
