@@ -45,7 +45,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
     for (var c = 0u; c < p.dh; c = c + 1u) {
         q[c] = qkv[qb + c];
     }
-    let ml = attend_lanes(lid, hh, i, j0, &q, &acc);
+    let ml = attend_lanes(lid, hh, i, j0, i + 1u, &q, &acc);
     write_row(lid, ml.x, ml.y, &acc, r * p.a + hh * p.dh);
 }
 

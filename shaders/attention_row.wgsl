@@ -16,16 +16,16 @@ fn softmax_update(s: f32, kb: u32, m: ptr<function, f32>, l: ptr<function, f32>,
     *m = m_new;
 }
 
-// Lane `lid` walks query i's keys j ≡ lid (mod 64) in j0..=i of head hh, logits scale·q·k_j +
-// B_h(i, j) (T1: ReLU weights, no softmax); returns its running (max, sum) and leaves its weighted
-// values in `acc`.
-fn attend_lanes(lid: u32, hh: u32, i: u32, j0: u32, q: ptr<function, array<f32, MAX_DH>>, acc: ptr<function, array<f32, MAX_DH>>) -> vec2<f32> {
+// Lane `lid` walks query i's keys j ≡ j0 + lid (mod 64) in j0..j1 of head hh, logits
+// scale·q·k_j + B_h(i, j) (T1: ReLU weights, no softmax); returns its running (max, sum) and leaves
+// its weighted values in `acc`.
+fn attend_lanes(lid: u32, hh: u32, i: u32, j0: u32, j1: u32, q: ptr<function, array<f32, MAX_DH>>, acc: ptr<function, array<f32, MAX_DH>>) -> vec2<f32> {
     for (var c = 0u; c < p.dh; c = c + 1u) {
         (*acc)[c] = 0.0;
     }
     var m = -3.0e38;
     var l = 0.0;
-    for (var j = j0 + lid; j <= i; j = j + RED_WG) {
+    for (var j = j0 + lid; j < j1; j = j + RED_WG) {
         let kb = j * p.a + hh * p.dh;
         var dot = 0.0;
         for (var c = 0u; c < p.dh; c = c + 1u) {
@@ -44,12 +44,14 @@ fn attend_lanes(lid: u32, hh: u32, i: u32, j0: u32, q: ptr<function, array<f32, 
     return vec2<f32>(m, l);
 }
 
-// Merging the 64 lanes' states (m, l): (f, inv) such that the row's output channel c is
-// inv · Σ_lanes f · acc[c] (every partial state rescaled to the common max). Uniform control flow.
-fn lane_merge(lid: u32, m: f32, l: f32) -> vec2<f32> {
+// Merging the 64 lanes' states (m, l): (f, inv, M, L) such that the row's output channel c is
+// inv · Σ_lanes f · acc[c] (every partial state rescaled to the common max M; L the merged sum).
+// Uniform control flow.
+fn lane_merge(lid: u32, m: f32, l: f32) -> vec4<f32> {
     var f = 1.0;
+    var big_m = m;
     if (p.relu == 0u) {
-        let big_m = reduce_max(lid, m);
+        big_m = reduce_max(lid, m);
         f = exp(m - big_m);
     }
     let total_l = reduce_sum(lid, l * f);
@@ -57,5 +59,5 @@ fn lane_merge(lid: u32, m: f32, l: f32) -> vec2<f32> {
     if (p.relu == 0u && total_l > 0.0) {
         inv = 1.0 / total_l;
     }
-    return vec2<f32>(f, inv);
+    return vec4<f32>(f, inv, big_m, total_l);
 }

@@ -41,22 +41,51 @@ fn dot_head(row: u32) -> f32 {
     return acc;
 }
 
-// One workgroup per head: block input, attention norm, the head's q, k, v (+ biases), RoPE, k and v
-// into the caches at this step's position, the streaming softmax over the cache (attention_row.wgsl),
-// then PA[head] and SS[head].
+// The keys j0..=i of this step's row (TransNormer Diag: its block) in `used` ranges of `ks` keys,
+// ks ≥ split_keys, at most `splits` ranges. Uniform: st.pos0 and dp only.
+struct SplitK {
+    j0: u32,
+    ks: u32,
+    used: u32,
+}
+
+fn split_k() -> SplitK {
+    let i = st.pos0;
+    var j0 = 0u;
+    if (dp.block > 0u) {
+        j0 = i - i % dp.block;
+    }
+    let len = i + 1u - j0;
+    let ks = max(dp.split_keys, (len + dp.splits - 1u) / dp.splits);
+    return SplitK(j0, ks, (len - 1u) / ks + 1u);
+}
+
+// Split-K over the keys: workgroup (head, split) runs block input, attention norm, the head's q
+// (the last split, which holds this step's position, also k and v: RoPE, into the caches), the
+// streaming softmax over its key range (attention_row.wgsl), and leaves its normalized output in
+// O, its (max, sum) in ML and Wo[:, head] · output in PA; ffn_block merges the splits. The host
+// dispatches (used splits, heads) workgroups (crates/gpu/src/model/fused.rs `splits_used`), so a
+// short row costs one workgroup per head.
 @compute @workgroup_size(64)
 fn attn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
-    let hh = wg.x;
+    let hh = wg.y;
+    let sp = wg.x;
+    let sk = split_k();
     // Uniform per workgroup: the barriers below stay in uniform control flow.
-    if (hh >= p.h) {
+    if (hh >= p.h || sp >= sk.used) {
         return;
     }
     let dh = p.dh;
     let i = st.pos0;
-    block_input(lid, hh == 0u);
+    let owner = sp == sk.used - 1u;
+    block_input(lid, hh == 0u && sp == 0u);
     norm_row(lid, dp.norm_kind, dp.norm_eps, dp.off_norm_w, dp.off_norm_b);
-    for (var r = lid; r < 3u * dh; r = r + WG) {
+    var rows = dh;
+    if (owner) {
+        rows = 3u * dh;
+    }
+    for (var r = lid; r < rows; r = r + WG) {
         let row = (r / dh) * p.a + hh * dh + r % dh;
         hv[r] = dot_qkv(row) + aux[dp.off_bqkv + row];
     }
@@ -78,23 +107,22 @@ fn attn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
         }
         workgroupBarrier();
     }
-    let cb = i * p.a + hh * dh;
-    for (var c = lid; c < dh; c = c + WG) {
-        kc[cb + c] = hv[dh + c];
-        vc[cb + c] = hv[2u * dh + c];
+    if (owner) {
+        let cb = i * p.a + hh * dh;
+        for (var c = lid; c < dh; c = c + WG) {
+            kc[cb + c] = hv[dh + c];
+            vc[cb + c] = hv[2u * dh + c];
+        }
     }
-    // The lanes below read this position's k and v.
+    // The owner's lanes below read this position's k and v.
     storageBarrier();
     var q: array<f32, MAX_DH>;
     var acc: array<f32, MAX_DH>;
     for (var c = 0u; c < dh; c = c + 1u) {
         q[c] = hv[c];
     }
-    var j0 = 0u;
-    if (p.block > 0u) {
-        j0 = i - i % p.block;
-    }
-    let ml = attend_lanes(lid, hh, i, j0, &q, &acc);
+    let lo = sk.j0 + sp * sk.ks;
+    let ml = attend_lanes(lid, hh, i, lo, min(lo + sk.ks, i + 1u), &q, &acc);
     let fi = lane_merge(lid, ml.x, ml.y);
     for (var c = 0u; c < dh; c = c + 1u) {
         let v = reduce_sum(lid, acc[c] * fi.x);
@@ -103,8 +131,65 @@ fn attn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
         }
     }
     workgroupBarrier();
-    head_projection(lid, hh, dh);
-    head_sum_squares(lid, hh, dh);
+    let slot = hh * dp.splits + sp;
+    head_projection(lid, slot, hh, dh);
+    for (var c = lid; c < dh; c = c + WG) {
+        fa[dp.fa_o + slot * dh + c] = hv[c];
+    }
+    if (lid == 0u) {
+        fa[dp.fa_ml + 2u * slot] = fi.z;
+        fa[dp.fa_ml + 2u * slot + 1u] = fi.w;
+    }
+}
+
+// Weight of split `s` of head `hh` in the head's output: its share of the softmax sum, rescaled to
+// the head's max (ReLU weights: 1, the splits' outputs add).
+fn split_weight(hh: u32, s: u32, sk: SplitK) -> f32 {
+    if (dp.relu != 0u) {
+        return 1.0;
+    }
+    let base = dp.fa_ml + 2u * hh * dp.splits;
+    var big_m = -3.0e38;
+    for (var t = 0u; t < sk.used; t = t + 1u) {
+        big_m = max(big_m, fa[base + 2u * t]);
+    }
+    var total = 0.0;
+    for (var t = 0u; t < sk.used; t = t + 1u) {
+        total = total + exp(fa[base + 2u * t] - big_m) * fa[base + 2u * t + 1u];
+    }
+    if (total <= 0.0) {
+        return 0.0;
+    }
+    return exp(fa[base + 2u * s] - big_m) * fa[base + 2u * s + 1u] / total;
+}
+
+// xs ← Σ_heads Σ_splits weight · PA (softmax layers); returns Σ over heads and channels of the merged
+// outputs' squares (for a norm over all heads' outputs).
+fn merge_splits(lid: u32) -> f32 {
+    let sk = split_k();
+    for (var c = lid; c < dp.d; c = c + WG) {
+        xs[c] = 0.0;
+    }
+    var ss = 0.0;
+    for (var hh = 0u; hh < dp.h; hh = hh + 1u) {
+        for (var s = 0u; s < sk.used; s = s + 1u) {
+            let w = split_weight(hh, s, sk);
+            let slot = hh * dp.splits + s;
+            for (var c = lid; c < dp.d; c = c + WG) {
+                xs[c] = xs[c] + w * fa[dp.fa_pa + slot * dp.d + c];
+            }
+        }
+        if (dp.post_norm != 0u) {
+            for (var c = lid; c < dp.dh; c = c + WG) {
+                var o = 0.0;
+                for (var s = 0u; s < sk.used; s = s + 1u) {
+                    o = o + split_weight(hh, s, sk) * fa[dp.fa_o + (hh * dp.splits + s) * dp.dh + c];
+                }
+                ss = ss + o * o;
+            }
+        }
+    }
+    return reduce_sum(lid, ss);
 }
 
 // One workgroup per group of 64 FFN units: x' = X + (attention + b_o), the FFN norm of x' (of X with
@@ -116,14 +201,26 @@ fn ffn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id)
     if (g >= dp.slices) {
         return;
     }
+    // Σ PA over heads into xs (softmax layers: over their splits too).
+    var ss = 0.0;
+    if (dp.splits > 0u) {
+        ss = merge_splits(lid);
+    } else {
+        for (var c = lid; c < dp.d; c = c + WG) {
+            var pa = 0.0;
+            for (var hh = 0u; hh < dp.h; hh = hh + 1u) {
+                pa = pa + fa[dp.fa_pa + hh * dp.d + c];
+            }
+            xs[c] = pa;
+        }
+        for (var hh = 0u; hh < dp.h; hh = hh + 1u) {
+            ss = ss + fa[dp.fa_ss + hh];
+        }
+    }
     // A norm over all heads' outputs (T1's SimpleRMSNorm; a linear layer's RMSNorm over every
     // channel, its gain already in PA) is a scalar on Σ PA.
     var scale = 1.0;
     if (dp.post_norm != 0u) {
-        var ss = 0.0;
-        for (var hh = 0u; hh < dp.h; hh = hh + 1u) {
-            ss = ss + fa[dp.fa_ss + hh];
-        }
         if (dp.post_kind == NORM_SIMPLE_RMS) {
             scale = 1.0 / (sqrt(ss / f32(dp.a)) + dp.post_eps);
         } else {
@@ -131,12 +228,8 @@ fn ffn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id)
         }
     }
     for (var c = lid; c < dp.d; c = c + WG) {
-        var pa = 0.0;
-        for (var hh = 0u; hh < dp.h; hh = hh + 1u) {
-            pa = pa + fa[dp.fa_pa + hh * dp.d + c];
-        }
         let x = fa[dp.fa_x + c];
-        let x1 = x + (pa * scale + aux[dp.off_bo + c]);
+        let x1 = x + (xs[c] * scale + aux[dp.off_bo + c]);
         if (g == 0u) {
             fa[dp.fa_x1 + c] = x1 + aux[dp.off_bdown + c];
         }

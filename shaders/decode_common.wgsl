@@ -6,7 +6,9 @@
 //   X  [d]       the block input (workgroup 0 of a block's attention dispatch writes it),
 //   X1 [d]       block input + attention + b_down (workgroup 0 of ffn_block),
 //   SS [H]       each head's Σ o² (a norm over all heads' outputs is a scalar on Σ PA),
-//   PA [H, d]    each head's share of the output projection, Wo[:, head] · o_head,
+//   PA [H·K, d]  each head's share of the output projection, Wo[:, head] · o_head; in softmax
+//                layers one per split-K workgroup (K = dp.splits), with
+//   ML [H·K, 2]  its (max, sum) and O [H·K, dh] its output, merged by ffn_block,
 //   PF [S, d]    each group of 64 FFN units' share of the down projection,
 //   then the linear layers' recurrent states (S, z, ReGLA's key max),
 // and the next block (or head_block) starts from X1 + Σ_s PF[s]: the projections' sums, split by
@@ -119,14 +121,14 @@ fn head_sum_squares(lid: u32, hh: u32, dh: u32) {
     }
 }
 
-// PA[head] = Wo[:, head] · hv[0, dh).
-fn head_projection(lid: u32, hh: u32, dh: u32) {
+// PA[slot] = Wo[:, head] · hv[0, dh) (slot: the head, or its split-K workgroup).
+fn head_projection(lid: u32, slot: u32, hh: u32, dh: u32) {
     for (var o = lid; o < dp.d; o = o + WG) {
         var s = 0.0;
         for (var c = 0u; c < dh; c = c + 1u) {
             let e = o * dp.a + hh * dh + c;
             s = s + widen(wo[weight_word(e)], e) * hv[c];
         }
-        fa[dp.fa_pa + hh * dp.d + o] = s;
+        fa[dp.fa_pa + slot * dp.d + o] = s;
     }
 }

@@ -168,5 +168,5 @@ fn linear_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_
     scan_step(lid, hh, dh);
     head_sum_squares(lid, hh, dh);
     post_op(lid, hh, dh);
-    head_projection(lid, hh, dh);
+    head_projection(lid, hh, hh, dh);
 }

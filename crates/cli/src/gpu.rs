@@ -95,6 +95,23 @@ impl<'m> Engine<'m> {
         }
     }
 
+    /// GPU: fewest keys per split-K workgroup of the fused softmax decode (`None`: one workgroup
+    /// per head); nothing on the CPU.
+    pub fn set_decode_split_keys(&mut self, keys: Option<u32>) {
+        if let Engine::Gpu(g) = self {
+            g.set_decode_split_keys(keys);
+        }
+    }
+
+    /// Whether any layer is softmax-family attention.
+    pub fn has_softmax_layers(&self) -> bool {
+        let cfg = match self {
+            Engine::Cpu(m) => m.config(),
+            Engine::Gpu(g) => g.config(),
+        };
+        cfg.layers.iter().any(|l| l.family() == attnlab_core::config::Family::Softmax)
+    }
+
     /// GPU: seconds for `n` greedy tokens after a prefill of `prompt`, one submission per token
     /// (`step_greedy`) and in GPU-resident runs of `batch` tokens (`greedy_tokens`); None on the CPU.
     /// Both must pick the same tokens.

@@ -21,3 +21,4 @@ pub mod shaders;
 pub use context::{GpuCaps, GpuContext, Traffic};
 pub use error::{GpuError, Result};
 pub use model::{GpuModel, GpuSampling, GpuSession, GpuTrace, GREEDY_BATCH, MAX_MAP_SIDE};
+pub use params::DEFAULT_SPLIT_KEYS;

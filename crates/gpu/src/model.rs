@@ -56,6 +56,8 @@ pub struct GpuModel {
     fused: std::result::Result<fused::Fused<wgpu::Buffer>, String>,
     /// Decode steps use the fused decode when the model has it.
     fused_enabled: bool,
+    /// Fewest keys per split-K workgroup of the fused softmax decode (new sessions).
+    split_keys: u32,
     /// How the weight matrices are held (the kernels widen halves to f32).
     weight_kind: crate::params::WeightKind,
     matrix_bytes: u64,
@@ -93,6 +95,7 @@ impl GpuModel {
             layers: up.layers,
             fused: up.fused,
             fused_enabled: true,
+            split_keys: crate::params::DEFAULT_SPLIT_KEYS,
             weight_kind: host.weight_kind,
             matrix_bytes: up.matrix_bytes,
             dummy: up.dummy,
@@ -120,6 +123,15 @@ impl GpuModel {
     /// bench measures them side by side).
     pub fn set_fused_decode(&mut self, on: bool) {
         self.fused_enabled = on;
+    }
+
+    /// Fewest keys per split-K workgroup in the fused softmax decode of new sessions (default
+    /// [`DEFAULT_SPLIT_KEYS`](crate::DEFAULT_SPLIT_KEYS); at least 64, the lanes of a workgroup):
+    /// a row of n keys runs in ⌈n / keys⌉ workgroups per head, at most ⌈max_context / 64⌉ and 32
+    /// (then with more keys each). `None`: one workgroup per head at every length (the bench
+    /// compares both).
+    pub fn set_decode_split_keys(&mut self, keys: Option<u32>) {
+        self.split_keys = keys.map_or(u32::MAX, |k| k.max(crate::params::MIN_SPLIT_KEYS as u32));
     }
 
     /// The fused decode is available and on.

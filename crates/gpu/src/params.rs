@@ -300,6 +300,19 @@ gpu_params! {
         k_off: u32,
         /// Denominator floor of a linear layer (0: no denominator).
         den_eps: f32,
+        /// Softmax layers: split-K workgroups per head (each attends to one key range; `ffn_block`
+        /// merges them); 0 in linear layers, whose block writes `PA[head]` and `SS[head]` itself.
+        splits: u32,
+        /// Fewest keys per split (more keys per split once the row has over `splits ×` as many).
+        split_keys: u32,
+        /// The attention's TransNormer Diag block (0: causal) and ReLU weights (T1), as in AttnParams.
+        block: u32,
+        relu: u32,
+        /// Each split's (max, sum) `ML [H, splits, 2]` and normalized output `O [H, splits, dh]`.
+        fa_ml: u32,
+        fa_o: u32,
+        pad0: u32,
+        pad1: u32,
     }
 }
 
@@ -423,6 +436,12 @@ pub(crate) const ATTN_TILE_VEC4: usize = 512;
 pub(crate) const FUSED_MAX_D: usize = 2048;
 /// Vocabulary rows per workgroup of the fused decode's logits.
 pub(crate) const FUSED_HEAD_ROWS: usize = 256;
+/// Most split-K workgroups per head of the fused softmax decode.
+pub(crate) const MAX_DECODE_SPLITS: usize = 32;
+/// Fewest keys per split-K workgroup (one per lane).
+pub(crate) const MIN_SPLIT_KEYS: usize = 64;
+/// Default fewest keys per split-K workgroup ([`crate::GpuModel::set_decode_split_keys`]).
+pub const DEFAULT_SPLIT_KEYS: u32 = 256;
 
 /// Sizes shared by the host and the kernels (WGSL name, value).
 pub(crate) fn size_constants() -> [(&'static str, usize); 9] {

@@ -522,20 +522,97 @@ fn fused_decode_dispatches_and_agrees_with_op_by_op() {
     assert_eq!(op_by_op.len(), 1, "only CoPE decodes op by op: {op_by_op:?}");
 }
 
+/// Issue 12 "Softmax decode at long context splits keys across workgroups (split-K)": with 64 keys
+/// per split the fused decode runs a row of n keys in ⌈n / 64⌉ workgroups per head (up to 8 at 512
+/// positions) and merges them in the FFN dispatch; over steps that cross split boundaries its logits
+/// equal the CPU reference's and one workgroup per head's, at the same dispatches per token (and a
+/// GPU-resident greedy run picks the tokens of single steps), for
+/// every softmax-family catalog variant, TransNormer Diag blocks wider than a split (softmax and
+/// T1's ReLU with its norm over all heads) and the softmax architecture configs.
+#[test]
+fn split_k_decode_matches_the_cpu_and_one_workgroup_per_head() {
+    use attnlab_core::config::Family;
+    let Some(ctx) = context() else { return };
+    let softmax = |cfg: &ModelConfig| {
+        cfg.layers.iter().all(|l| l.family() == Family::Softmax && !matches!(l, AttentionSpec::Cope(_)))
+    };
+    let configs = configs_with(512).into_iter().chain(diag_blocks(512, 512)).chain(architecture_configs());
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (name, cfg) in configs.filter(|(_, c)| softmax(c)) {
+        let (model, _) = with_random_biases(&Model::random(cfg.clone(), 5).expect("model"), 3);
+        let n = cfg.max_context;
+        let (toks, p) = (tokens(n, cfg.vocab_size, 9), n - 24);
+        let mut cs = model.session();
+        let mut cpu = vec![cs.prefill(&toks[..p]).expect("cpu prefill")];
+        cpu.extend(toks[p..].iter().map(|&t| cs.step(t).expect("cpu step")));
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        let mut gpu = |keys: Option<u32>| -> (Vec<Vec<f32>>, u64) {
+            gm.set_decode_split_keys(keys);
+            let mut s = pollster::block_on(gm.session()).expect("session");
+            let mut out = vec![pollster::block_on(s.prefill(&toks[..p])).expect("prefill")];
+            let before = ctx.traffic().dispatches;
+            out.extend(toks[p..].iter().map(|&t| pollster::block_on(s.step(t)).expect("step")));
+            (out, (ctx.traffic().dispatches - before) / (n - p) as u64)
+        };
+        let (split, per_token) = gpu(Some(64));
+        let (whole, per_token_whole) = gpu(None);
+        // A GPU-resident greedy run across a split boundary (positions 250..266 of rows of 64-key
+        // splits: 4, then 5 per head) picks the tokens of single greedy steps.
+        gm.set_decode_split_keys(Some(64));
+        let p2 = 250.min(n - 17);
+        let greedy = |gm: &mut GpuModel, run: bool| -> Vec<u32> {
+            let mut s = pollster::block_on(gm.session()).expect("session");
+            pollster::block_on(s.prefill(&toks[..p2])).expect("prefill");
+            if run {
+                return pollster::block_on(s.greedy_tokens(toks[p2], 16)).expect("greedy run");
+            }
+            let mut t = toks[p2];
+            (0..16)
+                .map(|_| {
+                    t = pollster::block_on(s.step_greedy(t)).expect("greedy step");
+                    t
+                })
+                .collect()
+        };
+        let (run, steps) = (greedy(&mut gm, true), greedy(&mut gm, false));
+        if run != steps {
+            failures.push(format!("{name}: greedy run {run:?} ≠ single steps {steps:?}"));
+        }
+        let vs_cpu = (0..cpu.len()).map(|k| rel_err(&cpu[k], &split[k])).fold(0.0f32, f32::max);
+        let vs_whole = (0..cpu.len()).map(|k| rel_err(&whole[k], &split[k])).fold(0.0f32, f32::max);
+        if vs_cpu > TOL
+            || vs_whole > 1e-4
+            || per_token != per_token_whole
+            || per_token > 2 * cfg.n_layers as u64 + 1
+        {
+            failures.push(format!(
+                "{name}: rel err {vs_cpu:.1e} vs the CPU, {vs_whole:.1e} vs one workgroup per head; \
+                 {per_token} dispatches per token ({per_token_whole} unsplit)"
+            ));
+        }
+        checked += 1;
+    }
+    assert!(failures.is_empty(), "split-K decode:\n{}", failures.join("\n"));
+    assert!(checked >= 16, "only {checked} softmax configs");
+}
+
 /// TransNormer models of Diag layers only (softmax and T1's ReLU with its norm over all heads), so
 /// the fused decode's block window and T1 norm are exercised (the catalog's TransNormer mixes in
 /// Norm layers, which are linear).
 fn diag_only(max_context: usize) -> Vec<(String, ModelConfig)> {
+    diag_blocks(max_context, 8)
+}
+
+/// Two TransNormer Diag layers of each flavor, blocks of `block_size` keys.
+fn diag_blocks(max_context: usize, block_size: usize) -> Vec<(String, ModelConfig)> {
     use attnlab_core::variants::transnormer::{Transnormer, TransnormerFlavor, TransnormerRole};
     [TransnormerFlavor::T2, TransnormerFlavor::T1]
         .into_iter()
         .map(|flavor| {
             let mut cfg = ModelConfig::preset("transnormer", tiny(max_context)).expect("preset");
-            let spec = AttentionSpec::Transnormer(Transnormer {
-                flavor,
-                role: TransnormerRole::Diag,
-                block_size: 8,
-            });
+            let spec =
+                AttentionSpec::Transnormer(Transnormer { flavor, role: TransnormerRole::Diag, block_size });
             cfg.layers = vec![spec.clone(), spec];
             (format!("transnormer-diag-{flavor:?}"), cfg)
         })

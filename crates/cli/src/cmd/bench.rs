@@ -93,6 +93,8 @@ struct Point {
     /// GPU: seconds of the decode's tokens greedy, one submission each and in runs of
     /// [`GREEDY_RUN`].
     greedy: Option<(f64, f64)>,
+    /// GPU with a fused softmax decode: decode seconds with one workgroup per head (no split-K).
+    unsplit: Option<f64>,
 }
 
 /// Tokens per submission of the bench's GPU-resident greedy runs.
@@ -134,6 +136,7 @@ fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliRe
         per_token,
         op_by_op: None,
         greedy: None,
+        unsplit: None,
     })
 }
 
@@ -155,6 +158,40 @@ fn op_by_op_decode(
     let runs = runs?;
     let dispatches = runs.last().and_then(|p| p.per_token).map_or(0.0, |t| t.0);
     Ok(Some((median(runs.iter().map(|p| p.decode_s).collect()), dispatches)))
+}
+
+/// GPU with a fused decode of softmax layers: the same decode with one workgroup per head instead
+/// of split-K (median of `repeats`); None otherwise.
+fn unsplit_decode(
+    engine: &mut Engine<'_>,
+    tokens: &[u32],
+    c: usize,
+    n: usize,
+    repeats: u32,
+) -> CliResult<Option<f64>> {
+    if engine.fused_decode() != Some(Ok(true)) || !engine.has_softmax_layers() {
+        return Ok(None);
+    }
+    engine.set_decode_split_keys(None);
+    let runs: CliResult<Vec<Point>> = (0..repeats.max(1)).map(|_| measure(engine, tokens, c, n)).collect();
+    engine.set_decode_split_keys(Some(attnlab_gpu::DEFAULT_SPLIT_KEYS));
+    Ok(Some(median(runs?.iter().map(|p| p.decode_s).collect())))
+}
+
+/// One untimed pass of every timed path (prefill, decode fused and op by op, greedy runs) on a short
+/// context, so that pipelines the driver compiles on first use (lavapipe JIT-compiles each one)
+/// stay out of the numbers.
+fn warm_up(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliResult<()> {
+    let c = c.min(64);
+    let n = n.min(4).min(c.saturating_sub(1));
+    if n == 0 {
+        return Ok(());
+    }
+    measure(engine, tokens, c, n)?;
+    op_by_op_decode(engine, tokens, c, n, 1)?;
+    unsplit_decode(engine, tokens, c, n, 1)?;
+    engine.greedy_timing(&tokens[..c - n], n, GREEDY_RUN)?;
+    Ok(())
 }
 
 /// Tokens of the core ÷ candle prefill comparison (issue 4, ratio b).
@@ -195,6 +232,8 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     let mut engine = Engine::new(&model, a.model.backend.backend)?;
     let device = engine.device();
     let pb = progress_bar((contexts.len() * a.repeats as usize) as u64, "bench", json);
+    pb.set_message("warm-up");
+    warm_up(&mut engine, &tokens, contexts.first().copied().unwrap_or(0), n)?;
     let mut points = Vec::new();
     for &c in &contexts {
         pb.set_message(format!("ctx {c}"));
@@ -206,9 +245,10 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         let prefill_s = median(runs.iter().map(|p| p.prefill_s).collect());
         let decode_s = median(runs.iter().map(|p| p.decode_s).collect());
         let op_by_op = op_by_op_decode(&mut engine, &tokens, c, n, a.repeats)?;
+        let unsplit = unsplit_decode(&mut engine, &tokens, c, n, a.repeats)?;
         let greedy = engine.greedy_timing(&tokens[..c - n], n, GREEDY_RUN)?;
         if let Some(last) = runs.pop() {
-            points.push(Point { prefill_s, decode_s, op_by_op, greedy, ..last });
+            points.push(Point { prefill_s, decode_s, op_by_op, greedy, unsplit, ..last });
         }
     }
     pb.finish_and_clear();
@@ -268,6 +308,9 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             "submissions_per_token": p.per_token.map(|t| t.1),
             "op_by_op": p.op_by_op.map(|(s, d)| json!({
                 "decode_s": s, "decode_tokens_per_s": tokens_per_s(n, s), "dispatches_per_token": d,
+            })),
+            "unsplit": p.unsplit.map(|s| json!({
+                "decode_s": s, "decode_tokens_per_s": tokens_per_s(n, s),
             })),
             "greedy": p.greedy.map(|(single, runs)| json!({
                 "tokens": n,
@@ -423,6 +466,15 @@ fn render_text(
                 num(one, 1),
                 num(batched, 1),
                 batched / one.max(1e-12)
+            ));
+        }
+        if let Some(secs) = p.unsplit {
+            let (split, whole) = (tokens_per_s(n, p.decode_s), tokens_per_s(n, secs));
+            s.push_str(&format!(
+                "context {}: decode with one workgroup per head {} tok/s; split-K ÷ unsplit {:.2}\n",
+                p.context,
+                num(whole, 1),
+                split / whole.max(1e-12)
             ));
         }
         if let Some((secs, d)) = p.op_by_op {

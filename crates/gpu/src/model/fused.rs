@@ -3,7 +3,10 @@
 
 use super::layers::{Gate, Kind, LinearLayer, Norm, Post, Role};
 use super::upload::HostModel;
-use crate::params::{BiasKind, DecodeParams, EwOp, NormOp, FUSED_HEAD_ROWS, FUSED_MAX_D, MAX_DH};
+use crate::params::{
+    BiasKind, DecodeParams, EwOp, NormOp, DEFAULT_SPLIT_KEYS, FUSED_HEAD_ROWS, FUSED_MAX_D,
+    MAX_DECODE_SPLITS, MAX_DH, MIN_SPLIT_KEYS,
+};
 use attnlab_core::config::{FfnKind, ModelConfig};
 use attnlab_core::ops::SIMPLE_RMS_EPS;
 
@@ -115,6 +118,21 @@ fn plan_linear(ln: &LinearLayer<Vec<f32>>, dh: usize, v: &mut Vecs, p: &mut Deco
     }
 }
 
+/// Split-K workgroups per head of a model's softmax decode: enough for `max_context` keys at
+/// [`MIN_SPLIT_KEYS`] each, at most [`MAX_DECODE_SPLITS`].
+fn decode_splits(max_context: usize) -> usize {
+    max_context.div_ceil(MIN_SPLIT_KEYS).clamp(1, MAX_DECODE_SPLITS)
+}
+
+/// Split-K workgroups a decode row at position `i` uses (decode.wgsl `split_k`): its keys (from
+/// its Diag block's start when `block` > 0) in ranges of at least `keys`, at most `splits` of them.
+pub(super) fn splits_used(i: u32, block: u32, splits: u32, keys: u32) -> u32 {
+    let j0 = if block > 0 { i - i % block } else { 0 };
+    let len = i + 1 - j0;
+    let ks = keys.max(len.div_ceil(splits.max(1)));
+    (len - 1) / ks + 1
+}
+
 /// Vectors appended one after another; each push returns its offset.
 #[derive(Default)]
 struct Vecs(Vec<f32>);
@@ -143,11 +161,14 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
     let (d, h, dh, hid) = (cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.ffn.hidden);
     let a = h * dh;
     let slices = hid.div_ceil(64);
+    let splits = decode_splits(cfg.max_context);
     let fa_x = FA_HEAD;
     let fa_x1 = fa_x + d;
     let fa_ss = fa_x1 + d;
-    let fa_pa = fa_ss + h;
-    let fa_pf = fa_pa + h * d;
+    let fa_ml = fa_ss + h;
+    let fa_o = fa_ml + h * splits * 2;
+    let fa_pa = fa_o + h * splits * dh;
+    let fa_pf = fa_pa + h * splits * d;
     let base = DecodeParams {
         d: d as u32,
         h: h as u32,
@@ -162,6 +183,9 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
         fa_ss: fa_ss as u32,
         fa_pa: fa_pa as u32,
         fa_pf: fa_pf as u32,
+        fa_ml: fa_ml as u32,
+        fa_o: fa_o as u32,
+        split_keys: DEFAULT_SPLIT_KEYS,
         ..DecodeParams::default()
     };
     let layers = host
@@ -175,6 +199,7 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
                 Kind::Softmax(s) => {
                     v.push(Some(&s.aux), 0);
                     p.rope = u32::from(s.rope.is_some());
+                    (p.splits, p.block, p.relu) = (splits as u32, s.params.block, s.params.relu);
                     if s.relu_norm {
                         (p.post_norm, p.post_kind, p.post_eps) =
                             (1, NormOp::SimpleRms.code(), SIMPLE_RMS_EPS);

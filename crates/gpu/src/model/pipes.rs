@@ -96,7 +96,7 @@ pub(super) const DECODE_FFN: PipeSpec = spec(
     &shaders::DECODE,
     "ffn_block",
     &["WEIGHT_KIND"],
-    &[(2, U), (3, W), (4, R), (11, R), (12, R), (13, R)],
+    &[(1, U), (2, U), (3, W), (4, R), (11, R), (12, R), (13, R)],
 );
 pub(super) const DECODE_HEAD: PipeSpec =
     spec(&shaders::DECODE, "head_block", &["WEIGHT_KIND"], &[(2, U), (3, W), (4, R), (14, R), (15, W)]);

@@ -36,6 +36,9 @@ pub(super) enum Disp {
     Attn { heads: u32, max_end: u32, tiled: bool },
     /// `n` workgroups (of the fused decode).
     Groups(u32),
+    /// The fused softmax decode: (used splits, heads) workgroups, the splits a row at the step's
+    /// position uses ([`super::fused::splits_used`]).
+    SplitK { heads: u32, splits: u32, keys: u32, block: u32 },
     /// Linear scan pass (`per` invocations of a 64-wide kernel per unit): pass 0 (sequential, per
     /// step) runs below SCAN_CHUNKED_MIN rows, the chunked passes 1 (per chunk), 2 (per step) and
     /// 3 (per row) at or above.
@@ -173,12 +176,15 @@ impl<'a> Builder<'a> {
             let pipe = *pipes.attn.get(i)?;
             let dp = match (&l.kind, mem.blocks.get(i)?) {
                 (Kind::Softmax(s), BlockMem::Kv { k, v }) => {
-                    let (ap, dp) = (uniform(dev, &s.params), uniform(dev, &part.params));
+                    let params = DecodeParams { split_keys: m.split_keys, ..part.params };
+                    let (ap, dp) = (uniform(dev, &s.params), uniform(dev, &params));
                     let tab = s.rope.as_ref().unwrap_or(tab);
+                    let (heads, splits, keys, block) =
+                        (s.params.h, params.splits, m.split_keys, s.params.block);
                     self.op(
                         pipe,
                         &[&ap, &dp, fa, &part.vecs, &l.wqkv.w, &l.wo.w, tab, k, v, &m.emb],
-                        Disp::Groups(s.params.h),
+                        Disp::SplitK { heads, splits, keys, block },
                     );
                     dp
                 }

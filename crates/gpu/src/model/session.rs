@@ -409,10 +409,15 @@ impl<'m> GpuSession<'m> {
     /// Record `ops` for a step of `rows` rows into one compute pass; each op's dispatch shape is
     /// resolved from the row count (and ops of the other attention / scan path are skipped).
     pub(super) fn encode(&self, enc: &mut wgpu::CommandEncoder, ops: &[&[Op]], rows: u32) {
+        self.encode_at(enc, ops, rows, self.pos);
+    }
+
+    /// [`Self::encode`] for a step whose first row is at position `pos`.
+    fn encode_at(&self, enc: &mut wgpu::CommandEncoder, ops: &[&[Op]], rows: u32, pos: usize) {
         let maxd = self.model.ctx.caps().max_workgroups_per_dim.max(1);
         let mut pass =
             enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-        let end = (self.pos as u64).saturating_add(u64::from(rows));
+        let end = (pos as u64).saturating_add(u64::from(rows));
         let chunked = rows as usize >= SCAN_CHUNKED_MIN;
         let mut dispatches = 0;
         for op in ops.iter().flat_map(|o| o.iter()) {
@@ -422,6 +427,9 @@ impl<'m> GpuSession<'m> {
                 Disp::Mat { outd, last } => (outd.div_ceil(16), if last { 1 } else { rows.div_ceil(16) }),
                 Disp::Norm(groups) => (groups, rows),
                 Disp::Groups(n) => split(n, maxd),
+                Disp::SplitK { heads, splits, keys, block } => {
+                    (super::fused::splits_used(pos as u32, block, splits, keys), heads)
+                }
                 Disp::Attn { heads, max_end, tiled } => {
                     let use_tiled = rows > 1 && end <= u64::from(max_end);
                     match (tiled, use_tiled) {
@@ -552,7 +560,7 @@ impl GpuSession<'_> {
         let mut enc = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         for k in 0..n as u64 {
             enc.copy_buffer_to_buffer(&self.batch_steps, k * size, &self.step, 0, size);
-            self.encode(&mut enc, &[ops, head, std::slice::from_ref(sample)], 1);
+            self.encode_at(&mut enc, &[ops, head, std::slice::from_ref(sample)], 1, self.pos + k as usize);
             enc.copy_buffer_to_buffer(&self.tok_out, 0, &self.batch_toks, 4 * k, 4);
         }
         enc.copy_buffer_to_buffer(&self.batch_toks, 0, &self.staging_batch, 0, 4 * n as u64);
