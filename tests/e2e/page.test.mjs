@@ -53,10 +53,11 @@ after(async () => {
 
 /**
  * A fresh page on `query` (e.g. "?model=regla"), with every request outside the site refused;
- * `setup(page)` may add routes first (they take precedence). Waits for `main[data-state=<state>]`.
+ * `setup(page)` may add routes first (they take precedence); `viewport` and `colorScheme` (light or
+ * dark) set the browser's. Waits for `main[data-state=<state>]`.
  */
-async function open(query = "", { state = "ready", setup, on = browser } = {}) {
-  const context = await on.newContext({ viewport: { width: 1200, height: 1400 } });
+async function open(query = "", { state = "ready", setup, on = browser, viewport = { width: 1200, height: 1400 }, colorScheme } = {}) {
+  const context = await on.newContext({ viewport, colorScheme });
   const page = await context.newPage();
   const outside = [];
   await page.route("**/*", (route) => {
@@ -1112,6 +1113,191 @@ test("every export of the kernel chart and the heatmap downloads the figure, or 
   assert.equal(hjson.title, heatTitle);
   assert.equal(await page.textContent("#heatmap .export-status"), "saved attnlab-heatmap.json");
   await page.screenshot({ path: join(SHOTS, "exports.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// ---- Layout, legends, dark theme, gate exports (issue 15 item 5) ---------------------------------
+
+/** The page's bounding box of the first element matching each selector. */
+function boxes(page, sels) {
+  return page.evaluate((ss) => ss.map((s) => {
+    const r = document.querySelector(s)?.getBoundingClientRect();
+    return r ? { left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width } : null;
+  }), sels);
+}
+
+/**
+ * Every (label, series) pair whose bounding boxes overlap: `labels` (legend entries, marker
+ * labels, caption lines) against `series` (a plotted line with its dots), both CSS selectors.
+ */
+function clashes(page, labels, series) {
+  return page.evaluate(([ls, ss]) => {
+    const box = (e) => e.getBoundingClientRect();
+    const L = [...document.querySelectorAll(ls)].map((e) => [e.textContent.trim(), box(e)]);
+    const S = [...document.querySelectorAll(ss)].map((e) => [e.dataset.label, box(e)]);
+    const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    const pairs = L.flatMap(([l, a]) => S.filter(([, b]) => hit(a, b)).map(([s]) => `${l} × ${s}`));
+    return { labels: L.length, series: S.length, pairs };
+  }, [labels, series]);
+}
+
+/** Relative luminance (0 black … 1 white) of a computed CSS colour `rgb(r, g, b)`. */
+function luminance(css) {
+  const [r, g, b] = css.match(/[\d.]+/g).slice(0, 3).map((v) => {
+    const c = Number(v) / 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+const TABS = {
+  kernels: '#kernel-curves[data-current="true"]',
+  attention: '#attention-view[data-running="false"] #heatmap canvas',
+  extrapolation: "#ppl-chart",
+  laa: '#laa-view[data-running="false"] #laa-chart g.series',
+  gates: '#gate-view[data-running="false"] .gate-cell',
+};
+
+test("wide screens put the generator beside the views with larger plots; a 390 px screen never scrolls sideways", async () => {
+  const { page, context, errors } = await open("", { viewport: { width: 1440, height: 900 } });
+  await page.click("#tab-laa");
+  await page.waitForSelector(TABS.laa, { timeout: LOAD_MS });
+  const sels = ["#generator-column", "#views-column", "#laa-chart"];
+  const [gen, views, wide] = await boxes(page, sels);
+  console.log(`# 1440×900: generator x ${gen.left.toFixed(0)}–${gen.right.toFixed(0)}, views x ${views.left.toFixed(0)}–${views.right.toFixed(0)}, LAA chart ${wide.width.toFixed(0)} px wide`);
+  assert.ok(views.left >= gen.right, "the views lie right of the generator");
+  assert.ok(Math.abs(views.top - gen.top) < 2, "side by side, tops aligned");
+  assert.ok(views.width > 1.6 * gen.width, "the views get about two thirds");
+  await page.screenshot({ path: join(SHOTS, "layout-wide.png") });
+  await page.setViewportSize({ width: 800, height: 900 });
+  const [gen800, views800, narrow] = await boxes(page, sels);
+  console.log(`# 800×900: views top ${views800.top.toFixed(0)} below generator bottom ${gen800.bottom.toFixed(0)}, LAA chart ${narrow.width.toFixed(0)} px wide`);
+  assert.ok(views800.top >= gen800.bottom, "one column below 1200 px");
+  assert.ok(wide.width > narrow.width + 100, `the plot grows on a wide screen: ${wide.width} vs ${narrow.width}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+
+  // A phone: every view of a gated model (with the Fig. 4 comparison) fits the width.
+  const phone = await open("?model=regla", { viewport: { width: 390, height: 844 } });
+  for (const [tab, ready] of Object.entries(TABS)) {
+    await phone.page.click(`#tab-${tab}`);
+    await phone.page.waitForSelector(ready, { timeout: LOAD_MS });
+    if (tab === "gates") await phone.page.waitForSelector('#fig4[data-state="ready"]', { timeout: LOAD_MS });
+    const [scroll, inner] = await phone.page.evaluate(() => [document.scrollingElement.scrollWidth, innerWidth]);
+    assert.ok(scroll <= inner, `${tab}: page ${scroll} px wide in a ${inner} px window`);
+  }
+  await phone.page.locator("#gate-view").evaluate((e) => e.scrollIntoView());
+  await phone.page.screenshot({ path: join(SHOTS, "layout-narrow.png") });
+  assert.deepEqual(phone.errors, []);
+  await phone.context.close();
+});
+
+test("legends never cover data: the LAA and perplexity legends lie outside every plotted line, on screen and exported", async () => {
+  const { page, context, errors } = await open();
+  await page.click("#tab-laa");
+  await page.waitForSelector(TABS.laa, { timeout: LOAD_MS });
+  const laa = await clashes(page, "#laa-chart g.legend-item", "#laa-chart g.series");
+  assert.ok(laa.series >= 5 && laa.labels === laa.series, `one legend entry per line: ${JSON.stringify(laa)}`);
+  assert.deepEqual(laa.pairs, [], "no LAA legend entry overlaps a line");
+  // The exported figure, drawn in the page as a file would be.
+  const svg = (await download(page, "#laa-chart-export-svg")).bytes.toString("utf8");
+  await page.evaluate((t) => {
+    const d = document.createElement("div");
+    d.id = "drawn-export";
+    d.innerHTML = t;
+    document.body.append(d);
+  }, svg);
+  const exported = await clashes(page, "#drawn-export g.legend-item, #drawn-export .caption", "#drawn-export g.series");
+  assert.ok(exported.labels >= laa.series + 2 && exported.series === laa.series, JSON.stringify(exported));
+  assert.deepEqual(exported.pairs, [], "no legend entry or caption line of the exported LAA figure overlaps a line");
+  await page.evaluate(() => document.querySelector("#drawn-export").remove());
+
+  await pplValues(page);
+  await page.waitForSelector('#ppl-chart g.series[data-label^="shipped: "]', { timeout: LOAD_MS });
+  const ppl = await clashes(page, "#ppl-chart-legend li, #ppl-chart g.marker text", "#ppl-chart g.series");
+  assert.ok(ppl.series > 2 && ppl.labels === ppl.series + 1, `the legend list and the marker label: ${JSON.stringify({ ...ppl, pairs: ppl.pairs.length })}`);
+  assert.deepEqual(ppl.pairs, [], "no perplexity legend entry or marker label overlaps a line");
+  console.log(`# legends: LAA ${laa.labels} entries, exported ${exported.labels} labels, perplexity ${ppl.labels} labels; no overlap with ${laa.series}, ${exported.series}, ${ppl.series} lines`);
+  await page.locator("#ppl-chart").evaluate((e) => e.scrollIntoView());
+  await page.screenshot({ path: join(SHOTS, "legend-ppl.png") });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the page follows a dark system theme (charts included); exported figures stay light", async () => {
+  const { page, context, errors } = await open("", { colorScheme: "dark", viewport: { width: 1440, height: 900 } });
+  await page.click("#tab-laa");
+  await page.waitForSelector(TABS.laa, { timeout: LOAD_MS });
+  const styles = await page.evaluate(() => {
+    const cs = (sel) => getComputedStyle(document.querySelector(sel));
+    return {
+      bg: cs("body").backgroundColor,
+      fg: cs("body").color,
+      card: cs("section.lab").backgroundColor,
+      title: cs("#laa-chart .chart-title").fill,
+      axis: cs("#laa-chart").color,
+      legend: cs("#laa-chart g.legend-item text").fill,
+    };
+  });
+  console.log(`# dark theme: ${JSON.stringify(styles)}`);
+  assert.ok(luminance(styles.bg) < 0.05 && luminance(styles.card) < 0.05, "dark page and panels");
+  for (const k of ["fg", "title", "axis", "legend"]) assert.ok(luminance(styles[k]) > 0.6, `light ${k}: ${styles[k]}`);
+  await page.screenshot({ path: join(SHOTS, "layout-dark.png") });
+  const svg = (await download(page, "#laa-chart-export-svg")).bytes.toString("utf8");
+  const paper = await page.evaluate((t) => {
+    const doc = new DOMParser().parseFromString(t, "image/svg+xml");
+    return { bg: doc.querySelector("svg > rect")?.getAttribute("fill"), style: doc.querySelector("style")?.textContent ?? "" };
+  }, svg);
+  assert.equal(paper.bg, "#fff", "the exported figure keeps its white background");
+  assert.match(paper.style, /\.figure-export text\{[^}]*fill:#222/, "and dark text");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("gate histograms export as SVG, PNG, CSV and JSON holding the counts the view shows", async () => {
+  const { page, context, errors } = await open("?model=regla");
+  await page.click("#tab-gates");
+  await page.waitForSelector(TABS.gates, { timeout: LOAD_MS });
+  const id = "gate-0-f";
+  const counts = numbers(await attr(page, `#${id}`, "data-counts"));
+  const title = await page.textContent(`#${id} .chart-title`);
+  assert.equal(counts.length, 20);
+  const svg = await download(page, `#${id}-export-svg`);
+  assert.equal(svg.name, `attnlab-${id}.svg`);
+  const parsed = await parseSvg(page, svg.bytes.toString("utf8"));
+  assert.equal(parsed.error, null, "the SVG parses");
+  assert.equal(parsed.ns, "http://www.w3.org/2000/svg");
+  const texts = parsed.texts.join("\n");
+  for (const t of [title, "0.5", `attnlab ${VERSION}`, "model regla", "text: prompt"]) {
+    assert.ok(texts.includes(t), `the SVG has "${t}"`);
+  }
+  const bars = await page.evaluate((t) => {
+    const doc = new DOMParser().parseFromString(t, "image/svg+xml");
+    return { counts: doc.documentElement.dataset.counts, bars: doc.querySelectorAll("rect title").length };
+  }, svg.bytes.toString("utf8"));
+  assert.deepEqual(numbers(bars.counts), counts, "the SVG's counts are the view's");
+  assert.equal(bars.bars, 20, "one bar per bin");
+  const png = await download(page, `#${id}-export-png`);
+  assert.equal(pngWidth(png.bytes), 2 * parsed.width, "drawn at twice the SVG's size");
+  writeFileSync(join(SHOTS, `export-${id}.png`), png.bytes);
+  const csv = (await download(page, `#${id}-export-csv`)).bytes.toString("utf8").trim().split("\n");
+  assert.equal(csv[0], "bin start,bin end,count");
+  const rows = csv.slice(1).map((l) => l.split(",").map(Number));
+  assert.deepEqual(rows.map((r) => r[2]), counts, "the CSV's counts are the view's");
+  assert.deepEqual(rows.map((r) => r[0]), counts.map((_, k) => k / 20), "bin edges");
+  const json = JSON.parse((await download(page, `#${id}-export-json`)).bytes.toString("utf8"));
+  assert.deepEqual(json.counts, counts, "the JSON's counts are the view's");
+  assert.equal(json.title, title);
+  assert.equal(json.bin_edges.length, 21);
+  assert.equal(await page.textContent(`#${id}-figure .export-status`), `saved attnlab-${id}.json`);
+  // The Fig. 4 comparison's histograms export too, each with its own model's counts.
+  await page.waitForSelector('#fig4[data-state="ready"]', { timeout: LOAD_MS });
+  const initial = numbers(await attr(page, "#fig4-initial-0-f", "data-counts"));
+  const icsv = (await download(page, "#fig4-initial-0-f-export-csv")).bytes.toString("utf8").trim().split("\n");
+  assert.deepEqual(icsv.slice(1).map((l) => Number(l.split(",")[2])), initial);
+  assert.notDeepEqual(initial, counts, "the initial checkpoint's gates differ");
+  console.log(`# gate export ${id}: ${counts.reduce((a, b) => a + b, 0)} values in 20 bins, SVG ${parsed.width} px wide, PNG ${png.bytes.length} bytes`);
   assert.deepEqual(errors, []);
   await context.close();
 });

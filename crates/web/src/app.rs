@@ -446,16 +446,23 @@ impl Component for App {
                     { "Small language models with steerable attention variants, \
                        running entirely in your browser." }
                 </p>
-                <ModelPicker index={self.index.clone()} model={self.model.clone().map(AttrValue::from)}
-                    phase={self.phase} progress={self.progress} status={self.status.clone()}
-                    loaded={self.host.model()} memory={self.host.memory()} report={self.load_report.clone()} load={load.id()}
-                    on_pick={self.links.pick.clone()} />
-                <OpenModel state={self.open.clone()} on_files={self.links.open_files.clone()} />
                 { error }
-                <Generator runner={self.host.runner()} model={model.clone()} load={load.clone()}
-                    autorun={self.autorun} on_report={self.links.generator.clone()} />
-                <LabPanel model={self.host.lab_model()} name={model} initial={self.initial_of()} load={load}
-                    text={self.trace_text.clone()} on_edit={self.links.edit.clone()} />
+                // Wide screens: the model and generator on the left, the lab views on the right.
+                <div class="columns">
+                    <div class="generator-column" id="generator-column">
+                        <ModelPicker index={self.index.clone()} model={self.model.clone().map(AttrValue::from)}
+                            phase={self.phase} progress={self.progress} status={self.status.clone()}
+                            loaded={self.host.model()} memory={self.host.memory()} report={self.load_report.clone()} load={load.id()}
+                            on_pick={self.links.pick.clone()} />
+                        <OpenModel state={self.open.clone()} on_files={self.links.open_files.clone()} />
+                        <Generator runner={self.host.runner()} model={model.clone()} load={load.clone()}
+                            autorun={self.autorun} on_report={self.links.generator.clone()} />
+                    </div>
+                    <div class="views-column" id="views-column">
+                        <LabPanel model={self.host.lab_model()} name={model} initial={self.initial_of()} load={load}
+                            text={self.trace_text.clone()} on_edit={self.links.edit.clone()} />
+                    </div>
+                </div>
             </main>
             </ContextProvider<Share>>
         }

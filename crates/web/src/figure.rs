@@ -156,11 +156,62 @@ pub fn xml(s: &str) -> String {
     out
 }
 
-/// The style of exported SVG figures (what the page's stylesheet gives them on screen).
-pub const SVG_STYLE: &str =
-    "text{font:11px ui-monospace,'SFMono-Regular',Menlo,Consolas,'DejaVu Sans Mono',monospace;fill:#222}\
-.chart-title{font-size:13px;font-weight:600}.axis-label{fill:#555}.grid{stroke:#ddd}\
-.marker line{stroke:#888}.marker text{fill:#555}.caption{font-size:10px;fill:#555}";
+/// The class of an exported figure's root `<svg>`: [`SVG_STYLE`] applies only under it, so the
+/// figure drawn off screen for an export never restyles the page's own charts.
+pub const EXPORT_CLASS: &str = "figure-export";
+
+/// The style of exported SVG figures (what the page's stylesheet gives them on screen). Exports
+/// keep dark text on a white background whatever the page's theme: they are paper figures.
+pub const SVG_STYLE: &str = ".figure-export{color:#222}\
+.figure-export text{font:11px ui-monospace,'SFMono-Regular',Menlo,Consolas,'DejaVu Sans Mono',monospace;fill:#222}\
+.figure-export .chart-title{font-size:13px;font-weight:600}.figure-export .axis-label{fill:#555}\
+.figure-export .grid{stroke:#ddd}.figure-export .marker line{stroke:#888}.figure-export .marker text{fill:#555}\
+.figure-export .caption{font-size:10px;fill:#555}.figure-export.histogram text{font-size:9px}\
+.figure-export.histogram .chart-title{font-size:10px}";
+
+/// Width of one character of a chart's 11 px monospace text (0.6 em, rounded up).
+pub const CHAR_W: f64 = 6.8;
+
+/// A legend laid out in columns below a chart's axes (so that it never covers data).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LegendGrid {
+    pub cols: usize,
+    /// Width of a column: swatch, gap and the longest label.
+    pub col_w: f64,
+    pub rows: usize,
+}
+
+/// Swatch and gap before a legend label, and the space after it.
+const LEGEND_SWATCH: f64 = 22.0;
+const LEGEND_GAP: f64 = 14.0;
+
+/// The columns of a legend of `labels` in `width` pixels: as many as the longest label allows
+/// (one at least, four at most).
+pub fn legend_grid(labels: &[&str], width: f64) -> LegendGrid {
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let col_w = LEGEND_SWATCH + CHAR_W * longest as f64 + LEGEND_GAP;
+    let cols = ((width / col_w).floor() as usize).clamp(1, 4).min(labels.len().max(1));
+    LegendGrid { cols, col_w, rows: labels.len().div_ceil(cols) }
+}
+
+/// A histogram's bins over [0, 1] as CSV: `bin start,bin end,count`, one row per bin.
+pub fn histogram_csv(counts: &[u64]) -> String {
+    let n = counts.len().max(1) as f64;
+    let mut out = "bin start,bin end,count\n".to_string();
+    for (k, c) in counts.iter().enumerate() {
+        let _ = writeln!(out, "{},{},{c}", k as f64 / n, (k + 1) as f64 / n);
+    }
+    out
+}
+
+/// A histogram as JSON: title, caption, bin edges and counts.
+pub fn histogram_json(title: &str, caption: &[String], counts: &[u64]) -> String {
+    let n = counts.len().max(1) as f64;
+    let edges: Vec<f64> = (0..=counts.len()).map(|k| k as f64 / n).collect();
+    let v = json!({ "title": title, "caption": caption, "attnlab": VERSION, "bin_edges": edges,
+                    "counts": counts });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
 
 /// A zoomed heatmap as a standalone SVG, with its width and height: the page's own canvas pixels
 /// (`image`, a PNG data URL of the `n × n` canvas) scaled up without smoothing, with token axes,
@@ -179,7 +230,7 @@ pub fn heatmap_svg(
     let caption = wrap(caption, 110);
     let h = cb_top + 40.0 + 14.0 * caption.len() as f64;
     let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\">\
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"{EXPORT_CLASS}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\">\
 <style>{SVG_STYLE}</style><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\
 <text class=\"chart-title\" x=\"{left}\" y=\"18\">{}</text>\
 <image x=\"{left}\" y=\"{top}\" width=\"{size}\" height=\"{size}\" preserveAspectRatio=\"none\" \
@@ -279,6 +330,42 @@ mod tests {
         assert_eq!(v["series"][0]["y"][1].as_f64(), Some(-0.001));
         assert_eq!(v["series"][1]["label"], "a, \"b\"");
         assert_eq!(v["attnlab"], VERSION);
+    }
+
+    #[test]
+    fn legends_fit_their_width_in_columns() {
+        let short = ["head 0", "head 1", "head 2", "head 3", "head 4"];
+        let g = legend_grid(&short, 540.0);
+        assert_eq!((g.cols, g.rows), (4, 2));
+        assert!(g.col_w * g.cols as f64 <= 540.0);
+        let long = ["uniform attention (AUC 0.784)", "layer 0 alibi (AUC 0.772)", "a", "b"];
+        let g = legend_grid(&long, 540.0);
+        assert_eq!((g.cols, g.rows), (2, 2), "{g:?}");
+        assert!(g.col_w * g.cols as f64 <= 540.0 && g.col_w > CHAR_W * 29.0);
+        // A label wider than the chart: one column, one row per label.
+        assert_eq!(legend_grid(&["x".repeat(100).as_str(), "y"], 540.0).cols, 1);
+        let one = legend_grid(&["one"], 540.0);
+        assert_eq!((one.cols, one.rows), (1, 1));
+        assert_eq!(legend_grid(&[], 540.0).rows, 0);
+    }
+
+    #[test]
+    fn histogram_exports_hold_bins_and_counts() {
+        let csv = histogram_csv(&[3, 0, 7, 1]);
+        assert_eq!(csv, "bin start,bin end,count\n0,0.25,3\n0.25,0.5,0\n0.5,0.75,7\n0.75,1,1\n");
+        let v: Value =
+            serde_json::from_str(&histogram_json("layer 0 F", &["c".into()], &[3, 0, 7, 1])).expect("json");
+        assert_eq!(v["counts"], json!([3, 0, 7, 1]));
+        assert_eq!(v["bin_edges"], json!([0.0, 0.25, 0.5, 0.75, 1.0]));
+        assert_eq!((v["title"].as_str(), v["attnlab"].as_str()), (Some("layer 0 F"), Some(VERSION)));
+    }
+
+    #[test]
+    fn the_export_style_only_applies_to_exported_figures() {
+        // Every rule is scoped under the export class (the off-screen figure must not restyle the page).
+        for rule in SVG_STYLE.split('}').filter(|r| !r.is_empty()) {
+            assert!(rule.starts_with(&format!(".{EXPORT_CLASS}")), "unscoped rule: {rule}");
+        }
     }
 
     #[test]

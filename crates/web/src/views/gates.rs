@@ -13,7 +13,7 @@ use super::note;
 use super::trace::{TraceKind, TraceProps};
 use crate::host::ModelRef;
 use crate::lab::TraceView;
-use crate::plot::{histogram, PALETTE};
+use crate::plot::{Histogram, HistogramFigure, PALETTE};
 
 /// The untrained checkpoint the gate view compares the current model with (ReGLA Fig. 4).
 #[derive(Clone, PartialEq)]
@@ -132,8 +132,14 @@ impl GatesState {
     }
 }
 
+/// The histogram of `g` with its exports (`#<id>-export-svg`, …); `model` names it in the caption.
+fn gate_figure(id: String, title: String, g: &GateStats, color: &str, model: &str) -> Html {
+    let chart = Histogram { id, title, counts: g.histogram.clone(), color: color.to_string() };
+    html! { <HistogramFigure chart={Rc::new(chart)} model={AttrValue::from(model.to_string())} /> }
+}
+
 /// Histograms of F (and g, r) per layer and the saturation per layer and head.
-pub fn view(t: &TraceView) -> Html {
+pub fn view(model: &str, t: &TraceView) -> Html {
     if t.gates.is_empty() {
         return html! { <p class="notice">{ "This model has no gated linear layers: nothing to show." }</p> };
     }
@@ -147,9 +153,9 @@ pub fn view(t: &TraceView) -> Html {
         html! {
             <div class="gate-cell" data-layer={g.layer.to_string()} data-quantity={g.quantity.clone()}
                 data-saturation={format!("{}", g.saturation)}>
-                { histogram(&format!("gate-{}-{}", g.layer, g.quantity),
-                    &format!("layer {} {}: {} (saturated {:.1}%)", g.layer, g.variant, g.quantity.to_uppercase(), 100.0 * g.saturation),
-                    &g.histogram, color) }
+                { gate_figure(format!("gate-{}-{}", g.layer, g.quantity),
+                    format!("layer {} {}: {} (saturated {:.1}%)", g.layer, g.variant, g.quantity.to_uppercase(), 100.0 * g.saturation),
+                    g, color, model) }
             </div>
         }
     });
@@ -173,9 +179,9 @@ fn fig4_pairs(t: &TraceView, initial: &[GateStats], initial_name: &str, trained_
         html! {
             <div class="fig4-cell" data-which={which.to_string()} data-layer={g.layer.to_string()}
                 data-quantity={g.quantity.clone()} data-saturation={format!("{}", g.saturation)}>
-                { histogram(&format!("fig4-{which}-{}-{}", g.layer, g.quantity),
-                    &format!("{name} · layer {} {} (saturated {:.1}%)", g.layer, g.quantity.to_uppercase(), 100.0 * g.saturation),
-                    &g.histogram, color) }
+                { gate_figure(format!("fig4-{which}-{}-{}", g.layer, g.quantity),
+                    format!("{name} · layer {} {} (saturated {:.1}%)", g.layer, g.quantity.to_uppercase(), 100.0 * g.saturation),
+                    g, color, name) }
             </div>
         }
     };

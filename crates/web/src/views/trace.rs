@@ -174,7 +174,9 @@ impl Component for TraceViewComp {
                     self.attention.view(props, t, &ctx.link().callback(TraceMsg::Attention))
                 }
                 TraceKind::Laa => laa::view(props, t),
-                TraceKind::Gates => html! { <>{ gates::view(t) }{ self.gates.view_fig4(props, t) }</> },
+                TraceKind::Gates => {
+                    html! { <>{ gates::view(&props.engine.info().name, t) }{ self.gates.view_fig4(props, t) }</> }
+                }
             },
         };
         let cut = self.trace.as_ref().filter(|t| t.cut > 0).map(|t| {
