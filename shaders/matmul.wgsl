@@ -1,6 +1,9 @@
 // matmul / gemv family: y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i] (+ b[o])
 // (w is a row-major [out, inp] torch-style Linear in f32, f16 or bf16 words (weights.wgsl), b its
-// optional bias, added when `bias` is set); Step comes from step.wgsl (prepended). 16×16 output tiles with shared-memory K tiles.
+// optional bias, added when `bias` is set); Step comes from step.wgsl (prepended).
+// A workgroup computes a 64-row × 64-output tile: each invocation holds a 4 × 4 block of it in
+// registers (rows ty + 16·i, outputs tx + 16·j), over 16-deep K tiles of x and w staged in
+// workgroup memory. A single row (a decode step, the logits of a prefill) takes the gemv path.
 // `last_only`: run only the last row of the step (logits of a prefill), written to output row 0.
 
 // `MatmulParams` is generated from its Rust twin (crates/gpu/src/params.rs).
@@ -11,51 +14,118 @@
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> b: array<f32>;
 
-const TILE: u32 = 16u;
-var<workgroup> xs: array<array<f32, 16>, 16>;
-var<workgroup> ws: array<array<f32, 16>, 16>;
+// Rows and outputs of a workgroup's tile (MATMUL_TILE, from the prelude; the host sizes the grid by
+// it), K depth of a staged tile, and the 4 × 4 register block of an invocation.
+const BT: u32 = MATMUL_TILE;
+const BK: u32 = 16u;
+const RB: u32 = 4u;
+
+// The staged tiles, k-major: xs[k·BT + row], ws[k·BT + output].
+var<workgroup> xs: array<f32, 1024>;
+var<workgroup> ws: array<f32, 1024>;
+
+// y[r, y_off + o] ← acc (+ b[o]), or += with `accumulate`.
+fn store(r: u32, o: u32, acc: f32) {
+    var v = acc;
+    if (p.bias != 0u) {
+        v = v + b[o];
+    }
+    let idx = r * p.y_stride + p.y_off + o;
+    if (p.accumulate != 0u) {
+        y[idx] = y[idx] + v;
+    } else {
+        y[idx] = v;
+    }
+}
 
 @compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
     var rows = st.rows;
     var row0 = 0u;
     if (p.last_only != 0u) {
         rows = 1u;
         row0 = st.rows - 1u;
     }
-    let r = wg.y * TILE + lid.y;
-    let o = wg.x * TILE + lid.x;
-    let wrow = wg.x * TILE + lid.y;
-    var acc = 0.0;
-    let ntiles = (p.inp + TILE - 1u) / TILE;
-    for (var t = 0u; t < ntiles; t = t + 1u) {
-        let k = t * TILE + lid.x;
-        var xv = 0.0;
-        if (r < rows && k < p.inp) {
-            xv = x[(row0 + r) * p.x_stride + p.x_off + k];
+    // Uniform: st and p only.
+    if (rows == 1u) {
+        gemv(wg.x * BT, row0, li);
+        return;
+    }
+    let r0 = wg.y * BT;
+    let o0 = wg.x * BT;
+    var acc: array<f32, 16>;
+    for (var k0 = 0u; k0 < p.inp; k0 = k0 + BK) {
+        // 256 invocations stage 64 × 16 values of each operand, four each, consecutive along k.
+        for (var q = 0u; q < 4u; q = q + 1u) {
+            let idx = li + 256u * q;
+            let t = idx / BK;
+            let k = k0 + idx % BK;
+            var xv = 0.0;
+            if (r0 + t < rows && k < p.inp) {
+                xv = x[(row0 + r0 + t) * p.x_stride + p.x_off + k];
+            }
+            xs[(idx % BK) * BT + t] = xv;
+            var wv = 0.0;
+            if (o0 + t < p.outd && k < p.inp) {
+                let e = (o0 + t) * p.inp + k;
+                wv = widen(w[weight_word(e)], e);
+            }
+            ws[(idx % BK) * BT + t] = wv;
         }
-        xs[lid.y][lid.x] = xv;
-        var wv = 0.0;
-        if (wrow < p.outd && k < p.inp) {
-            let e = wrow * p.inp + k;
-            wv = widen(w[weight_word(e)], e);
-        }
-        ws[lid.y][lid.x] = wv;
         workgroupBarrier();
-        for (var i = 0u; i < TILE; i = i + 1u) {
-            acc = acc + xs[lid.y][i] * ws[lid.x][i];
+        for (var k = 0u; k < BK; k = k + 1u) {
+            var a: array<f32, 4>;
+            var c: array<f32, 4>;
+            for (var i = 0u; i < RB; i = i + 1u) {
+                a[i] = xs[k * BT + lid.y + 16u * i];
+                c[i] = ws[k * BT + lid.x + 16u * i];
+            }
+            for (var i = 0u; i < RB; i = i + 1u) {
+                for (var j = 0u; j < RB; j = j + 1u) {
+                    acc[i * RB + j] = acc[i * RB + j] + a[i] * c[j];
+                }
+            }
         }
         workgroupBarrier();
     }
-    if (r < rows && o < p.outd) {
-        if (p.bias != 0u) {
-            acc = acc + b[o];
+    for (var i = 0u; i < RB; i = i + 1u) {
+        let r = r0 + lid.y + 16u * i;
+        for (var j = 0u; j < RB; j = j + 1u) {
+            let o = o0 + lid.x + 16u * j;
+            if (r < rows && o < p.outd) {
+                store(r, o, acc[i * RB + j]);
+            }
         }
-        let idx = r * p.y_stride + p.y_off + o;
-        if (p.accumulate != 0u) {
-            y[idx] = y[idx] + acc;
-        } else {
-            y[idx] = acc;
+    }
+}
+
+// One row: outputs o0..o0 + 64 in four rounds of 16, each output's dot product split over 16
+// consecutive invocations (consecutive words of its weight row) and summed in workgroup memory.
+fn gemv(o0: u32, row0: u32, li: u32) {
+    let lane = li % 16u;
+    let xb = row0 * p.x_stride + p.x_off;
+    for (var g = 0u; g < 4u; g = g + 1u) {
+        let o = o0 + 16u * g + li / 16u;
+        var s = 0.0;
+        if (o < p.outd) {
+            for (var i = lane; i < p.inp; i = i + 16u) {
+                let e = o * p.inp + i;
+                s = s + x[xb + i] * widen(w[weight_word(e)], e);
+            }
         }
+        xs[li] = s;
+        workgroupBarrier();
+        if (lane == 0u && o < p.outd) {
+            var t = 0.0;
+            for (var k = 0u; k < 16u; k = k + 1u) {
+                t = t + xs[li + k];
+            }
+            store(0u, o, t);
+        }
+        workgroupBarrier();
     }
 }

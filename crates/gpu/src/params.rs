@@ -436,6 +436,8 @@ pub(crate) const ATTN_TILE_VEC4: usize = 512;
 pub(crate) const FUSED_MAX_D: usize = 2048;
 /// Vocabulary rows per workgroup of the fused decode's logits.
 pub(crate) const FUSED_HEAD_ROWS: usize = 256;
+/// Rows and outputs of a matmul workgroup's tile (matmul.wgsl).
+pub(crate) const MATMUL_TILE: usize = 64;
 /// Most split-K workgroups per head of the fused softmax decode.
 pub(crate) const MAX_DECODE_SPLITS: usize = 32;
 /// Fewest keys per split-K workgroup (one per lane).
@@ -444,7 +446,7 @@ pub(crate) const MIN_SPLIT_KEYS: usize = 64;
 pub const DEFAULT_SPLIT_KEYS: u32 = 256;
 
 /// Sizes shared by the host and the kernels (WGSL name, value).
-pub(crate) fn size_constants() -> [(&'static str, usize); 9] {
+pub(crate) fn size_constants() -> [(&'static str, usize); 10] {
     [
         ("MAX_DH", MAX_DH),
         ("MAX_DK", MAX_DK),
@@ -455,6 +457,7 @@ pub(crate) fn size_constants() -> [(&'static str, usize); 9] {
         ("MAX_MAP_SIDE", crate::model::MAX_MAP_SIDE),
         ("FUSED_MAX_D", FUSED_MAX_D),
         ("FUSED_HEAD_ROWS", FUSED_HEAD_ROWS),
+        ("MATMUL_TILE", MATMUL_TILE),
     ]
 }
 

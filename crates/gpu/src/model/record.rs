@@ -27,7 +27,7 @@ pub(super) enum Disp {
     Threads(u32),
     /// A fixed number of invocations of a 64-wide kernel.
     Fixed(u32),
-    /// Matmul 16×16 tiles over (out, rows); `last`: only the last row.
+    /// Matmul tiles (MATMUL_TILE²) over (out, rows); `last`: only the last row.
     Mat { outd: u32, last: bool },
     /// One workgroup per (group, row).
     Norm(u32),

@@ -7,7 +7,7 @@ use super::layers::{Gate, Kind};
 use super::record::{self, Disp, Op};
 use super::{sampling, zeros, GpuModel};
 use crate::error::{GpuError, Result};
-use crate::params::{Step, ATTN_TQ, SCAN_C};
+use crate::params::{Step, ATTN_TQ, MATMUL_TILE, SCAN_C};
 use attnlab_core::Error as CoreError;
 
 /// Most greedy tokens [`GpuSession::greedy_tokens`] generates in one submission.
@@ -424,7 +424,10 @@ impl<'m> GpuSession<'m> {
             let (x, y) = match op.disp {
                 Disp::Threads(per) => split((rows * per).div_ceil(64), maxd),
                 Disp::Fixed(n) => split(n.div_ceil(64), maxd),
-                Disp::Mat { outd, last } => (outd.div_ceil(16), if last { 1 } else { rows.div_ceil(16) }),
+                Disp::Mat { outd, last } => {
+                    let tile = MATMUL_TILE as u32;
+                    (outd.div_ceil(tile), if last { 1 } else { rows.div_ceil(tile) })
+                }
                 Disp::Norm(groups) => (groups, rows),
                 Disp::Groups(n) => split(n, maxd),
                 Disp::SplitK { heads, splits, keys, block } => {
