@@ -103,6 +103,14 @@ impl<'m> Engine<'m> {
         }
     }
 
+    /// GPU: the split-K setting of new sessions (None on the CPU or when unsplit).
+    pub fn decode_split_keys(&self) -> Option<u32> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Gpu(g) => g.decode_split_keys(),
+        }
+    }
+
     /// Whether any layer is softmax-family attention.
     pub fn has_softmax_layers(&self) -> bool {
         let cfg = match self {

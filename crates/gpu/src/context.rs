@@ -24,6 +24,8 @@ pub struct GpuCaps {
     pub shader_f16: bool,
     /// Subgroup operations are available (not required, not used).
     pub subgroups: bool,
+    /// The adapter runs on the CPU (lavapipe, SwiftShader, WARP): more workgroups add no parallelism.
+    pub cpu: bool,
 }
 
 #[derive(Default)]
@@ -94,6 +96,7 @@ impl GpuContext {
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
+            cpu: info.device_type == wgpu::DeviceType::Cpu,
         };
         if caps.max_storage_buffers_per_stage < NEED_STORAGE_PER_STAGE
             || caps.max_invocations_per_workgroup < NEED_INVOCATIONS

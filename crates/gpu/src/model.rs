@@ -80,6 +80,7 @@ impl GpuModel {
         }
         let host = upload::HostModel::gather(model)?;
         host.check(&ctx)?;
+        let split_keys = default_split_keys(ctx.caps());
         let up = ctx.scoped(|| host.upload(&ctx.device)).await?;
         Ok(GpuModel {
             ctx,
@@ -95,7 +96,7 @@ impl GpuModel {
             layers: up.layers,
             fused: up.fused,
             fused_enabled: true,
-            split_keys: crate::params::DEFAULT_SPLIT_KEYS,
+            split_keys,
             weight_kind: host.weight_kind,
             matrix_bytes: up.matrix_bytes,
             dummy: up.dummy,
@@ -126,12 +127,18 @@ impl GpuModel {
     }
 
     /// Fewest keys per split-K workgroup in the fused softmax decode of new sessions (default
-    /// [`DEFAULT_SPLIT_KEYS`](crate::DEFAULT_SPLIT_KEYS); at least 64, the lanes of a workgroup):
+    /// [`DEFAULT_SPLIT_KEYS`](crate::DEFAULT_SPLIT_KEYS), none on a CPU adapter (see
+    /// `default_split_keys`); at least 64, the lanes of a workgroup):
     /// a row of n keys runs in ⌈n / keys⌉ workgroups per head, at most ⌈max_context / 64⌉ and 32
     /// (then with more keys each). `None`: one workgroup per head at every length (the bench
     /// compares both).
     pub fn set_decode_split_keys(&mut self, keys: Option<u32>) {
         self.split_keys = keys.map_or(u32::MAX, |k| k.max(crate::params::MIN_SPLIT_KEYS as u32));
+    }
+
+    /// The split-K setting of new sessions (`None`: one workgroup per head).
+    pub fn decode_split_keys(&self) -> Option<u32> {
+        (self.split_keys != u32::MAX).then_some(self.split_keys)
     }
 
     /// The fused decode is available and on.
@@ -217,4 +224,16 @@ fn bind(m: &GpuModel, pipe: usize, bufs: &[&wgpu::Buffer]) -> wgpu::BindGroup {
         layout: &p.layout,
         entries: &entries,
     })
+}
+
+/// The split-K default of an adapter: [`DEFAULT_SPLIT_KEYS`](crate::DEFAULT_SPLIT_KEYS) on a GPU;
+/// one workgroup per head on a CPU adapter, where the splits' repeated q projection and Wo share cost
+/// without adding parallelism (lavapipe, shipped alibi at 2048: 42.9 tok/s split against 93.9,
+/// docs/bench.md).
+fn default_split_keys(caps: &crate::GpuCaps) -> u32 {
+    if caps.cpu {
+        u32::MAX
+    } else {
+        crate::params::DEFAULT_SPLIT_KEYS
+    }
 }

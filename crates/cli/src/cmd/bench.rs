@@ -4,6 +4,7 @@ use crate::common::{
     layer_variants, num, out, print_json, progress_bar, table, write_file, CliError, CliResult, ModelArgs,
 };
 use crate::gpu::Engine;
+use attnlab_gpu::DEFAULT_SPLIT_KEYS;
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
@@ -93,8 +94,9 @@ struct Point {
     /// GPU: seconds of the decode's tokens greedy, one submission each and in runs of
     /// [`GREEDY_RUN`].
     greedy: Option<(f64, f64)>,
-    /// GPU with a fused softmax decode: decode seconds with one workgroup per head (no split-K).
-    unsplit: Option<f64>,
+    /// GPU with a fused softmax decode: decode seconds split-K (at [`DEFAULT_SPLIT_KEYS`] keys per
+    /// workgroup) and with one workgroup per head, same run.
+    split_k: Option<(f64, f64)>,
 }
 
 /// Tokens per submission of the bench's GPU-resident greedy runs.
@@ -136,7 +138,7 @@ fn measure(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliRe
         per_token,
         op_by_op: None,
         greedy: None,
-        unsplit: None,
+        split_k: None,
     })
 }
 
@@ -160,22 +162,28 @@ fn op_by_op_decode(
     Ok(Some((median(runs.iter().map(|p| p.decode_s).collect()), dispatches)))
 }
 
-/// GPU with a fused decode of softmax layers: the same decode with one workgroup per head instead
-/// of split-K (median of `repeats`); None otherwise.
-fn unsplit_decode(
+/// GPU with a fused decode of softmax layers: the decode split-K at [`DEFAULT_SPLIT_KEYS`] and with
+/// one workgroup per head (medians of `repeats`), the model's own setting restored; None otherwise.
+fn split_k_decode(
     engine: &mut Engine<'_>,
     tokens: &[u32],
     c: usize,
     n: usize,
     repeats: u32,
-) -> CliResult<Option<f64>> {
+) -> CliResult<Option<(f64, f64)>> {
     if engine.fused_decode() != Some(Ok(true)) || !engine.has_softmax_layers() {
         return Ok(None);
     }
-    engine.set_decode_split_keys(None);
-    let runs: CliResult<Vec<Point>> = (0..repeats.max(1)).map(|_| measure(engine, tokens, c, n)).collect();
-    engine.set_decode_split_keys(Some(attnlab_gpu::DEFAULT_SPLIT_KEYS));
-    Ok(Some(median(runs?.iter().map(|p| p.decode_s).collect())))
+    let keep = engine.decode_split_keys();
+    let mut timed = |keys: Option<u32>| -> CliResult<f64> {
+        engine.set_decode_split_keys(keys);
+        let runs: CliResult<Vec<Point>> =
+            (0..repeats.max(1)).map(|_| measure(engine, tokens, c, n)).collect();
+        Ok(median(runs?.iter().map(|p| p.decode_s).collect()))
+    };
+    let times = timed(Some(DEFAULT_SPLIT_KEYS)).and_then(|split| Ok((split, timed(None)?)));
+    engine.set_decode_split_keys(keep);
+    times.map(Some)
 }
 
 /// One untimed pass of every timed path (prefill, decode fused and op by op, greedy runs) on a short
@@ -189,7 +197,7 @@ fn warm_up(engine: &mut Engine<'_>, tokens: &[u32], c: usize, n: usize) -> CliRe
     }
     measure(engine, tokens, c, n)?;
     op_by_op_decode(engine, tokens, c, n, 1)?;
-    unsplit_decode(engine, tokens, c, n, 1)?;
+    split_k_decode(engine, tokens, c, n, 1)?;
     engine.greedy_timing(&tokens[..c - n], n, GREEDY_RUN)?;
     Ok(())
 }
@@ -245,10 +253,10 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         let prefill_s = median(runs.iter().map(|p| p.prefill_s).collect());
         let decode_s = median(runs.iter().map(|p| p.decode_s).collect());
         let op_by_op = op_by_op_decode(&mut engine, &tokens, c, n, a.repeats)?;
-        let unsplit = unsplit_decode(&mut engine, &tokens, c, n, a.repeats)?;
+        let split_k = split_k_decode(&mut engine, &tokens, c, n, a.repeats)?;
         let greedy = engine.greedy_timing(&tokens[..c - n], n, GREEDY_RUN)?;
         if let Some(last) = runs.pop() {
-            points.push(Point { prefill_s, decode_s, op_by_op, greedy, unsplit, ..last });
+            points.push(Point { prefill_s, decode_s, op_by_op, greedy, split_k, ..last });
         }
     }
     pb.finish_and_clear();
@@ -309,8 +317,10 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             "op_by_op": p.op_by_op.map(|(s, d)| json!({
                 "decode_s": s, "decode_tokens_per_s": tokens_per_s(n, s), "dispatches_per_token": d,
             })),
-            "unsplit": p.unsplit.map(|s| json!({
-                "decode_s": s, "decode_tokens_per_s": tokens_per_s(n, s),
+            "split_k": p.split_k.map(|(split, whole)| json!({
+                "keys_per_split": DEFAULT_SPLIT_KEYS,
+                "split_decode_tokens_per_s": tokens_per_s(n, split),
+                "one_workgroup_per_head_decode_tokens_per_s": tokens_per_s(n, whole),
             })),
             "greedy": p.greedy.map(|(single, runs)| json!({
                 "tokens": n,
@@ -468,11 +478,12 @@ fn render_text(
                 batched / one.max(1e-12)
             ));
         }
-        if let Some(secs) = p.unsplit {
-            let (split, whole) = (tokens_per_s(n, p.decode_s), tokens_per_s(n, secs));
+        if let Some((split, whole)) = p.split_k {
+            let (split, whole) = (tokens_per_s(n, split), tokens_per_s(n, whole));
             s.push_str(&format!(
-                "context {}: decode with one workgroup per head {} tok/s; split-K ÷ unsplit {:.2}\n",
+                "context {}: decode split-K (≥ {DEFAULT_SPLIT_KEYS} keys per workgroup) {} tok/s, one workgroup per head {} tok/s ({:.2}×)\n",
                 p.context,
+                num(split, 1),
                 num(whole, 1),
                 split / whole.max(1e-12)
             ));
