@@ -122,7 +122,8 @@ fn attn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
         q[c] = hv[c];
     }
     let lo = sk.j0 + sp * sk.ks;
-    let ml = attend_lanes(lid, hh, i, lo, min(lo + sk.ks, i + 1u), &q, &acc);
+    // lo + ks may pass u32::MAX (one split: ks is u32::MAX), so bound the count, not the end.
+    let ml = attend_lanes(lid, hh, i, lo, lo + min(sk.ks, i + 1u - lo), &q, &acc);
     let fi = lane_merge(lid, ml.x, ml.y);
     for (var c = 0u; c < dh; c = c + 1u) {
         let v = reduce_sum(lid, acc[c] * fi.x);
