@@ -48,6 +48,12 @@ pub struct Traffic {
     pub readback_bytes: u64,
     /// Compute dispatches recorded (what a decode step costs in launches).
     pub dispatches: u64,
+    /// Buffers and bind groups alive on the device, and its buffer memory in bytes (wgpu's internal
+    /// counters; native backends only, zero on the web): a session allocates once, so decoding
+    /// leaves them unchanged.
+    pub buffers: i64,
+    pub bind_groups: i64,
+    pub buffer_bytes: i64,
 }
 
 /// A device and queue plus the errors they reported.
@@ -167,12 +173,18 @@ impl GpuContext {
 
     /// Submissions and readback bytes since the context was created (shared by its clones).
     pub fn traffic(&self) -> Traffic {
+        let hal = self.device.get_internal_counters().hal;
+        let [buffers, bind_groups, buffer_bytes] =
+            [hal.buffers.read(), hal.bind_groups.read(), hal.buffer_memory.read()].map(|n| n as i64);
         self.sticky
             .lock()
             .map(|g| Traffic {
                 submissions: g.submissions,
                 readback_bytes: g.readback_bytes,
                 dispatches: g.dispatches,
+                buffers,
+                bind_groups,
+                buffer_bytes,
             })
             .unwrap_or_default()
     }
