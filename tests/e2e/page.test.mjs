@@ -507,6 +507,30 @@ test("gate saturation of a ReGLA model equals attnlab analyze", async () => {
     const c = cliSat.find((g) => g.layer === layer);
     assert.ok(c && Math.abs(c.saturation - sat) < 1e-9, `layer ${layer}: page ${sat} vs CLI ${c?.saturation}`);
   }
+  // Linked to the text: a pinned token lists its gate values, each head's mean of attnlab dump's F there.
+  const pos = 2;
+  await page.click(`#token-strip .tok[data-pos="${pos}"]`);
+  await page.waitForSelector(`#gates-at[data-pos="${pos}"] tr[data-quantity="f"]`);
+  const atToken = await page.$$eval('#gates-at tr[data-quantity="f"]', (rows) =>
+    rows.map((r) => [Number(r.dataset.layer), r.dataset.values.split(",").map(Number)]),
+  );
+  const dump = join(tmpdir(), `attnlab-e2e-gates-${process.pid}.safetensors`);
+  cli(["dump", "--model", join(SITE, "models/regla"), "--text", file, "--out", dump, "--gates"]);
+  const tensors = readSafetensors(dump);
+  assert.equal(atToken.length, shown.length);
+  let gateDiff = 0;
+  for (const [layer, heads] of atToken) {
+    const { shape, data } = tensors[`gates.layer${layer}.f`];
+    const [, h, dim] = shape;
+    assert.equal(heads.length, h);
+    heads.forEach((v, k) => {
+      const base = (pos * h + k) * dim;
+      const want = data.subarray(base, base + dim).reduce((a, b) => a + b, 0) / dim;
+      gateDiff = Math.max(gateDiff, Math.abs(v - want));
+    });
+  }
+  assert.ok(gateDiff < 1e-6, `gates at token ${pos}: max |page − attnlab dump| = ${gateDiff}`);
+  console.log(`# gates at token ${pos}: ${JSON.stringify(atToken)} (max |page − dump| ${gateDiff})`);
   await page.screenshot({ path: join(SHOTS, "gates.png"), fullPage: true });
   assert.deepEqual(errors, []);
   await context.close();
