@@ -342,6 +342,154 @@ test("a heatmap cell read by keyboard equals attnlab dump; LAA AUC equals attnla
   await context.close();
 });
 
+/** Parse CSV text (quoted fields may hold commas, quotes and line breaks) into rows of fields. */
+function parseCsv(text) {
+  const rows = [[]];
+  let field = "";
+  let quoted = false;
+  for (let k = 0; k < text.length; k++) {
+    const c = text[k];
+    if (quoted) {
+      if (c === '"' && text[k + 1] === '"') (field += '"'), k++;
+      else if (c === '"') quoted = false;
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ",") rows.at(-1).push(field), (field = "");
+    else if (c === "\n") rows.at(-1).push(field), (field = ""), rows.push([]);
+    else field += c;
+  }
+  if (field !== "" || rows.at(-1).length > 0) rows.at(-1).push(field);
+  return rows.filter((r) => r.length > 0);
+}
+
+/** Row `q` of the zoomed heatmap as its CSV export writes it (one string per key, "" = masked). */
+async function heatmapRow(page, q) {
+  const rows = parseCsv((await download(page, "#heatmap-export-csv")).bytes.toString("utf8"));
+  return rows[1 + q].slice(1);
+}
+
+/** Move to the heatmap cell (query i, key j) of an n × n map and click it. */
+async function clickCell(page, n, i, j) {
+  const canvas = page.locator("#heatmap canvas");
+  await canvas.scrollIntoViewIfNeeded();
+  const box = await canvas.boundingBox();
+  const [x, y] = [box.x + ((j + 0.5) * box.width) / n, box.y + ((i + 0.5) * box.height) / n];
+  await page.mouse.move(x, y);
+  await page.mouse.click(x, y);
+}
+
+const stripWeights = (page) => page.$$eval("#token-strip .tok", (els) => els.map((e) => e.dataset.weight));
+const tokClass = (page, k) => attr(page, `#token-strip .tok[data-pos="${k}"]`, "class");
+
+test("views linked to the text: a token shades the text with its heatmap row (head and layer mean), a heatmap cell marks both tokens, arrows move, the link keeps it", async () => {
+  const { page, context, errors } = await open("?backend=cpu");
+  await page.fill("#max-tokens", "10");
+  assert.match((await generateRun(page)).status, /^done: \d+ tokens/);
+  await page.click("#tab-attention");
+  // The strip holds the traced text (prompt and output): as many tokens as the heatmap's rows.
+  await page.waitForFunction(() => {
+    const h = document.querySelector('#attention-view[data-running="false"] #heatmap');
+    const n = Number(h?.dataset.n ?? 0);
+    return n > 8 && document.querySelectorAll("#token-strip .tok").length === n;
+  }, null, { timeout: LOAD_MS });
+  const n = Number(await attr(page, "#heatmap", "data-n"));
+  const q = n - 3;
+  const heads = await page.locator(".thumb-row >> nth=1").locator(".thumb").count();
+  // Pin query q from the strip; it stays while the thumbnails change the heatmap's head.
+  await page.click(`#token-strip .tok[data-pos="${q}"]`);
+  await page.waitForSelector(`#token-strip[data-query="${q}"]`);
+  const rows = [];
+  for (let h = 0; h < heads; h++) {
+    await page.click(`.thumb[title="L1 H${h}"]`);
+    await page.waitForSelector(`#heatmap .heatmap-title:text("layer 1, head ${h} ")`);
+    rows.push(await heatmapRow(page, q));
+  }
+  // Head mode (the heatmap's L1 H<last>): every token's data-weight is the CSV's string, futures empty.
+  const weights = await stripWeights(page);
+  assert.equal(weights.length, n);
+  assert.deepEqual(weights, rows.at(-1), "the strip's weights are the heatmap's row, digit for digit");
+  let maxDiff = 0;
+  weights.forEach((w, j) => j <= q && (maxDiff = Math.max(maxDiff, Math.abs(Number(w) - Number(rows.at(-1)[j])))));
+  assert.ok(weights.slice(q + 1).every((w) => w === ""), "future keys have no weight");
+  assert.match(await tokClass(page, q + 1), /\bfuture\b/);
+  assert.equal(await attr(page, "#heatmap", "data-row"), String(q), "the heatmap marks the query's row");
+  console.log(`# strip head mode, query ${q} of ${n}: ${weights.slice(0, q + 1).join(" ")} (max |strip − heatmap| ${maxDiff})`);
+  // Layer-mean mode: the mean of the layer's heads' rows.
+  await page.selectOption("#strip-source", "layer");
+  await page.waitForSelector('#token-strip[data-source="layer"]');
+  const mean = await stripWeights(page);
+  let meanDiff = 0;
+  for (let j = 0; j <= q; j++) {
+    const want = rows.reduce((s, r) => s + Number(r[j]), 0) / heads;
+    meanDiff = Math.max(meanDiff, Math.abs(Number(mean[j]) - want));
+  }
+  assert.ok(meanDiff < 1e-6, `layer mean: max |strip − mean of ${heads} heatmap rows| = ${meanDiff}`);
+  console.log(`# strip layer-mean mode over ${heads} heads: max |strip − mean of heatmap rows| ${meanDiff}`);
+  // All layers: a mean of probability rows, so it sums to 1.
+  await page.selectOption("#strip-source", "all");
+  await page.waitForSelector('#token-strip[data-source="all"]');
+  const sum = (await stripWeights(page)).slice(0, q + 1).reduce((s, w) => s + Number(w), 0);
+  assert.ok(Math.abs(sum - 1) < 1e-5, `all layers' row sums to ${sum}`);
+  await page.selectOption("#strip-source", "head");
+
+  // A heatmap cell (query q, key 1) marks both tokens, the read-out gives its weight, the URL keeps it.
+  await clickCell(page, n, q, 1);
+  await page.waitForSelector(`#heatmap[data-selected="${q},1"]`);
+  assert.match(await tokClass(page, q), /\bquery\b/);
+  assert.match(await tokClass(page, 1), /\bkey\b/);
+  assert.doesNotMatch(await tokClass(page, q), /\bkey\b/);
+  const w1 = await attr(page, '#token-strip .tok[data-pos="1"]', "data-weight");
+  assert.equal(w1, await attr(page, "#heatmap", "data-value"));
+  assert.ok((await page.textContent("#token-readout")).includes(`key 1 `) && (await page.textContent("#token-readout")).includes(w1));
+  await urlParam(page, "cell", `${q},1`);
+  await page.locator("#attention-view").screenshot({ path: join(SHOTS, "linked-light.png") });
+
+  // LAA marks the token: its own curve per layer.
+  await page.click("#tab-laa");
+  await page.waitForSelector(TABS.laa, { timeout: LOAD_MS });
+  const layers = await page.locator("#laa-table tr[data-auc]").count();
+  assert.equal(await page.locator(`#laa-chart g.series[data-label^="token ${q} "]`).count(), layers);
+  await page.click("#tab-attention");
+  await page.waitForSelector(TABS.attention, { timeout: LOAD_MS });
+
+  // Keyboard: arrows move the pinned query (the key stays), Space unpins, Enter pins, Escape clears.
+  await page.focus(`#token-strip .tok[data-pos="${q}"]`);
+  await page.keyboard.press("ArrowLeft");
+  await page.keyboard.press("ArrowLeft");
+  await page.waitForSelector(`#heatmap[data-selected="${q - 2},1"]`);
+  assert.equal(await page.evaluate(() => document.activeElement?.dataset.pos), String(q - 2), "the focus follows");
+  assert.match(await tokClass(page, q - 2), /\bquery\b/);
+  await urlParam(page, "cell", `${q - 2},1`);
+  await page.keyboard.press("Space");
+  await urlParam(page, "cell", null);
+  await page.keyboard.press("Enter");
+  await urlParam(page, "cell", `${q - 2},${q - 2}`);
+  await page.keyboard.press("Escape");
+  await page.waitForSelector('#token-strip[data-query=""]');
+  await urlParam(page, "cell", null);
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.press("ArrowRight");
+  // (Enter-free pin of q − 1 keeps its own key, q − 1, when the arrow moves on to q.)
+  await page.waitForSelector(`#heatmap[data-selected="${q},${q - 1}"]`);
+  await clickCell(page, n, q, 1);
+  await urlParam(page, "cell", `${q},1`);
+  const before = await stripWeights(page);
+  const link = page.url();
+  assert.deepEqual(errors, []);
+  await context.close();
+
+  // The link in a fresh (dark) page: same output, same cell, same marks and weights.
+  const fresh = await open(link.slice(server.url.length), { colorScheme: "dark" });
+  await fresh.page.waitForSelector(`#heatmap[data-n="${n}"][data-selected="${q},1"]`, { timeout: LOAD_MS });
+  await fresh.page.waitForSelector(`#token-strip[data-query="${q}"]`);
+  assert.match(await tokClass(fresh.page, q), /\bquery\b/);
+  assert.match(await tokClass(fresh.page, 1), /\bkey\b/);
+  assert.deepEqual(await stripWeights(fresh.page), before);
+  await fresh.page.locator("#attention-view").screenshot({ path: join(SHOTS, "linked-dark.png") });
+  assert.deepEqual(fresh.errors, []);
+  await fresh.context.close();
+});
+
 test("gate saturation of a ReGLA model equals attnlab analyze", async () => {
   const { page, context, errors } = await open("?model=regla");
   await page.click("#tab-gates");
@@ -359,6 +507,30 @@ test("gate saturation of a ReGLA model equals attnlab analyze", async () => {
     const c = cliSat.find((g) => g.layer === layer);
     assert.ok(c && Math.abs(c.saturation - sat) < 1e-9, `layer ${layer}: page ${sat} vs CLI ${c?.saturation}`);
   }
+  // Linked to the text: a pinned token lists its gate values, each head's mean of attnlab dump's F there.
+  const pos = 2;
+  await page.click(`#token-strip .tok[data-pos="${pos}"]`);
+  await page.waitForSelector(`#gates-at[data-pos="${pos}"] tr[data-quantity="f"]`);
+  const atToken = await page.$$eval('#gates-at tr[data-quantity="f"]', (rows) =>
+    rows.map((r) => [Number(r.dataset.layer), r.dataset.values.split(",").map(Number)]),
+  );
+  const dump = join(tmpdir(), `attnlab-e2e-gates-${process.pid}.safetensors`);
+  cli(["dump", "--model", join(SITE, "models/regla"), "--text", file, "--out", dump, "--gates"]);
+  const tensors = readSafetensors(dump);
+  assert.equal(atToken.length, shown.length);
+  let gateDiff = 0;
+  for (const [layer, heads] of atToken) {
+    const { shape, data } = tensors[`gates.layer${layer}.f`];
+    const [, h, dim] = shape;
+    assert.equal(heads.length, h);
+    heads.forEach((v, k) => {
+      const base = (pos * h + k) * dim;
+      const want = data.subarray(base, base + dim).reduce((a, b) => a + b, 0) / dim;
+      gateDiff = Math.max(gateDiff, Math.abs(v - want));
+    });
+  }
+  assert.ok(gateDiff < 1e-6, `gates at token ${pos}: max |page − attnlab dump| = ${gateDiff}`);
+  console.log(`# gates at token ${pos}: ${JSON.stringify(atToken)} (max |page − dump| ${gateDiff})`);
   await page.screenshot({ path: join(SHOTS, "gates.png"), fullPage: true });
   assert.deepEqual(errors, []);
   await context.close();

@@ -2,7 +2,9 @@
 //! scaled up by CSS with `image-rendering: pixelated`.
 //!
 //! The zoomed map reads out the cell under the pointer; a click locks it, the arrow keys move it
-//! (with an aria-live read-out), and "copy as CSV" puts the matrix on the clipboard.
+//! (with an aria-live read-out), and "copy as CSV" puts the matrix on the clipboard. The locked cell
+//! belongs to the parent (it links the map to the token strip and the URL); the map marks the
+//! query row the strip points at.
 
 use std::rc::Rc;
 
@@ -63,6 +65,22 @@ pub struct HeatmapProps {
     /// Name of the model (the exported figure's caption).
     #[prop_or_default]
     pub model: AttrValue,
+    /// The locked cell `(query, key)` (the parent's, may lie outside the matrix).
+    #[prop_or_default]
+    pub cell: Option<(usize, usize)>,
+    /// A new locked cell (or none) chosen on the map.
+    #[prop_or_default]
+    pub on_cell: Callback<Option<(usize, usize)>>,
+    /// The query row the token strip points at (marked with a band).
+    #[prop_or_default]
+    pub mark_row: Option<usize>,
+}
+
+impl HeatmapProps {
+    /// The locked cell when it lies inside the matrix.
+    fn locked(&self) -> Option<(usize, usize)> {
+        self.cell.filter(|&(i, j)| i < self.n && j < self.n)
+    }
 }
 
 pub enum HeatMsg {
@@ -80,7 +98,6 @@ pub enum HeatMsg {
 pub struct Heatmap {
     canvas: NodeRef,
     hover: Option<(usize, usize)>,
-    locked: Option<(usize, usize)>,
     copy_status: String,
     export_status: String,
     error: Option<String>,
@@ -92,23 +109,11 @@ pub struct Heatmap {
     repaint: bool,
     /// The canvas element last painted (a re-created element is painted again).
     painted: Option<HtmlCanvasElement>,
-    /// The page's URL state: the locked cell is kept there.
+    /// The page's URL state (the exports' caption).
     share: Option<Share>,
 }
 
 impl Heatmap {
-    /// The URL's locked cell, when it lies inside an `n × n` matrix.
-    fn linked_cell(&self, n: usize) -> Option<(usize, usize)> {
-        self.share.as_ref()?.get().cell.filter(|&(i, j)| i < n && j < n)
-    }
-
-    /// Keep the locked cell in the URL.
-    fn keep_cell(&self) {
-        if let Some(share) = &self.share {
-            share.update(|s| s.cell = self.locked);
-        }
-    }
-
     /// Export the matrix: SVG and PNG around the canvas as painted, CSV and JSON of its values.
     fn export(&self, ctx: &Context<Self>, format: Format) {
         let p = ctx.props();
@@ -159,32 +164,30 @@ impl Component for Heatmap {
     fn create(ctx: &Context<Self>) -> Self {
         let p = ctx.props();
         let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
-        let mut heatmap = Heatmap {
+        Heatmap {
             scale: fit_scale(&p.matrix, p.n, p.signed),
             repaint: true,
             painted: None,
             canvas: NodeRef::default(),
             hover: None,
-            locked: None,
             copy_status: String::new(),
             export_status: String::new(),
             error: None,
             refocus: false,
             share,
-        };
-        heatmap.locked = heatmap.linked_cell(p.n);
-        heatmap
+        }
     }
 
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
-        if ctx.props().n != old.n {
-            // Another text: the URL's cell, if this one has it (the URL keeps it either way).
-            self.locked = self.linked_cell(ctx.props().n);
+        let p = ctx.props();
+        if p.n != old.n {
             self.hover = None;
         }
-        let p = ctx.props();
-        self.scale = fit_scale(&p.matrix, p.n, p.signed);
-        self.repaint = true;
+        // Only new values are painted again (not a moved mark or lock).
+        if p.n != old.n || p.signed != old.signed || p.matrix != old.matrix {
+            self.scale = fit_scale(&p.matrix, p.n, p.signed);
+            self.repaint = true;
+        }
         true
     }
 
@@ -204,18 +207,19 @@ impl Component for Heatmap {
             }
             HeatMsg::Leave => self.hover = None,
             HeatMsg::Click => {
-                self.locked = match (self.locked, self.hover) {
+                let locked = ctx.props().locked();
+                let next = match (locked, self.hover) {
                     (Some(l), Some(h)) if l == h => None,
                     (_, Some(h)) => Some(h),
                     (l, None) => l,
                 };
-                self.keep_cell();
+                ctx.props().on_cell.emit(next);
             }
             HeatMsg::Key(e) => {
                 if n == 0 {
                     return false;
                 }
-                let (i, j) = self.locked.or(self.hover).unwrap_or((0, 0));
+                let (i, j) = ctx.props().locked().or(self.hover).unwrap_or((0, 0));
                 let next = match e.key().as_str() {
                     "ArrowUp" => (i.saturating_sub(1), j),
                     "ArrowDown" => ((i + 1).min(n - 1), j),
@@ -224,15 +228,13 @@ impl Component for Heatmap {
                     "Home" => (i, 0),
                     "End" => (i, i),
                     "Escape" => {
-                        self.locked = None;
-                        self.keep_cell();
+                        ctx.props().on_cell.emit(None);
                         return true;
                     }
                     _ => return false,
                 };
                 e.prevent_default();
-                self.locked = Some(next);
-                self.keep_cell();
+                ctx.props().on_cell.emit(Some(next));
                 self.refocus = true;
             }
             HeatMsg::Copy => {
@@ -289,8 +291,9 @@ impl Component for Heatmap {
                 rect.height(),
             )
         });
-        let selected = self.locked.or(self.hover);
-        let outside = self.share.as_ref().and_then(|s| s.get().cell).filter(|&(i, j)| i >= n || j >= n);
+        let locked = props.locked();
+        let selected = locked.or(self.hover);
+        let outside = props.cell.filter(|&(i, j)| i >= n || j >= n);
         let readout = match (selected, outside) {
             (Some(c), _) => Self::cell_text(props, c),
             (None, Some((i, j))) => format!(
@@ -303,9 +306,15 @@ impl Component for Heatmap {
             Some((i, j)) => (format!("{i},{j}"), "masked".to_string()),
             None => (String::new(), String::new()),
         };
-        let crosshair = self.locked.map(|(i, j)| {
+        let crosshair = locked.map(|(i, j)| {
             let (x, y) = (100.0 * (j as f64 + 0.5) / n as f64, 100.0 * (i as f64 + 0.5) / n as f64);
             html! { <div class="crosshair" style={format!("left:{x:.3}%;top:{y:.3}%")}></div> }
+        });
+        let mark_row = props.mark_row.filter(|&i| i < n);
+        let band = mark_row.map(|i| {
+            let (top, height) = (100.0 * i as f64 / n as f64, 100.0 / n as f64);
+            html! { <div class="row-mark" aria-hidden="true"
+            style={format!("top:{top:.3}%;height:{height:.3}%")}></div> }
         });
         let tick = |k: usize| props.labels.get(k).cloned().unwrap_or_default();
         // Up to five labelled positions, each at its cell's centre.
@@ -314,7 +323,8 @@ impl Component for Heatmap {
         axis_ticks.dedup();
         let pos = |k: usize| 100.0 * (k as f64 + 0.5) / n.max(1) as f64;
         html! {
-            <div class="heatmap" id={props.id.clone()} data-n={n.to_string()} data-selected={sel_attr} data-value={val_attr}>
+            <div class="heatmap" id={props.id.clone()} data-n={n.to_string()} data-selected={sel_attr} data-value={val_attr}
+                data-row={mark_row.map(|i| i.to_string()).unwrap_or_default()}>
                 <div class="heatmap-title">{ &props.title }</div>
                 <div class="heatmap-body">
                     <div class="y-axis" aria-hidden="true">
@@ -328,6 +338,7 @@ impl Component for Heatmap {
                             onmousemove={onmousemove} onmouseleave={link.callback(|_| HeatMsg::Leave)}
                             onclick={link.callback(|_| HeatMsg::Click)}
                             onkeydown={link.callback(HeatMsg::Key)}></canvas>
+                        { for band }
                         { for crosshair }
                     </div>
                 </div>

@@ -6,7 +6,7 @@
 //! shows), so no input can put a NaN into a plot.
 
 use attnlab_core::analysis::{self, GateStats, KernelCurve, LayerSummary, PplPoint};
-use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, TraceRequest};
+use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, LayerGates, TraceRequest};
 use attnlab_core::steer::BiasOverride;
 use attnlab_core::variants::KernelTerm;
 use attnlab_core::{AttentionSpec, Model, Session};
@@ -115,6 +115,35 @@ pub struct TraceView {
     /// Per-layer LAA and head summaries; empty unless the trace was of the probabilities stage.
     pub summaries: Vec<LayerSummary>,
     pub gates: Vec<GateStats>,
+    /// Gate values per token (mean over each head's features), for the views linked to the text.
+    pub position_gates: Vec<PositionGates>,
+}
+
+/// One gated layer's quantity (`f`, `g` or `r`) at every token: `means[pos * heads + h]` is head
+/// h's mean over its key features at position `pos`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PositionGates {
+    pub layer: usize,
+    pub quantity: String,
+    pub heads: usize,
+    pub means: Vec<f32>,
+}
+
+/// Per-position, per-head means of every gate of `gates` (`[n, H, dk]` each).
+pub fn position_gates(gates: &[LayerGates]) -> Vec<PositionGates> {
+    let mut out = Vec::new();
+    for lg in gates {
+        let quantities = [("f", Some(&lg.f)), ("g", lg.g.as_ref()), ("r", lg.r.as_ref())];
+        for (name, values) in quantities.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))) {
+            let means = values
+                .chunks(lg.dim.max(1))
+                .take(lg.n * lg.n_heads)
+                .map(|c| (c.iter().map(|&v| v as f64).sum::<f64>() / c.len().max(1) as f64) as f32)
+                .collect();
+            out.push(PositionGates { layer: lg.layer, quantity: name.to_string(), heads: lg.n_heads, means });
+        }
+    }
+    out
 }
 
 impl Engine {
@@ -189,6 +218,7 @@ impl Engine {
             attention: trace.attention,
             summaries,
             gates: analysis::gate_stats(&trace.gates, GATE_BINS),
+            position_gates: position_gates(&trace.gates),
         })
     }
 
@@ -499,6 +529,13 @@ mod tests {
         assert_eq!(view.summaries.len(), 2);
         assert!(view.summaries.iter().all(|s| s.laa.auc.is_finite() && s.laa.auc > 0.0));
         assert!(view.gates.iter().any(|g| g.quantity == "f" && g.head.is_none()));
+        // Per-position gates: every token, every head, each a mean of gate values in [0, 1].
+        let f = view.position_gates.iter().find(|g| g.quantity == "f").expect("F per position");
+        assert_eq!(f.means.len(), view.labels.len() * f.heads);
+        assert!(f.means.iter().all(|v| (0.0..=1.0).contains(v)));
+        let mean_f = view.gates.iter().find(|g| g.quantity == "f" && g.layer == f.layer && g.head.is_none());
+        let overall = f.means.iter().map(|&v| v as f64).sum::<f64>() / f.means.len() as f64;
+        assert!((overall - mean_f.expect("stats").mean).abs() < 1e-5, "the positions' mean is the layer's");
         let soft = engine("alibi");
         let logits = soft.trace("The jury said it", AttnStage::Logits).expect("logits");
         assert!(is_signed(logits.attention[0].kind));

@@ -399,6 +399,12 @@ mod tests {
                 saturation: 0.25,
                 count: 3,
             }],
+            position_gates: vec![crate::lab::PositionGates {
+                layer: 0,
+                quantity: "f".into(),
+                heads: 1,
+                means: vec![0.25, 0.5],
+            }],
         };
         let back = match round_trip(&FromWorker::Answer { req: 2, result: Ok(Answer::Trace(trace)) }) {
             FromWorker::Answer { result: Ok(Answer::Trace(t)), .. } => t,
@@ -408,6 +414,7 @@ mod tests {
         assert_eq!(back.cut, 2);
         assert_eq!(back.attention[0].heads[2][15], 47.0 / 7.0);
         assert_eq!(back.gates[0].saturation, 0.25);
+        assert_eq!(back.position_gates[0].means, vec![0.25, 0.5]);
     }
 
     #[test]

@@ -41,6 +41,15 @@ pub enum AttentionMsg {
 pub struct AttentionState {
     pub stage: AttnStage,
     selected: (usize, usize),
+    /// The trace's matrices, shared with the heatmaps (not copied on every render).
+    matrices: Vec<Vec<Rc<Vec<f32>>>>,
+}
+
+/// What the heatmap shows of the views' selection: the locked cell, its setter and the strip's row.
+pub struct Linked {
+    pub cell: Option<(usize, usize)>,
+    pub on_cell: Callback<Option<(usize, usize)>>,
+    pub mark_row: Option<usize>,
 }
 
 impl AttentionState {
@@ -49,7 +58,13 @@ impl AttentionState {
         AttentionState {
             stage: s.stage.unwrap_or_default(),
             selected: (s.layer.unwrap_or(0), s.head.unwrap_or(0)),
+            matrices: Vec::new(),
         }
+    }
+
+    /// The zoomed (layer, head).
+    pub fn selected(&self) -> (usize, usize) {
+        self.selected
     }
 
     /// Keep the stage and the zoomed head in the URL (only what differs from what it says).
@@ -80,6 +95,8 @@ impl AttentionState {
     /// A new trace: keep the zoomed head if it still exists, else zoom into the first one and say
     /// why.
     pub fn fit(&mut self, t: &TraceView) -> Option<String> {
+        self.matrices =
+            t.attention.iter().map(|la| la.heads.iter().map(|m| Rc::new(m.clone())).collect()).collect();
         let (l, h) = self.selected;
         let heads = t.attention.first().map_or(0, |la| la.heads.len());
         if l >= t.attention.len() || t.attention.get(l).is_some_and(|la| h >= la.heads.len()) {
@@ -93,20 +110,27 @@ impl AttentionState {
     }
 
     /// The stage toggle (softmax layers only), the thumbnails and the zoomed heatmap.
-    pub fn view(&self, props: &TraceProps, t: &TraceView, send: &Callback<AttentionMsg>) -> Html {
+    pub fn view(
+        &self,
+        props: &TraceProps,
+        t: &TraceView,
+        send: &Callback<AttentionMsg>,
+        linked: Linked,
+    ) -> Html {
         let softmax_layers =
             props.engine.current_specs().iter().any(|s| s.family() == attnlab_core::config::Family::Softmax);
         let (sl, sh) = self.selected;
         let layer: Option<&LayerAttention> = t.attention.get(sl);
         let labels = Rc::new(t.labels.clone());
-        let grid = t.attention.iter().map(|la| {
+        let matrix = |l: usize, h: usize| self.matrices.get(l).and_then(|m| m.get(h)).cloned();
+        let grid = t.attention.iter().enumerate().map(|(k, la)| {
             let signed = lab::is_signed(la.kind);
             html! {
                 <div class="thumb-row">
                     <span class="muted">{ format!("layer {}", la.layer) }</span>
-                    { for la.heads.iter().enumerate().map(|(h, m)| {
+                    { for (0..la.heads.len()).filter_map(|h| matrix(k, h).map(|m| (h, m))).map(|(h, m)| {
                         let l = la.layer;
-                        html! { <Thumb matrix={Rc::new(m.clone())} n={la.n} signed={signed}
+                        html! { <Thumb matrix={m} n={la.n} signed={signed}
                             selected={(l, h) == self.selected} label={format!("L{l} H{h}")}
                             onselect={send.reform(move |()| AttentionMsg::Select(l, h))} /> }
                     }) }
@@ -129,12 +153,13 @@ impl AttentionState {
                 }
                 <div class="thumb-grid">{ for grid }</div>
                 if let Some(la) = layer {
-                    if let Some(m) = la.heads.get(sh) {
+                    if let Some(m) = matrix(sl, sh) {
                         <Heatmap id="heatmap" title={format!("layer {sl}, head {sh} ({:?})", la.kind)}
-                            matrix={Rc::new(m.clone())} n={la.n} labels={labels}
+                            matrix={m} n={la.n} labels={labels}
                             signed={lab::is_signed(la.kind)}
                             value_name={format!("{:?}", la.kind).to_lowercase()}
-                            model={props.engine.info().name.clone()} />
+                            model={props.engine.info().name.clone()}
+                            cell={linked.cell} on_cell={linked.on_cell} mark_row={linked.mark_row} />
                     }
                 }
             </>

@@ -138,8 +138,33 @@ fn gate_figure(id: String, title: String, g: &GateStats, color: &str, model: &st
     html! { <HistogramFigure chart={Rc::new(chart)} model={AttrValue::from(model.to_string())} /> }
 }
 
-/// Histograms of F (and g, r) per layer and the saturation per layer and head.
-pub fn view(model: &str, t: &TraceView) -> Html {
+/// The gate values at the token selected in the strip: per layer and quantity, each head's mean
+/// over its key features.
+fn at_token(t: &TraceView, query: Option<usize>) -> Html {
+    let Some(q) = query else {
+        return html! { <p class="muted" id="gates-at">{ "Hover or pin a token above to read its gate values." }</p> };
+    };
+    let rows = crate::linked::gates_at(&t.position_gates, q).into_iter().map(|(layer, quantity, heads)| {
+        let mean = heads.iter().map(|&v| v as f64).sum::<f64>() / heads.len().max(1) as f64;
+        let values: Vec<String> = heads.iter().map(|v| format!("{v}")).collect();
+        html! { <tr data-layer={layer.to_string()} data-quantity={quantity.to_string()} data-values={values.join(",")}>
+            <td>{ layer }</td><td>{ quantity.to_uppercase() }</td>
+            <td class="num">{ heads.iter().map(|v| format!("{v:.3}")).collect::<Vec<_>>().join("  ") }</td>
+            <td class="num">{ format!("{mean:.3}") }</td></tr> }
+    });
+    let label = t.labels.get(q).map(|s| format!("{s:?}")).unwrap_or_default();
+    html! {
+        <table class="table" id="gates-at" data-pos={q.to_string()}>
+            <caption>{ format!("gates at token {q} {label} (each head's mean over its key features)") }</caption>
+            <thead><tr><th>{ "layer" }</th><th>{ "gate" }</th><th>{ "per head" }</th><th>{ "mean" }</th></tr></thead>
+            <tbody>{ for rows }</tbody>
+        </table>
+    }
+}
+
+/// Histograms of F (and g, r) per layer, the saturation per layer and head, and the gates at the
+/// selected token.
+pub fn view(model: &str, t: &TraceView, query: Option<usize>) -> Html {
     if t.gates.is_empty() {
         return html! { <p class="notice">{ "This model has no gated linear layers: nothing to show." }</p> };
     }
@@ -165,6 +190,7 @@ pub fn view(model: &str, t: &TraceView) -> Html {
     });
     html! {
         <>
+            { at_token(t, query) }
             <div class="gate-grid">{ for hists }</div>
             <table class="table"><thead><tr><th>{ "layer" }</th><th>{ "head" }</th><th>{ "mean F" }</th>
                 <th>{ format!("saturated (F < {SATURATION_LOW} or > {SATURATION_HIGH})") }</th></tr></thead>

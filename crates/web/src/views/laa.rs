@@ -1,5 +1,6 @@
 //! The LAA view: locally accumulated attention per layer with its AUC, the uniform-attention
-//! baseline, and the overlay of the other models seen in this page.
+//! baseline, the overlay of the other models seen in this page, and the curves of the token selected
+//! in the strip (dashed, per layer).
 
 use attnlab_core::analysis::{laa_uniform, LayerSummary};
 use std::rc::Rc;
@@ -27,8 +28,25 @@ pub fn intro() -> (&'static str, &'static str, Html) {
     )
 }
 
-/// The LAA curves of every layer, the uniform baseline, the overlay and the table.
-pub fn view(props: &TraceProps, t: &TraceView) -> Html {
+/// The selected query's own LAA curve in every layer (mean over heads), dashed in its layer's colour.
+fn query_series(t: &TraceView, query: usize, curve: impl Fn(&[f64]) -> Vec<(f64, f64)>) -> Vec<Series> {
+    let label = t.labels.get(query).map(|s| format!("{s:?}")).unwrap_or_default();
+    t.attention
+        .iter()
+        .filter_map(|la| Some((la.layer, crate::linked::query_laa(la, query)?)))
+        .map(|(layer, c)| Series {
+            label: format!("token {query} {label}, layer {layer}"),
+            color: PALETTE[layer % PALETTE.len()].into(),
+            points: curve(&c),
+            dashed: true,
+            width: LINE,
+        })
+        .collect()
+}
+
+/// The LAA curves of every layer, the uniform baseline, the selected token's curves, the overlay
+/// and the table.
+pub fn view(props: &TraceProps, t: &TraceView, query: Option<usize>) -> Html {
     let n = t.labels.len();
     let xs: Vec<f64> = (0..attnlab_core::analysis::LAA_POINTS).map(|k| k as f64 / 100.0).collect();
     let curve = |c: &[f64]| xs.iter().copied().zip(c.iter().copied()).collect::<Vec<_>>();
@@ -43,6 +61,9 @@ pub fn view(props: &TraceProps, t: &TraceView) -> Html {
             width: LINE,
         })
         .collect();
+    if let Some(q) = query {
+        series.extend(query_series(t, q, curve));
+    }
     let uniform = laa_uniform(n);
     series.push(Series {
         label: format!("uniform attention (AUC {:.3})", uniform.auc),

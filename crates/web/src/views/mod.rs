@@ -12,6 +12,7 @@ mod gates;
 mod kernels;
 mod laa;
 mod ppl;
+mod strip;
 mod trace;
 
 use std::collections::BTreeMap;

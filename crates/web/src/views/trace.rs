@@ -1,18 +1,22 @@
 //! The trace component behind the attention, LAA and gate views: it asks the model's worker for one
 //! trace of the current text (after a debounce, again whenever the engine, the text or the view
 //! changes) and hands it to the view's module to draw. The three tabs share one instance, so a trace
-//! and the attention view's stage and zoom survive switching between them.
+//! and the attention view's stage and zoom survive switching between them. Above each view, the
+//! token strip shows the traced text, linked to the views: the selection ([`LinkState`]) is shared
+//! by the strip, the heatmap (its locked cell, kept in the URL), the LAA curves and the gate table.
 
 use std::rc::Rc;
 
 use attnlab_core::attention::AttnStage;
 use gloo_timers::callback::Timeout;
+use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
-use super::attention::{self, AttentionMsg, AttentionState};
+use super::attention::{self, AttentionMsg, AttentionState, Linked};
 use super::gates::{self, Compare, GatesMsg, GatesState};
 use super::laa;
+use super::strip::{LinkMsg, LinkState};
 use super::{LaaOverlay, LayerLaa, DEBOUNCE_MS};
 use crate::host::ModelRef;
 use crate::lab::TraceView;
@@ -43,6 +47,7 @@ pub enum TraceMsg {
     Done { run: u32, result: Result<Rc<TraceView>, String> },
     Attention(AttentionMsg),
     Gates(GatesMsg),
+    Link(LinkMsg),
 }
 
 /// Computes one trace of the current text and shows it as heatmaps, LAA curves or gate histograms.
@@ -54,7 +59,11 @@ pub struct TraceViewComp {
     debounce: Option<Timeout>,
     attention: AttentionState,
     gates: GatesState,
-    /// The page's URL state (stage and zoomed head).
+    /// The token strip's selection (the pinned cell is the heatmap's locked cell).
+    link: LinkState,
+    /// The strip's element, to move the focus to the pinned token.
+    strip: NodeRef,
+    /// The page's URL state (stage, zoomed head, locked cell).
     share: Option<Share>,
 }
 
@@ -111,6 +120,7 @@ impl Component for TraceViewComp {
 
     fn create(ctx: &Context<Self>) -> Self {
         let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
+        let cell = share.as_ref().and_then(|s| s.get().cell);
         let mut v = TraceViewComp {
             run: 0,
             running: false,
@@ -119,6 +129,8 @@ impl Component for TraceViewComp {
             debounce: None,
             attention: AttentionState::of(&share.as_ref().map(Share::get).unwrap_or_default()),
             gates: GatesState::default(),
+            link: LinkState::new(cell),
+            strip: NodeRef::default(),
             share,
         };
         v.schedule(ctx);
@@ -155,8 +167,28 @@ impl Component for TraceViewComp {
             TraceMsg::Gates(msg) => {
                 return self.gates.update(msg, ctx.props(), &ctx.link().callback(TraceMsg::Gates));
             }
+            TraceMsg::Link(msg) => {
+                let n = self.trace.as_ref().map_or(0, |t| t.labels.len());
+                if self.link.update(msg, n) {
+                    if let Some(share) = &self.share {
+                        share.update(|s| s.cell = self.link.cell);
+                    }
+                }
+            }
         }
         true
+    }
+
+    fn rendered(&mut self, _ctx: &Context<Self>, _first: bool) {
+        if !std::mem::take(&mut self.link.refocus) {
+            return;
+        }
+        let Some(strip) = self.strip.cast::<web_sys::Element>() else { return };
+        if let Ok(Some(token)) = strip.query_selector(".tok[tabindex=\"0\"]") {
+            if let Ok(token) = token.dyn_into::<web_sys::HtmlElement>() {
+                let _ = token.focus();
+            }
+        }
     }
 
     fn view(&self, ctx: &Context<Self>) -> Html {
@@ -169,16 +201,29 @@ impl Component for TraceViewComp {
         let body = match (&self.trace, &self.error) {
             (_, Some(e)) => html! { <p class="error">{ e }</p> },
             (None, None) => html! { <p class="muted">{ "computing…" }</p> },
-            (Some(t), None) => match props.kind {
-                TraceKind::Attention => {
-                    self.attention.view(props, t, &ctx.link().callback(TraceMsg::Attention))
+            (Some(t), None) => {
+                let query = self.link.query(t.labels.len());
+                match props.kind {
+                    TraceKind::Attention => {
+                        let linked = Linked {
+                            cell: self.link.cell,
+                            on_cell: ctx.link().callback(|c| TraceMsg::Link(LinkMsg::Cell(c))),
+                            mark_row: query,
+                        };
+                        self.attention.view(props, t, &ctx.link().callback(TraceMsg::Attention), linked)
+                    }
+                    TraceKind::Laa => laa::view(props, t, query),
+                    TraceKind::Gates => html! { <>
+                        { gates::view(&props.engine.info().name, t, query) }
+                        { self.gates.view_fig4(props, t) }
+                    </> },
                 }
-                TraceKind::Laa => laa::view(props, t),
-                TraceKind::Gates => {
-                    html! { <>{ gates::view(&props.engine.info().name, t) }{ self.gates.view_fig4(props, t) }</> }
-                }
-            },
+            }
         };
+        let strip = self.trace.as_ref().filter(|_| self.error.is_none()).map(|t| {
+            let send = ctx.link().callback(TraceMsg::Link);
+            html! { <div ref={self.strip.clone()}>{ self.link.view(t, self.attention.selected(), &send) }</div> }
+        });
         let cut = self.trace.as_ref().filter(|t| t.cut > 0).map(|t| {
             html! { <p class="notice">{ format!("The text was cut to its first {} tokens ({} more left out): the CPU trace keeps every n×n matrix.", t.labels.len(), t.cut) }</p> }
         });
@@ -188,6 +233,7 @@ impl Component for TraceViewComp {
                 { body_note }
                 <p class="muted">{ "text: the prompt and the generated continuation" }</p>
                 { for cut }
+                { for strip }
                 { body }
             </section>
         }
