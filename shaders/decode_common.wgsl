@@ -83,14 +83,14 @@ fn dot_qkv(row: u32) -> f32 {
     return acc;
 }
 
-// xs ← the block input: layer 0 the token's embedding (+ absolute position, + embedding norm),
+// xs ← the block input: layer 0 the token's embedding × emb_scale (+ absolute position, + embedding norm),
 // else the previous block's output; workgroup 0 keeps it in X for ffn_block's residual.
 fn block_input(lid: u32, keep: bool) {
     if (dp.first != 0u) {
         let t = min(bitcast<u32>(fa[0]), dp.vocab - 1u);
         for (var c = lid; c < dp.d; c = c + WG) {
             let e = t * dp.d + c;
-            var v = widen(emb[weight_word(e)], e);
+            var v = widen(emb[weight_word(e)], e) * dp.emb_scale;
             if (dp.use_pe != 0u) {
                 v = v + tab[st.pos0 * dp.d + c];
             }

@@ -1,6 +1,6 @@
-// Embeddings: x[r, c] = emb[tok[r], c] (+ pe[pos0 + r, c] for absolute sinusoidal positions; the
-// table is built on the CPU in f64 by the core's `sinusoidal_embedding`); `emb` in the model's
-// weight words (weights.wgsl).
+// Embeddings: x[r, c] = emb[tok[r], c]·emb_scale (+ pe[pos0 + r, c] for absolute positions; a
+// sinusoidal table is built on the CPU in f64 by the core's `sinusoidal_embedding`); `emb` in the
+// model's weight words (weights.wgsl). emb_scale is √d_model (Vaswani §3.4) or exactly 1.
 
 // `EmbedParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
@@ -20,7 +20,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let c = i % p.d;
     let t = min(tok[r], p.vocab - 1u);
     let e = t * p.d + c;
-    var v = widen(emb[weight_word(e)], e);
+    var v = widen(emb[weight_word(e)], e) * p.emb_scale;
     if (p.use_pe != 0u) {
         v = v + pe[(st.pos0 + r) * p.d + c];
     }

@@ -68,6 +68,12 @@ pub struct ModelConfig {
     /// tensors `emb_norm.*` (v2).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub embedding_norm: bool,
+    /// Multiply the token embedding rows by √d_model before the absolute positions are added
+    /// (Vaswani et al., "Attention Is All You Need", §3.4: "we multiply those weights by √d_model";
+    /// fairseq's `embed_scale`). The tied output head reads the unscaled table. Absent: off, as in
+    /// every file written before the option and every imported checkpoint (v2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scale_embeddings: bool,
     /// One attention spec per layer (hybrids mix families freely).
     pub layers: Vec<AttentionSpec>,
 }
@@ -174,12 +180,13 @@ impl Default for SizePreset {
 }
 
 impl ModelConfig {
-    /// A whole-model config for one catalog variant (every layer that variant; TransNormer puts Diag
-    /// blocks in the first half of the layers and Norm blocks in the second, T2 flavour).
+    /// A whole-model config for one catalog variant, every layer that variant's preset spec
+    /// ([`crate::variants::Variant::preset_layer`]); the `sinusoidal` preset scales the token
+    /// embeddings by √d_model.
     pub fn preset(variant: &str, size: SizePreset) -> Result<ModelConfig> {
         let base = AttentionSpec::default_for(variant)?;
         let layers = (0..size.n_layers)
-            .map(|i| base.variant().preset_layer(i, size.n_layers).unwrap_or_else(|| base.clone()))
+            .map(|i| base.variant().preset_layer(i, &size).unwrap_or_else(|| base.clone()))
             .collect();
         let cfg = ModelConfig {
             format_version: FORMAT_VERSION,
@@ -205,6 +212,9 @@ impl ModelConfig {
             biases: Biases::default(),
             parallel_residual: false,
             embedding_norm: false,
+            // Without the scale a 1/√d-initialised token row (energy ≈ 1) is swamped by the
+            // sinusoidal table (energy d/2); see `embedding_scale`.
+            scale_embeddings: variant == "sinusoidal",
             layers,
         };
         cfg.validate()?;
@@ -261,6 +271,16 @@ impl ModelConfig {
         (self.n_heads * self.key_head_dim(), self.kv_heads() * self.key_head_dim())
     }
 
+    /// The factor on the token embedding rows: √d_model (rounded to f32) with `scale_embeddings`,
+    /// else exactly 1.
+    pub fn embedding_scale(&self) -> f32 {
+        if self.scale_embeddings {
+            (self.d_model as f64).sqrt() as f32
+        } else {
+            1.0
+        }
+    }
+
     /// The version-2 options this config uses, by field name (a version-1 file may use none).
     pub fn v2_fields(&self) -> Vec<&'static str> {
         let used = [
@@ -269,6 +289,7 @@ impl ModelConfig {
             ("biases", !self.biases.is_none()),
             ("parallel_residual", self.parallel_residual),
             ("embedding_norm", self.embedding_norm),
+            ("scale_embeddings", self.scale_embeddings),
             ("absolute_position", self.absolute_position == AbsolutePosition::Learned),
             ("ffn.kind", self.ffn.kind == FfnKind::GeluExact),
             (
@@ -463,6 +484,25 @@ mod tests {
             .to_json()
             .replace("\"format_version\": 2", "\"format_version\": 1");
         assert_eq!(ModelConfig::from_json(&v1).unwrap().format_version, 1);
+    }
+
+    /// `scale_embeddings` is written only when on, reads as off when absent (every older file and
+    /// import), and is a version-2 option.
+    #[test]
+    fn scale_embeddings_defaults_off_and_needs_version_two() {
+        let cfg = ModelConfig::preset("sinusoidal", SizePreset::default()).unwrap();
+        let json = cfg.to_json();
+        assert!(json.contains("\"scale_embeddings\": true"), "{json}");
+        let absent = json.replace("\"scale_embeddings\": true,", "");
+        let back = ModelConfig::from_json(&absent).unwrap();
+        assert!(!back.scale_embeddings && back.embedding_scale() == 1.0);
+        assert!(!ModelConfig::preset("rope", SizePreset::default())
+            .unwrap()
+            .to_json()
+            .contains("scale_embeddings"));
+        let v1 = json.replace("\"format_version\": 2", "\"format_version\": 1");
+        let err = ModelConfig::from_json(&v1).unwrap_err().to_string();
+        assert!(err.contains("scale_embeddings") && err.contains("format_version 2"), "{err}");
     }
 
     /// Keys narrower than values are a gla option: another variant refuses it by name.

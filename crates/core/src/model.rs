@@ -313,6 +313,7 @@ impl Model {
         let emb = &self.weights.tensor("tok_emb.weight")?.data;
         let mut x = Vec::with_capacity(tokens.len() * d);
         let (mut pe, mut scratch) = (vec![0.0f32; d], vec![0.0f32; d]);
+        let scale = self.cfg.embedding_scale();
         for (r, &id) in tokens.iter().enumerate() {
             let row = emb.row(id as usize * d, &mut scratch);
             match self.cfg.absolute_position {
@@ -323,7 +324,8 @@ impl Model {
                 }
                 AbsolutePosition::None => {}
             }
-            x.extend(row.iter().zip(&pe).map(|(a, b)| a + b));
+            // Vaswani §3.4: token rows × √d_model (× 1, exactly, without `scale_embeddings`).
+            x.extend(row.iter().zip(&pe).map(|(a, b)| a * scale + b));
         }
         Ok(match &self.emb_norm {
             Some(n) => n.apply_rows(&x, d),
@@ -431,5 +433,56 @@ impl<'m> Session<'m> {
         } else {
             m.logits_rows(&x[(t - 1) * d..], 1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SizePreset;
+
+    /// (token energy, position energy) of the embedded rows, and whether every value is exactly
+    /// `scale · tok_emb[id] + PE(pos)`.
+    fn energies(m: &Model, tokens: &[u32], scale: f32) -> (f64, f64, bool) {
+        let d = m.cfg.d_model;
+        let x = m.embed(tokens, 0).unwrap();
+        let emb = &m.weights.tensor("tok_emb.weight").unwrap().data;
+        let (mut pe, mut scratch) = (vec![0.0f32; d], vec![0.0f32; d]);
+        let (mut tok_e, mut pos_e, mut exact) = (0.0, 0.0, true);
+        for (r, &id) in tokens.iter().enumerate() {
+            let row = emb.row(id as usize * d, &mut scratch);
+            sinusoidal_embedding(r, d, &mut pe);
+            for c in 0..d {
+                tok_e += (scale as f64 * row[c] as f64).powi(2);
+                pos_e += (pe[c] as f64).powi(2);
+                exact &= x[r * d + c].to_bits() == (row[c] * scale + pe[c]).to_bits();
+            }
+        }
+        (tok_e, pos_e, exact)
+    }
+
+    /// Vaswani §3.4 ("we multiply those weights by √d_model"): the sinusoidal preset scales the token
+    /// rows, so at init (rows N(0, 1/√d), energy ≈ 1 against the table's d/2) the token part carries
+    /// most of each input row's energy; the same weights unscaled leave ≈ 2/d of it to the token.
+    #[test]
+    fn sinusoidal_preset_scales_token_rows_by_sqrt_d_model() {
+        let cfg = ModelConfig::preset("sinusoidal", SizePreset::default()).unwrap();
+        assert!(cfg.scale_embeddings);
+        assert!(!ModelConfig::preset("alibi", SizePreset::default()).unwrap().scale_embeddings);
+        let d = cfg.d_model;
+        assert_eq!(cfg.embedding_scale(), (d as f64).sqrt() as f32);
+        let tokens: Vec<u32> =
+            (0..cfg.train_context as u32).map(|i| (i * 37) % cfg.vocab_size as u32).collect();
+        let scaled = Model::random(cfg.clone(), 7).unwrap();
+        let (tok, pos, exact) = energies(&scaled, &tokens, cfg.embedding_scale());
+        assert!(exact, "scaled embedding ≠ √d · row + PE");
+        assert!(tok / (tok + pos) > 0.6, "token share {}", tok / (tok + pos));
+
+        let off = ModelConfig { scale_embeddings: false, ..cfg };
+        assert_eq!(off.embedding_scale(), 1.0);
+        let plain = Model::random(off, 7).unwrap();
+        let (tok, pos, exact) = energies(&plain, &tokens, 1.0);
+        assert!(exact, "unscaled embedding ≠ row + PE");
+        assert!(tok / (tok + pos) < 0.05, "token share {}", tok / (tok + pos));
     }
 }

@@ -116,7 +116,8 @@ gpu_params! {
         d: u32,
         use_pe: u32,
         vocab: u32,
-        pad0: u32,
+        /// Factor on the token rows (`ModelConfig::embedding_scale`: √d_model or 1).
+        emb_scale: f32,
     }
 
     /// rotary.wgsl.
@@ -311,7 +312,8 @@ gpu_params! {
         /// Each split's (max, sum) `ML [H, splits, 2]` and normalized output `O [H, splits, dh]`.
         fa_ml: u32,
         fa_o: u32,
-        pad0: u32,
+        /// Factor on the token's embedding row (layer 0; `ModelConfig::embedding_scale`).
+        emb_scale: f32,
         pad1: u32,
     }
 }

@@ -1,9 +1,9 @@
 //! Training-form attention for every variant (docs/model-format.md §5.3–5.9), mirroring
 //! `attnlab_core::attention` operation by operation but on whole `[B, H, T, ·]` tensors with
 //! autograd. Learnable position and gate parameters (Kerple a/p with clamps, the T5 bucket table,
-//! the FIRE MLP, mep-param a/p, LRPE θ and Householder v, GLA/ReGLA gates) are used inside the
+//! the FIRE MLP, mep-param a/p, LRPE θ, GLA/ReGLA gates) are used inside the
 //! graph so they receive gradients; fixed tables (ALiBi, Gaussian, Sandwich, MEP) are constants
-//! built with the core's own `bias` functions.
+//! built with the core's own `bias` functions, and LRPE's Householder v is read detached (fixed).
 //!
 //! Linear family (§5.6): `o_i = Σ_{s≤i} (Σ_j φq_i[j] φk_s[j] e^{b_i[j] − b_s[j]}) v_s`.
 //! * no decay (linear-elu, TransNormer Norm, LRPE): `P = (φq φkᵀ) ⊙ causal`, one matmul;
@@ -496,7 +496,9 @@ fn rotate_pairs(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
 /// The LRPE transform `T_s(x) = Λ(s)(P x)` of one layer (§5.9; LRPE §3.2, Eq. 75), in the graph.
 struct LrpeTransform {
     core: LrpeCore,
-    /// Unit Householder vector (graph tensor, normalised from the learnable `v`).
+    /// Unit Householder vector, normalised from the stored `v` and detached: P is fixed (LRPE §3.4,
+    /// Eq. 73 with a random v; fairseq-evo `urpe.py` keeps `householder_learned = False`), so `v`
+    /// gets no gradient and the optimizer never moves it.
     householder: Option<Tensor>,
     /// Odd-even gather index.
     odd_even: Option<Tensor>,
@@ -520,7 +522,7 @@ impl LrpeTransform {
         let (core, dh) = (lrpe.core(), m.config().head_dim);
         let householder = match householder {
             Some(name) => {
-                let v = m.w(name)?;
+                let v = m.w(name)?.detach();
                 Some(v.broadcast_div(&v.sqr()?.sum_all()?.sqrt()?)?)
             }
             None => None,

@@ -140,6 +140,10 @@ impl TrainModel {
         }
         let emb = self.w("tok_emb.weight")?;
         let mut x = emb.index_select(&tokens.flatten_all()?, 0)?.reshape((b, t, d))?;
+        if cfg.scale_embeddings {
+            // Vaswani §3.4: token rows × √d_model; the tied head below reads the unscaled table.
+            x = (x * cfg.embedding_scale() as f64)?;
+        }
         match cfg.absolute_position {
             AbsolutePosition::Sinusoidal => {
                 let mut pe = vec![0.0f32; t * d];

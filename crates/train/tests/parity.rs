@@ -5,6 +5,7 @@
 
 use attnlab_core::config::{AttentionSpec, FfnKind, ModelConfig, NormKind, VARIANT_IDS};
 use attnlab_core::Model;
+use attnlab_train::optim::{AdamW, AdamWConfig};
 use attnlab_train::TrainModel;
 use candle_core::Tensor;
 
@@ -115,7 +116,6 @@ fn learnable_position_and_gate_parameters_get_gradients() {
         "pos.mep_param.a",
         "pos.mep_param.p",
         "lrpe.theta",
-        "lrpe.householder_v",
         "gla.gk_down",
         "gla.gk_up",
         "gla.gk_bias",
@@ -148,4 +148,42 @@ fn learnable_position_and_gate_parameters_get_gradients() {
     for w in wanted {
         assert!(seen.contains(w), "no variant exercised {w}");
     }
+}
+
+/// LRPE's Householder P is fixed (LRPE §3.4, Eq. 73, v drawn at random; fairseq-evo `urpe.py`
+/// `householder_learned = False`): `v` gets no gradient and an AdamW step leaves it bit-identical,
+/// while θ and the projections of the same layer move.
+#[test]
+fn lrpe_householder_vector_is_not_trained() {
+    let cfg = ModelConfig::preset("lrpe", tiny()).expect("preset");
+    let tm = TrainModel::random(cfg.clone(), 5).expect("model");
+    let before: Vec<(String, Vec<f32>)> = tm
+        .named_vars()
+        .into_iter()
+        .map(|(n, v)| {
+            (n.to_string(), v.as_tensor().flatten_all().expect("flat").to_vec1::<f32>().expect("vec"))
+        })
+        .collect();
+    let rows = tokens(2, 41, cfg.vocab_size, 3);
+    let flat: Vec<u32> = rows.iter().flatten().copied().collect();
+    let batch = Tensor::from_vec(flat, (2, 41), tm.device()).expect("batch");
+    let grads = tm.loss(&batch).expect("loss").backward().expect("backward");
+    let mut opt = AdamW::new(&tm, AdamWConfig::default()).expect("optimizer");
+    opt.step(&tm, &grads, 1e-2, 1.0).expect("step");
+    let vars = tm.named_vars();
+    let (mut fixed, mut moved) = (0, 0);
+    for (name, old) in &before {
+        let (_, var) = vars.iter().find(|(n, _)| *n == name.as_str()).expect("var");
+        let new = var.as_tensor().flatten_all().expect("flat").to_vec1::<f32>().expect("vec");
+        let same = old.iter().zip(&new).all(|(a, b)| a.to_bits() == b.to_bits());
+        if name.ends_with("lrpe.householder_v") {
+            assert!(grads.get(var.as_tensor()).is_none(), "{name} got a gradient");
+            assert!(same, "{name} changed in a training step");
+            fixed += 1;
+        } else if name.ends_with("lrpe.theta") || name.ends_with("attn.wq") {
+            assert!(!same, "{name} did not move");
+            moved += 1;
+        }
+    }
+    assert_eq!((fixed, moved), (cfg.n_layers, 2 * cfg.n_layers));
 }

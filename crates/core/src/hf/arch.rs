@@ -83,6 +83,7 @@ fn base(
         biases: Biases::default(),
         parallel_residual: false,
         embedding_norm: false,
+        scale_embeddings: false,
         layers: vec![layer],
     })
 }

@@ -6,14 +6,20 @@
 //!
 //! Decisions: the primary configuration is rotation core + fixed Householder P + learned θ (the
 //! configuration fairseq-evo `urpe.py` reuses); complex, permutation and mixed cores, identity and
-//! odd-even P and fixed θ are options. θ and `v` are per layer, shared by the heads. The output
-//! normalisation defaults to `rmsnorm` (SimpleRMSNorm over the heads, no denominator): the
-//! reference's `qS / max(q·z, 1e−6)` is `normalize: "denominator"`, not the default, because rotated
-//! features make `q·z ≤ 0` possible and the clamp then inflates outputs by up to 1e6 (LRPE App. C.2,
-//! Eqs. 37–38 give the denominator form).
+//! odd-even P and fixed θ are options. θ and `v` are per layer, shared by the heads; `v` is never
+//! trained (the trainer reads it detached). New models (`attnlab init`, [`Variant::preset_layer`])
+//! use the paper's denominator, `o = Δ⁻¹ Q̃ [K̃ᴴ V]`, `Δ = diag(Q̃ [K̃ᴴ 1ₙ])` (LRPE App. C.2, Eqs.
+//! 37–38), causal, with the reference's clamp `max(·, 1e−6)`; rotated features make `q·z ≤ 0`
+//! possible and the clamp then inflates outputs by up to 1e6. `normalize: "rmsnorm"` (SimpleRMSNorm
+//! over the heads, no denominator) stays an option, and is what a file without the key means (the
+//! shipped `lrpe` model was trained with it).
+//!
+//! Learned θ under Adam moves by about `lr` per step whatever its size, so the low-frequency angles
+//! (θ ≈ 1e−4 at head_dim 32) can grow by orders of magnitude in a run; `theta: "fixed"` avoids it.
+//! A relative update (or training log θ) would be the remedy; the trainer does not implement one.
 
-use super::{Family, LowerCtx, Variant};
-use crate::config::ModelConfig;
+use super::{AttentionSpec, Family, LowerCtx, Variant};
+use crate::config::{ModelConfig, SizePreset};
 use crate::error::{Error, Result};
 use crate::lowering::{Feature, FeatureMap, LinearLowering, Lowering, Post, Rotation};
 use crate::lrpe::Lrpe;
@@ -40,7 +46,8 @@ pub enum LrpeCore {
 #[serde(rename_all = "kebab-case")]
 pub enum LrpeP {
     Identity,
-    /// `I − 2 v̂ v̂ᵀ`, v̂ stored as tensor `layers.{i}.attn.lrpe.householder_v`.
+    /// `I − 2 v̂ v̂ᵀ` (LRPE Eq. 73), v̂ stored as tensor `layers.{i}.attn.lrpe.householder_v`; fixed,
+    /// never trained.
     Householder,
     /// Gather `y[2k] = x[k]`, `y[2k+1] = x[ceil(d/2)+k]`.
     OddEven,
@@ -62,7 +69,8 @@ pub enum LrpeTheta {
 pub enum LrpeNormalize {
     /// SimpleRMSNorm over d_model, no denominator (TransNormer NormAttention style; stable).
     Rmsnorm,
-    /// The reference's `o = qS / max(q·z, eps)` denominator (LRPE §3.4, Eq. 12; it can divide by a near-zero or negative sum).
+    /// `o = qS / max(q·z, 1e−6)` with `S`, `z` the causal sums of `k vᵀ` and `k`: LRPE App. C.2, Eq.
+    /// 38's `Δ⁻¹ Q̃ [K̃ᴴ V]` with the reference's clamp (it can divide by a near-zero or negative sum).
     Denominator,
 }
 
@@ -127,6 +135,11 @@ impl Variant for LrpeSpec {
         Ok(())
     }
 
+    /// New models use the paper's denominator (LRPE App. C.2, Eq. 38).
+    fn preset_layer(&self, _i: usize, _size: &SizePreset) -> Option<AttentionSpec> {
+        Some(AttentionSpec::Lrpe(LrpeSpec { normalize: LrpeNormalize::Denominator, ..self.clone() }))
+    }
+
     fn layer_tensors(&self, cfg: &ModelConfig, i: usize) -> Vec<TensorSpec> {
         let dh = cfg.head_dim;
         let mut v = Vec::new();
@@ -162,5 +175,29 @@ impl Variant for LrpeSpec {
             LrpeNormalize::Denominator => l.denominator = Some(1e-6),
         }
         Ok(Lowering::Linear(l))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// New lrpe models normalise with the paper's denominator; a layer without the key (every file
+    /// written before, the catalog default used by hybrids) keeps RMSNorm.
+    #[test]
+    fn preset_uses_the_denominator_and_an_absent_key_means_rmsnorm() {
+        let cfg = ModelConfig::preset("lrpe", SizePreset::default()).unwrap();
+        let spec = |l: &AttentionSpec| match l {
+            AttentionSpec::Lrpe(s) => s.clone(),
+            other => panic!("lrpe expected, got {}", other.variant_id()),
+        };
+        assert!(cfg.layers.iter().all(|l| spec(l).normalize == LrpeNormalize::Denominator));
+        assert_eq!(spec(&cfg.layers[0]).p, LrpeP::Householder);
+        let mut v: serde_json::Value = serde_json::from_str(&cfg.to_json()).unwrap();
+        for l in v["layers"].as_array_mut().unwrap() {
+            l.as_object_mut().unwrap().remove("normalize");
+        }
+        let old = ModelConfig::from_json(&v.to_string()).unwrap();
+        assert!(old.layers.iter().all(|l| spec(l).normalize == LrpeNormalize::Rmsnorm));
     }
 }

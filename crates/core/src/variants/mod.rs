@@ -10,7 +10,7 @@
 //! docs/ARCHITECTURE.md has the checklist; `tests::every_variant_keeps_the_contract` checks it.
 
 use crate::bias;
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, SizePreset};
 use crate::error::{Error, Result};
 use crate::lowering::{Bias, Learned, LearnedTable, Lowering, SoftmaxLowering, Window};
 use crate::ops::Linear;
@@ -61,9 +61,11 @@ pub trait Variant {
         Ok(())
     }
 
-    /// The spec of layer `i` of an `n_layers` preset model, where it differs from the default
-    /// (TransNormer: Diag blocks in the first half of the layers, Norm blocks in the second).
-    fn preset_layer(&self, _i: usize, _n_layers: usize) -> Option<AttentionSpec> {
+    /// The spec of layer `i` of a preset model of `size`, where it differs from the default (the
+    /// serde defaults, which fix the meaning of an absent key in a file, stay as they are): TransNormer
+    /// Diag blocks in the first half of the layers and Norm blocks in the second; T5's `max_distance`
+    /// relative to the training length; LRPE's denominator.
+    fn preset_layer(&self, _i: usize, _size: &SizePreset) -> Option<AttentionSpec> {
         None
     }
 

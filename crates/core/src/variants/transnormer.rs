@@ -5,7 +5,7 @@
 //! blocks; T1 uses `φ = elu` and ReLU Diag blocks followed by the norm (§5, opening paragraph).
 
 use super::{field, AttentionSpec, Family, LowerCtx, Variant};
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, SizePreset};
 use crate::error::{Error, Result};
 use crate::lowering::{Bias, Feature, FeatureMap, LinearLowering, Lowering, Post, SoftmaxLowering, Window};
 use serde::{Deserialize, Serialize};
@@ -67,8 +67,8 @@ impl Variant for Transnormer {
         Ok(())
     }
 
-    fn preset_layer(&self, i: usize, n_layers: usize) -> Option<AttentionSpec> {
-        let role = if i < n_layers / 2 { TransnormerRole::Diag } else { TransnormerRole::Norm };
+    fn preset_layer(&self, i: usize, size: &SizePreset) -> Option<AttentionSpec> {
+        let role = if i < size.n_layers / 2 { TransnormerRole::Diag } else { TransnormerRole::Norm };
         Some(AttentionSpec::Transnormer(Transnormer { role, ..self.clone() }))
     }
 

@@ -186,6 +186,7 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
         fa_ml: fa_ml as u32,
         fa_o: fa_o as u32,
         split_keys: DEFAULT_SPLIT_KEYS,
+        emb_scale: cfg.embedding_scale(),
         ..DecodeParams::default()
     };
     let layers = host

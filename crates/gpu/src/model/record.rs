@@ -151,7 +151,7 @@ impl<'a> Builder<'a> {
             d: d as u32,
             use_pe: u32::from(m.cfg.absolute_position != AbsolutePosition::None),
             vocab: m.cfg.vocab_size as u32,
-            ..EmbedParams::default()
+            emb_scale: m.cfg.embedding_scale(),
         };
         let p = uniform(&m.ctx.device, &p);
         let out = if m.emb_norm.is_some() { &acts.h } else { &acts.x };
