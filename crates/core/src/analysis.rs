@@ -286,16 +286,20 @@ pub fn window_count(text_tokens: usize, len: usize, max_windows: usize) -> usize
     }
 }
 
-/// `(Σ −ln p(next[r]), count)` over the rows of `logits` (`[rows, vocab]`) that have a target in
-/// `next`; row `r` predicts `next[r]` (f64 log-softmax).
+/// `−ln p(next[r])` of every row of `logits` (`[rows, vocab]`) that has a target in `next`; row `r`
+/// predicts `next[r]` (f64 log-softmax; a target outside the vocabulary scores NaN).
+pub fn row_nll(logits: &[f32], vocab: usize, next: &[u32]) -> Vec<f64> {
+    logits
+        .chunks_exact(vocab.max(1))
+        .zip(next)
+        .map(|(row, &target)| -log_softmax(row).get(target as usize).copied().unwrap_or(f64::NAN))
+        .collect()
+}
+
+/// `(Σ −ln p(next[r]), count)` over the rows of [`row_nll`].
 pub fn score_rows(logits: &[f32], vocab: usize, next: &[u32]) -> (f64, usize) {
-    let mut nll = 0.0f64;
-    let mut count = 0usize;
-    for (row, &target) in logits.chunks_exact(vocab).zip(next) {
-        nll -= log_softmax(row).get(target as usize).copied().unwrap_or(f64::NAN);
-        count += 1;
-    }
-    (nll, count)
+    let nll = row_nll(logits, vocab, next);
+    (nll.iter().sum(), nll.len())
 }
 
 /// Perplexity versus context length. Protocol (docs/ARCHITECTURE.md): the token stream is cut into
@@ -330,33 +334,54 @@ pub fn perplexity_with<E: From<Error>>(
     let mut out = Vec::new();
     let mut done = 0;
     for &len in lengths {
-        if len < 2 {
-            return Err(Error::arg("lengths", format!("{len} is too short (need >= 2)")).into());
-        }
-        if len > max_context {
-            return Err(Error::ContextTooLong { requested: len, max: max_context }.into());
-        }
-        let windows = window_count(tokens.len(), len, max_windows);
-        if windows == 0 {
-            return Err(Error::arg(
-                "lengths",
-                format!("{len} is longer than the text ({} tokens)", tokens.len()),
-            )
-            .into());
-        }
-        let (mut nll, mut count) = (0.0f64, 0usize);
-        for w in 0..windows {
-            let win = &tokens[w * len..(w + 1) * len];
-            let (n, c) = score_rows(&window_logits(win)?, vocab, &win[1..]);
-            nll += n;
-            count += c;
+        let mut tick = || {
             done += 1;
             progress(done, total);
-        }
-        let mean = nll / count as f64;
-        out.push(PplPoint { length: len, windows, tokens: count, nll: mean, ppl: mean.exp() });
+        };
+        let losses =
+            window_losses(vocab, max_context, tokens, len, max_windows, &mut tick, &mut window_logits)?;
+        let count: usize = losses.iter().map(Vec::len).sum();
+        let mean = losses.iter().flatten().sum::<f64>() / count as f64;
+        out.push(PplPoint { length: len, windows: losses.len(), tokens: count, nll: mean, ppl: mean.exp() });
     }
     Ok(out)
+}
+
+/// The loss (−ln p, nats) of every scored position of every window at context length `len`, by the
+/// protocol of [`perplexity`]: `[window][position − 1]`, windows in text order. `tick` is called
+/// after each window. A length that is too short, longer than max_context or than the text is an
+/// error naming it.
+pub fn window_losses<E: From<Error>>(
+    vocab: usize,
+    max_context: usize,
+    tokens: &[u32],
+    len: usize,
+    max_windows: usize,
+    tick: &mut impl FnMut(),
+    window_logits: &mut impl FnMut(&[u32]) -> std::result::Result<Vec<f32>, E>,
+) -> std::result::Result<Vec<Vec<f64>>, E> {
+    if len < 2 {
+        return Err(Error::arg("lengths", format!("{len} is too short (need >= 2)")).into());
+    }
+    if len > max_context {
+        return Err(Error::ContextTooLong { requested: len, max: max_context }.into());
+    }
+    let windows = window_count(tokens.len(), len, max_windows);
+    if windows == 0 {
+        return Err(Error::arg(
+            "lengths",
+            format!("{len} is longer than the text ({} tokens)", tokens.len()),
+        )
+        .into());
+    }
+    (0..windows)
+        .map(|w| {
+            let win = &tokens[w * len..(w + 1) * len];
+            let losses = row_nll(&window_logits(win)?, vocab, &win[1..]);
+            tick();
+            Ok(losses)
+        })
+        .collect()
 }
 
 /// Map stride that keeps an `n`-token attention map within `max_side` rows and columns.

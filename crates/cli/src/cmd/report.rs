@@ -25,13 +25,18 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 mod claims;
+mod stats;
 
 /// Regenerate docs/results.md (tables + SVG plots + results.json) from the shipped models.
 ///
-/// Perplexity follows `attnlab eval`'s protocol on the same first --tokens tokens of --text at every
-/// length. The slope ablation edits the trained alibi model at inference (MEP's Table 4 retrains; we
-/// do not). LAA and gate statistics come from one traced forward pass over --trace-tokens tokens.
-/// "Real English words" is the share of generated words found in --words (the Brown training text).
+/// Perplexity follows `attnlab eval`'s protocol on the same tokens of --text at every length (the
+/// whole text by default). Differences between models come with paired bootstrap intervals over
+/// evaluation blocks (and over seeds: models named `NAME-seedK` are seeds of `NAME`), and every claim
+/// gets one of four verdicts: holds, does not hold, inconclusive, not tested. The slope edit of the
+/// alibi model is an inference-time observation (MEP's Table 4 retrains: models `alibi-h0`,
+/// `alibi-h4`, `alibi-h7` when present). LAA and gate statistics come from one traced forward pass
+/// over --trace-tokens tokens. "Real English words" is the share of generated words found in --words
+/// (the Brown training text).
 #[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
     /// Folder with index.json and the model folders
@@ -46,8 +51,9 @@ pub struct ReportArgs {
     /// Context lengths (multiples of the training length 128)
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "128,256,512,1024,2048,4096")]
     pub lengths: Vec<usize>,
-    /// Tokens of the text scored at every length (the first N; each length cuts them into windows)
-    #[arg(long, value_name = "N", default_value_t = 16384)]
+    /// Tokens of the text scored at every length (the first N; each length cuts them into windows);
+    /// 0 = the whole text, cut to a multiple of the longest length
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub tokens: usize,
     /// Tokens of the traced pass for LAA and gate statistics
     #[arg(long, value_name = "N", default_value_t = 512)]
@@ -58,6 +64,14 @@ pub struct ReportArgs {
     /// Samples per model for the English check (48 tokens each, temperature 0.8, seeds 0..N)
     #[arg(long, value_name = "N", default_value_t = 12)]
     pub samples: usize,
+    /// Tokens per evaluation block of the bootstrap intervals (consecutive windows are grouped
+    /// until a block has this many; a longer window is a block of its own)
+    #[arg(long, value_name = "N", default_value_t = stats::BLOCK_TOKENS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub block_tokens: usize,
+    /// Folder of `attnlab bench --out DIR/NAME.json` files (TransNormer Table 7: speed and memory
+    /// against length) [default: docs/results/bench when it exists]
+    #[arg(long, value_name = "DIR")]
+    pub bench: Option<PathBuf>,
     /// Worker threads (one model job per thread)
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub threads: usize,
@@ -91,9 +105,21 @@ struct Training {
     tokens: u64,
     seconds: f64,
     tokens_per_s: f64,
+    /// Σ of the learning rate over the logged steps (how far Adam can move one weight).
+    lr_sum: f64,
     final_val_loss: Option<f64>,
     /// (tokens seen, validation loss).
     curve: Vec<(f64, f64)>,
+}
+
+/// One model's scores at one context length.
+#[derive(Debug, Clone, Serialize)]
+struct LengthScore {
+    length: usize,
+    /// Mean loss of each window (nats/token), in text order: the bootstrap's raw material.
+    window_nll: Vec<f64>,
+    /// Mean loss over the windows' positions, in bins doubling from position 1: (first, last, nll).
+    position_nll: Vec<(usize, usize, f64)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -104,11 +130,14 @@ struct ModelResult {
     params: usize,
     initial_of: Option<String>,
     ppl: Vec<PplPoint>,
+    scores: Vec<LengthScore>,
     laa_auc: Vec<f64>,
     laa_curves: Vec<Vec<f64>>,
     gates: Vec<GateSummary>,
     /// All layers' F pooled: saturation share and density.
     gates_all: Option<GateSummary>,
+    /// Where the model's config departs from what the code now builds for its variant.
+    notes: Vec<String>,
     english_share: f64,
     words: usize,
     sample: String,
@@ -155,9 +184,9 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
         let dir = a.models.join(&e.name);
         let m = crate::common::load_model_dir(&dir)?;
         let tok = load_tokenizer(&dir, &m)?;
-        models.push((e.clone(), dir, m, tok));
+        let tokens = eval_tokens(&a, &text, &tok)?;
+        models.push((e.clone(), dir, m, tok, tokens));
     }
-    let max_len = *a.lengths.iter().max().unwrap_or(&128);
     let mut jobs: Vec<Job> = (0..models.len()).map(Job::Model).collect();
     let alibi = models.iter().position(|(e, ..)| e.name == "alibi");
     if alibi.is_some() {
@@ -171,8 +200,15 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
         Job::Slope(_) => 0,
     });
 
-    let total_windows: usize = a.lengths.iter().map(|&l| a.tokens.max(max_len) / l).sum();
-    let pb = progress_bar((jobs.len() * total_windows) as u64, "report", json);
+    let windows = |n: usize| a.lengths.iter().map(|&l| n / l).sum::<usize>();
+    let total_windows: usize = jobs
+        .iter()
+        .map(|j| match j {
+            Job::Model(i) => windows(models[*i].4.len()),
+            Job::Slope(_) => alibi.map_or(0, |i| windows(models[i].4.len())),
+        })
+        .sum();
+    let pb = progress_bar(total_windows as u64, "report", json);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<ModelResult>>> = Mutex::new(vec![None; models.len()]);
     let slopes: Mutex<Vec<Option<SlopeResult>>> = Mutex::new(vec![None; SLOPE_PRESETS.len()]);
@@ -189,16 +225,16 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
                 let tick = || pb.inc(1);
                 let outcome = match job {
                     Job::Model(i) => {
-                        let (e, dir, m, tok) = &models[*i];
-                        measure_model(&a, &text, &english, e, dir, m, tok, &tick).map(|r| {
+                        let (e, dir, m, tok, tokens) = &models[*i];
+                        measure_model(&a, tokens, &english, e, dir, m, tok, &tick).map(|r| {
                             if let Ok(mut v) = results.lock() {
                                 v[*i] = Some(r);
                             }
                         })
                     }
                     Job::Slope(p) => {
-                        let (_, _, m, tok) = &models[alibi.unwrap_or(0)];
-                        slope_ablation(&a, &text, m, tok, SLOPE_PRESETS[*p], &tick).map(|r| {
+                        let (_, _, m, _, tokens) = &models[alibi.unwrap_or(0)];
+                        slope_ablation(&a, tokens, m, SLOPE_PRESETS[*p], &tick).map(|r| {
                             if let Ok(mut v) = slopes.lock() {
                                 v[*p] = Some(r);
                             }
@@ -224,7 +260,7 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
     }
 
     let default_cfg =
-        models.iter().find(|(e, ..)| e.name == index.default).map(|(_, _, m, _)| m.config().clone());
+        models.iter().find(|(e, ..)| e.name == index.default).map(|(_, _, m, ..)| m.config().clone());
     let inputs = Inputs { text_path: &text_path, words_path: &words_path, started: t0 };
     write_report(&a, &index, &results, &slopes, default_cfg, &inputs, json)
 }
@@ -257,6 +293,8 @@ fn write_report(
         )
     });
     let plots_dir = a.out.with_extension("");
+    let bench_dir = a.bench.clone().or_else(|| Some(plots_dir.join("bench")).filter(|d| d.is_dir()));
+    let bench = (bench_dir.as_deref().map(read_bench).transpose()?.unwrap_or_default(), bench_dir);
     let plots_rel = plots_dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let ctx = Context {
         index,
@@ -270,6 +308,7 @@ fn write_report(
         seconds: t0.elapsed().as_secs_f64(),
         train_len,
         size,
+        bench,
     };
     let (markdown, plots) = ctx.render();
     for (name, svg) in &plots {
@@ -277,7 +316,7 @@ fn write_report(
     }
     let raw = json!({
         "text": text_path.display().to_string(),
-        "tokens_per_length": a.tokens,
+        "tokens_per_length": results.first().map(|r| r.ppl.first().map_or(0, |p| p.tokens + p.windows)),
         "lengths": a.lengths,
         "models": to_value(&results)?,
         "slope_ablation": to_value(&slopes)?,
@@ -308,27 +347,62 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The evaluation tokens: the first --tokens of the text, or (0) the whole text cut to a multiple
+/// of the longest length, so that every length scores the same tokens.
 fn eval_tokens(a: &ReportArgs, text: &str, tok: &Tokenizer) -> CliResult<Vec<u32>> {
     let ids = tok.encode(text).map_err(|e| CliError::runtime(e.to_string()))?;
     let max = *a.lengths.iter().max().unwrap_or(&128);
-    let n = a.tokens.max(max);
-    if ids.len() < n {
+    let n = if a.tokens == 0 { ids.len() / max * max } else { a.tokens.max(max) };
+    if ids.len() < n || n == 0 {
         return Err(CliError::usage(format!(
-            "the text has {} tokens, fewer than --tokens {n} (or the longest length)",
-            ids.len()
+            "the text has {} tokens, fewer than --tokens {} (or the longest length {max})",
+            ids.len(),
+            a.tokens
         )));
     }
     Ok(ids[..n].to_vec())
 }
 
-fn ppl(a: &ReportArgs, m: &Model, tokens: &[u32], tick: &dyn Fn()) -> CliResult<Vec<PplPoint>> {
-    Ok(analysis::perplexity(m, tokens, &a.lengths, 0, |_, _| tick())?)
+/// Perplexity at every length with each window's mean loss and the loss per position.
+fn score(
+    a: &ReportArgs,
+    m: &Model,
+    tokens: &[u32],
+    tick: &dyn Fn(),
+) -> CliResult<(Vec<PplPoint>, Vec<LengthScore>)> {
+    let cfg = m.config();
+    let (mut points, mut scores) = (Vec::new(), Vec::new());
+    for &len in &a.lengths {
+        let losses = analysis::window_losses(
+            cfg.vocab_size,
+            cfg.max_context,
+            tokens,
+            len,
+            0,
+            &mut || tick(),
+            &mut |w: &[u32]| m.session().prefill_all(w),
+        )?;
+        let window_nll: Vec<f64> = losses.iter().map(|w| w.iter().sum::<f64>() / w.len() as f64).collect();
+        let mut sums = vec![0.0f64; len - 1];
+        for w in &losses {
+            sums.iter_mut().zip(w).for_each(|(s, l)| *s += l);
+        }
+        let nll = window_nll.iter().sum::<f64>() / window_nll.len() as f64;
+        let count = losses.len() * (len - 1);
+        points.push(PplPoint { length: len, windows: losses.len(), tokens: count, nll, ppl: nll.exp() });
+        scores.push(LengthScore {
+            length: len,
+            position_nll: stats::octave_bins(&sums, losses.len()),
+            window_nll,
+        });
+    }
+    Ok((points, scores))
 }
 
 #[allow(clippy::too_many_arguments)]
 fn measure_model(
     a: &ReportArgs,
-    text: &str,
+    tokens: &[u32],
     english: &HashSet<String>,
     e: &attnlab_core::catalog::ModelEntry,
     dir: &Path,
@@ -337,10 +411,9 @@ fn measure_model(
     tick: &dyn Fn(),
 ) -> CliResult<ModelResult> {
     let t = Instant::now();
-    let tokens = eval_tokens(a, text, tok)?;
-    let ppl = ppl(a, m, &tokens, tick)?;
+    let (ppl, scores) = score(a, m, tokens, tick)?;
 
-    let trace = analysis::trace_for_analysis(m, &tokens, a.trace_tokens)?;
+    let trace = analysis::trace_for_analysis(m, tokens, a.trace_tokens)?;
     let summaries = analysis::summarize_attention(m, &trace.attention);
     let stats = analysis::gate_stats(&trace.gates, GATE_BINS);
     let density = |h: &[u64]| {
@@ -397,16 +470,49 @@ fn measure_model(
         params: m.weights().num_params(),
         initial_of: e.initial_of.clone(),
         ppl,
+        scores,
         laa_auc: summaries.iter().map(|l| l.laa.auc).collect(),
         laa_curves: summaries.iter().map(|l| l.laa.curve.clone()).collect(),
         gates,
         gates_all,
+        notes: config_notes(m.config()),
         english_share: known as f64 / total.max(1) as f64,
         words: total,
         sample,
         training,
         seconds: t.elapsed().as_secs_f64(),
     })
+}
+
+/// The encodings that trained badly before issue 14's fixes, read off a model's config: what a
+/// model shipped before them still carries.
+fn config_notes(cfg: &ModelConfig) -> Vec<String> {
+    use attnlab_core::config::{AbsolutePosition, AttentionSpec};
+    use attnlab_core::variants::lrpe::LrpeNormalize;
+    let mut notes = Vec::new();
+    if cfg.absolute_position == AbsolutePosition::Sinusoidal && !cfg.scale_embeddings {
+        notes.push(
+            "sinusoidal positions added to token embeddings not scaled by √d_model (Vaswani §3.4): position \
+                    dominates the input; the sinusoidal preset now sets `scale_embeddings`"
+                .to_string(),
+        );
+    }
+    if let Some(t) = cfg.layers.iter().find_map(|l| if let AttentionSpec::T5(t) = l { Some(t) } else { None })
+    {
+        if t.max_distance > cfg.train_context / 4 && t.max_distance > t.num_buckets / 2 + 1 {
+            notes.push(format!(
+                "T5 max_distance {} of training length {} (T5 and MEP's NeoX baseline use a quarter of it; the preset now does)",
+                t.max_distance, cfg.train_context
+            ));
+        }
+    }
+    if cfg.layers.iter().any(|l| matches!(l, AttentionSpec::Lrpe(s) if s.normalize == LrpeNormalize::Rmsnorm))
+    {
+        notes.push("LRPE output normalised by RMSNorm, not the paper's denominator (App. C.2 Eq. 38; the preset now \
+                    uses it)"
+            .to_string());
+    }
+    notes
 }
 
 /// One seeded sample of [`SAMPLE_TOKENS`] tokens at temperature 0.8 (stops at end-of-text).
@@ -430,16 +536,14 @@ fn sample_text(m: &Model, tok: &Tokenizer, prompt: &str, seed: u64) -> CliResult
 
 fn slope_ablation(
     a: &ReportArgs,
-    text: &str,
+    tokens: &[u32],
     m: &Model,
-    tok: &Tokenizer,
     (name, uniform): (&str, Option<f64>),
     tick: &dyn Fn(),
 ) -> CliResult<SlopeResult> {
     let mut m = m.clone();
     steer::apply_override(&mut m, &BiasOverride { uniform_slope: uniform, ..Default::default() })?;
-    let tokens = eval_tokens(a, text, tok)?;
-    Ok(SlopeResult { preset: name.to_string(), ppl: ppl(a, &m, &tokens, tick)? })
+    Ok(SlopeResult { preset: name.to_string(), ppl: score(a, &m, tokens, tick)?.0 })
 }
 
 /// Training summary from a history.json written by `attnlab train` (None when absent or unreadable:
@@ -455,10 +559,49 @@ fn read_history(path: &Path) -> Option<Training> {
         tokens: h.tokens as u64,
         seconds: h.seconds,
         tokens_per_s: h.tokens as f64 / h.seconds.max(1e-9),
+        lr_sum: h.train.iter().map(|r| r.lr).sum(),
         final_val_loss: curve.last().map(|c| c.1),
         curve,
     })
 }
+
+/// An `attnlab bench` point: (context, prefill tok/s, decode tok/s, state bytes).
+type BenchPoint = (usize, f64, f64, f64);
+/// One model's bench points.
+type BenchPoints = Vec<BenchPoint>;
+
+/// The bench files of the Table 7 models in `dir`, by model name (a missing file is skipped; an
+/// unreadable one is an error naming it).
+fn read_bench(dir: &Path) -> CliResult<Vec<(String, BenchPoints)>> {
+    let mut out = Vec::new();
+    for name in TABLE7_MODELS {
+        let path = dir.join(format!("{name}.json"));
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let bad = |why: &str| {
+            CliError::usage(format!("`{}` is not an `attnlab bench` report: {why}", path.display()))
+        };
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
+        let rows = v["results"].as_array().ok_or_else(|| bad("no results"))?;
+        let points = rows
+            .iter()
+            .map(|r| {
+                let f = |k: &str| r[k].as_f64().ok_or_else(|| bad(&format!("a result has no {k}")));
+                Ok((
+                    f("context")? as usize,
+                    f("prefill_tokens_per_s")?,
+                    f("decode_tokens_per_s")?,
+                    f("state_bytes")?,
+                ))
+            })
+            .collect::<CliResult<BenchPoints>>()?;
+        out.push((name.to_string(), points));
+    }
+    Ok(out)
+}
+
+/// Models of the speed-and-memory table (TransNormer Table 7): TransNormer, its 1+elu linear
+/// baseline and a softmax model.
+const TABLE7_MODELS: [&str; 3] = ["transnormer", "linear-elu", "alibi"];
 
 struct Context<'a> {
     index: &'a ModelIndex,
@@ -474,14 +617,16 @@ struct Context<'a> {
     train_len: usize,
     /// Size preset of the default model, in words.
     size: String,
+    /// `attnlab bench` points of the Table 7 models, and the folder they came from.
+    bench: (Vec<(String, BenchPoints)>, Option<PathBuf>),
 }
 
-/// Verdict of a claim from a boolean rule.
-fn verdict(holds: Option<bool>) -> &'static str {
-    match holds {
-        Some(true) => "**holds**",
-        Some(false) => "**does not hold**",
-        None => "not measured (model missing)",
+/// `(group, seed)` of a model name: `NAME-seedK` (K ≥ 1) is seed K of `NAME`; any other name is
+/// seed 0 of itself.
+fn seed_of(name: &str) -> (&str, usize) {
+    match name.rsplit_once("-seed").map(|(base, k)| (base, k.parse::<usize>())) {
+        Some((base, Ok(k))) if !base.is_empty() && k > 0 => (base, k),
+        _ => (name, 0),
     }
 }
 
@@ -490,10 +635,72 @@ impl Context<'_> {
         self.results.iter().find(|r| r.name == name)
     }
 
-    /// Perplexity of `name` at `mult` × the training length.
+    /// The seeds of model `name` (itself and every `name-seedK`), seed 0 first.
+    fn seeds(&self, name: &str) -> Vec<&ModelResult> {
+        let mut v: Vec<&ModelResult> = self.results.iter().filter(|r| seed_of(&r.name).0 == name).collect();
+        v.sort_by_key(|r| seed_of(&r.name).1);
+        v
+    }
+
+    /// Perplexity of `name` at `mult` × the training length (the mean over its seeds).
     fn ppl_at(&self, name: &str, mult: usize) -> Option<f64> {
         let len = self.train_len * mult;
-        self.get(name)?.ppl.iter().find(|p| p.length == len).map(|p| p.ppl)
+        let v: Vec<f64> = self
+            .seeds(name)
+            .iter()
+            .filter_map(|r| r.ppl.iter().find(|p| p.length == len).map(|p| p.ppl))
+            .collect();
+        (!v.is_empty()).then(|| stats::mean_std(&v).0)
+    }
+
+    /// Δ = loss(`a`) − loss(`b`) at `mult` × the training length (nats/token) with its paired
+    /// bootstrap interval over evaluation blocks and seed pairs (seed k of A with seed k of B), and
+    /// the number of seed pairs; or why it cannot be computed.
+    fn delta(&self, a: &str, b: &str, mult: usize) -> Result<(stats::Interval, usize), String> {
+        let len = self.train_len * mult;
+        let (sa, sb) = (self.seeds(a), self.seeds(b));
+        if let Some(n) = [(a, &sa), (b, &sb)].iter().find(|(_, s)| s.is_empty()).map(|(n, _)| n) {
+            return Err(format!("needs `{n}`, not in the index"));
+        }
+        let blocks = |r: &ModelResult| {
+            r.scores
+                .iter()
+                .find(|s| s.length == len)
+                .map(|s| stats::block_means(&s.window_nll, len, self.args.block_tokens))
+        };
+        let diffs: Option<Vec<Vec<f64>>> = sa
+            .iter()
+            .zip(&sb)
+            .map(|(x, y)| Some(blocks(x)?.iter().zip(&blocks(y)?).map(|(p, q)| p - q).collect()))
+            .collect();
+        let diffs = diffs.ok_or_else(|| format!("length {len} was not measured"))?;
+        let blocks = diffs.first().map_or(0, Vec::len);
+        if blocks < stats::MIN_BLOCKS {
+            return Err(format!(
+                "only {blocks} evaluation blocks at length {len}; an interval needs at least {}",
+                stats::MIN_BLOCKS
+            ));
+        }
+        let i = stats::paired_bootstrap(&diffs, stats::RESAMPLES, stats::BOOTSTRAP_SEED)
+            .ok_or_else(|| format!("`{a}` and `{b}` were not scored on the same blocks"))?;
+        Ok((i, diffs.len()))
+    }
+
+    /// LAA area of `name`'s layer `layer` (the mean over its seeds).
+    fn laa_auc(&self, name: &str, layer: usize) -> Option<f64> {
+        let v: Vec<f64> = self.seeds(name).iter().filter_map(|r| r.laa_auc.get(layer).copied()).collect();
+        (!v.is_empty()).then(|| stats::mean_std(&v).0)
+    }
+
+    /// Trained models, one row per seed group (its seed 0).
+    fn groups(&self) -> impl Iterator<Item = &ModelResult> {
+        self.trained().filter(|r| seed_of(&r.name).1 == 0)
+    }
+
+    /// Seeds per trained model: (fewest, most).
+    fn seed_counts(&self) -> (usize, usize) {
+        let counts: Vec<usize> = self.groups().map(|r| self.seeds(&r.name).len()).collect();
+        (counts.iter().copied().min().unwrap_or(0), counts.iter().copied().max().unwrap_or(0))
     }
 
     fn longest(&self) -> usize {
@@ -513,56 +720,98 @@ impl Context<'_> {
             "# Results\n\n_Generated by `attnlab report` from the models in `{}` (listed in its index.json) — do not edit by hand; \
              rerun the command. Raw numbers: [{p}/results.json]({p}/results.json)._\n\n\
              Every shipped model has the same size preset ({}), \
-             was trained at length {} on the Brown corpus train split with the same token budget and seed \
-             (`scripts/train_shipped.sh`), and is stored as F16. One seed per model: differences of a few percent \
-             are within what another seed could change (seed noise was not measured). The report took {:.0} s \
-             with {} threads on this machine.\n",
+             was trained at length {} on the Brown corpus train split with the same token budget \
+             (`scripts/train_shipped.sh`), and is stored as F16. {} The report took {:.0} s \
+             with {} threads on this machine.\n\n\
+             **Statistics.** A difference between two models is Δ = ln ppl(A) − ln ppl(B), the mean difference of \
+             their losses in nats per token on the same tokens, with a 95 % paired bootstrap interval: the scored \
+             windows are grouped into blocks of at least {} tokens (at least {} blocks per interval), and {} resamples draw seed pairs (seed k of A \
+             with seed k of B), then blocks, with replacement (fixed resampling seed). Each claim's verdict is \
+             **holds** (the whole interval satisfies the rule), **does not hold** (none of it does), **inconclusive** \
+             (the interval straddles the threshold) or **not tested** (with the reason).\n",
             self.args.models.display(),
             self.size,
             self.train_len,
+            self.seed_sentence(),
             self.seconds,
-            self.args.threads
+            self.args.threads,
+            self.args.block_tokens,
+            stats::MIN_BLOCKS,
+            stats::RESAMPLES,
         );
+        self.section_notes(&mut md);
         self.section_ppl(&mut md, &mut plots);
+        self.section_positions(&mut md, &mut plots);
         self.section_slopes(&mut md, &mut plots);
         self.section_laa(&mut md, &mut plots);
         self.section_gates(&mut md, &mut plots);
+        self.section_speed(&mut md);
         self.section_claims(&mut md);
         self.section_training(&mut md, &mut plots);
         self.section_english(&mut md);
         (md, plots)
     }
 
-    fn ppl_table(&self, md: &mut String, rows: &[(String, &[PplPoint])]) {
+    /// A perplexity table: one row per model with its seeds' points (mean ± std over seeds).
+    fn ppl_table(&self, md: &mut String, rows: &[(String, Vec<&[PplPoint]>)]) {
         let head: Vec<String> =
             self.lengths.iter().map(|l| format!("{}× ({l})", l / self.train_len.max(1))).collect();
         let _ = writeln!(md, "| model | {} |\n|---|{}", head.join(" | "), "---:|".repeat(self.lengths.len()));
-        for (name, pts) in rows {
+        for (name, seeds) in rows {
             let cells: Vec<String> = self
                 .lengths
                 .iter()
-                .map(|l| pts.iter().find(|p| p.length == *l).map_or("–".into(), |p| num(p.ppl, 1)))
+                .map(|l| {
+                    let v: Vec<f64> = seeds
+                        .iter()
+                        .filter_map(|pts| pts.iter().find(|p| p.length == *l).map(|p| p.ppl))
+                        .collect();
+                    match stats::mean_std(&v) {
+                        (m, _) if v.len() == 1 => num(m, 1),
+                        (m, sd) if v.len() > 1 => format!("{} ± {}", num(m, 1), num(sd, 1)),
+                        _ => "–".into(),
+                    }
+                })
                 .collect();
             let _ = writeln!(md, "| {name} | {} |", cells.join(" | "));
         }
         md.push('\n');
     }
 
+    /// The header's sentence on seeds.
+    fn seed_sentence(&self) -> String {
+        match self.seed_counts() {
+            (1, 1) => "One seed per model (`NAME-seedK` folders would add seeds): the intervals below cover \
+                       evaluation noise only, not what another seed could change."
+                .into(),
+            (lo, hi) if lo == hi => {
+                format!("{lo} seeds per model (init and data order); tables give mean ± std over seeds.")
+            }
+            (lo, hi) => format!(
+                "{lo} to {hi} seeds per model (init and data order); tables give mean ± std over seeds."
+            ),
+        }
+    }
+
     fn section_ppl(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
         let _ = writeln!(
             md,
             "## 1. Perplexity versus length (MEP Table 2 shape)\n\n\
-             Test perplexity on the first {} tokens of `{}` (held-out Brown test documents) at 1×–{}× the training \
+             Test perplexity on {} tokens of `{}` (held-out Brown test documents) at 1×–{}× the training \
              length {}. Protocol of `attnlab eval`: the tokens are cut into non-overlapping windows of each length, \
              each window runs from an empty state, every position but the first is scored; the same tokens at every \
              length. Lower is better.\n",
-            self.args.tokens,
+            self.eval_tokens(),
             self.text_path.display(),
             self.longest(),
             self.train_len
         );
-        let rows: Vec<(String, &[PplPoint])> =
-            self.trained().map(|r| (format!("`{}`", r.name), r.ppl.as_slice())).collect();
+        let rows: Vec<(String, Vec<&[PplPoint]>)> = self
+            .groups()
+            .map(|r| {
+                (format!("`{}`", r.name), self.seeds(&r.name).iter().map(|s| s.ppl.as_slice()).collect())
+            })
+            .collect();
         self.ppl_table(md, &rows);
         let chart = LineChart {
             title: "Test perplexity vs context length",
@@ -585,21 +834,145 @@ impl Context<'_> {
         let _ = writeln!(md, "![perplexity vs length]({}/ppl.svg)\n", self.plots);
     }
 
+    fn section_speed(&self, md: &mut String) {
+        let _ = writeln!(
+            md,
+            "## 6. Speed and memory against length (TransNormer Table 7 shape)\n\n\
+             From `attnlab bench` (CPU, release build, one thread each; files in `{}`): prefill tokens/s of a whole \
+             context, decode tokens/s of single steps at that context, and the decode state (KV cache or recurrent \
+             state) in bytes. Reproduce: `attnlab bench --model www/models/NAME --contexts 512,1024,2048,4096 --out \
+             docs/results/bench/NAME.json` for {}.\n",
+            self.bench.1.as_ref().map_or("–".into(), |d| d.display().to_string()),
+            TABLE7_MODELS.map(|m| format!("`{m}`")).join(", ")
+        );
+        if self.bench.0.is_empty() {
+            md.push_str("No bench files: not measured.\n\n");
+            return;
+        }
+        md.push_str(
+            "| model | context | prefill tok/s | decode tok/s | state bytes |\n|---|---:|---:|---:|---:|\n",
+        );
+        for (name, points) in &self.bench.0 {
+            for (c, pre, dec, state) in points {
+                let _ = writeln!(md, "| `{name}` | {c} | {pre:.0} | {dec:.0} | {state:.0} |");
+            }
+        }
+        md.push('\n');
+    }
+
+    /// (shortest, longest) bench point of `name`.
+    fn bench_ends(&self, name: &str) -> Option<(BenchPoint, BenchPoint)> {
+        let points = &self.bench.0.iter().find(|(n, _)| n == name)?.1;
+        Some((*points.iter().min_by_key(|p| p.0)?, *points.iter().max_by_key(|p| p.0)?))
+    }
+
+    /// The models whose configs predate a fix of the code (read off each config).
+    fn section_notes(&self, md: &mut String) {
+        let noted: Vec<&ModelResult> = self.results.iter().filter(|r| !r.notes.is_empty()).collect();
+        if noted.is_empty() {
+            return;
+        }
+        md.push_str(
+            "**Models trained before a fix.** These shipped models load and run exactly as trained, but their configs \
+             differ from what the code now builds for their variant; their rows will change when they are retrained:\n\n",
+        );
+        for r in noted {
+            let _ = writeln!(md, "- `{}`: {}.", r.name, r.notes.join("; "));
+        }
+        md.push('\n');
+    }
+
+    /// Tokens scored at every length (the first model's; all models share the tokenizer).
+    fn eval_tokens(&self) -> usize {
+        self.results.first().and_then(|r| r.ppl.first()).map_or(0, |p| p.windows * p.length)
+    }
+
+    /// Mean loss over positions `first..=last` of `name`'s windows at `len` (its seeds averaged),
+    /// from the position bins (which double from 1, so these ranges are unions of bins).
+    fn position_loss(&self, name: &str, len: usize, first: usize, last: usize) -> Option<f64> {
+        let per_seed: Vec<f64> = self
+            .seeds(name)
+            .iter()
+            .filter_map(|r| {
+                let bins = &r.scores.iter().find(|s| s.length == len)?.position_nll;
+                let inside: Vec<_> = bins.iter().filter(|(lo, hi, _)| *lo >= first && *hi <= last).collect();
+                let count: usize = inside.iter().map(|(lo, hi, _)| hi - lo + 1).sum();
+                let total: f64 = inside.iter().map(|(lo, hi, l)| l * (hi - lo + 1) as f64).sum();
+                (count > 0).then(|| total / count as f64)
+            })
+            .collect();
+        (!per_seed.is_empty()).then(|| stats::mean_std(&per_seed).0)
+    }
+
+    fn section_positions(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
+        let len = self.lengths.iter().max().copied().unwrap_or(self.train_len);
+        let t = self.train_len.max(2);
+        let _ = writeln!(
+            md,
+            "## 2. Loss versus position (extrapolation inside one window)\n\n\
+             Mean loss (nats/token) by position inside the {len}-token windows of §1 (each window from an empty \
+             state): the first column is the positions a model saw in training (1–{}), the others the octaves \
+             beyond it. A model that extrapolates keeps its loss flat or falling past the training length; one \
+             that does not rises there, which window perplexity averages away.\n",
+            t - 1
+        );
+        let mut ranges = vec![(1, t - 1)];
+        let mut lo = t;
+        while lo < len {
+            ranges.push((lo, (2 * lo - 1).min(len - 1)));
+            lo *= 2;
+        }
+        let head: Vec<String> = ranges.iter().map(|(a, b)| format!("{a}–{b}")).collect();
+        let _ = writeln!(md, "| model | {} |\n|---|{}", head.join(" | "), "---:|".repeat(ranges.len()));
+        let mut series = Vec::new();
+        for r in self.groups() {
+            let cells: Vec<String> = ranges
+                .iter()
+                .map(|&(a, b)| self.position_loss(&r.name, len, a, b).map_or("–".into(), |v| num(v, 3)))
+                .collect();
+            let _ = writeln!(md, "| `{}` | {} |", r.name, cells.join(" | "));
+            let Some(score) = r.scores.iter().find(|s| s.length == len) else { continue };
+            let points = score.position_nll.iter().filter_map(|&(a, b, _)| {
+                Some((((a * b) as f64).sqrt(), self.position_loss(&r.name, len, a, b)?))
+            });
+            series.push(Series {
+                name: r.name.clone(),
+                points: points.collect(),
+                dashed: r.family.contains("linear"),
+            });
+        }
+        md.push('\n');
+        let chart = LineChart {
+            title: "Loss vs position inside a window",
+            x_label: "position (tokens, log scale)",
+            y_label: "mean loss (nats/token)",
+            x_scale: Scale::Log2,
+            y_scale: Scale::Linear,
+            y_range: None,
+            series,
+            marker: Some((t as f64, "train length")),
+        };
+        plots.push(("positions.svg".into(), chart.render(860.0, 480.0)));
+        let _ = writeln!(md, "![loss vs position]({}/positions.svg)\n", self.plots);
+    }
+
     fn section_slopes(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
         let _ = writeln!(
             md,
-            "## 2. Slope ablation on the alibi model (MEP Table 4 style)\n\n\
+            "## 3. Slope ablation on the alibi model (MEP Table 4 style)\n\n\
              **Inference-only:** the trained `alibi` model is evaluated with its slopes replaced — every head's slope set \
              to 2^-2, 2^-6 or 2^-9 (\"h = 2, 6, 9\" in the paper's notation), next to the default geometric set it was \
-             trained with. MEP's Table 4 **retrains** a model for each slope setting; we do not, so these numbers mix \
-             the effect of the slopes with the mismatch between trained weights and edited biases.\n"
+             trained with. MEP's Table 4 **retrains** a model for each slope setting (at L = 512; slope × length \
+             constant rescales its h to h − 2 at 128), so these numbers mix the effect of the slopes with the mismatch \
+             between trained weights and edited biases: an observation, not a test of Table 4. The claims of §6 test \
+             Table 4 on retrained models `alibi-hK` (every head's slope 2^-K) when the index has them.\n"
         );
         if self.slopes.is_empty() {
             md.push_str("No `alibi` model in the index: not measured.\n\n");
             return;
         }
-        let rows: Vec<(String, &[PplPoint])> =
-            self.slopes.iter().map(|s| (s.preset.clone(), s.ppl.as_slice())).collect();
+        let rows: Vec<(String, Vec<&[PplPoint]>)> =
+            self.slopes.iter().map(|s| (s.preset.clone(), vec![s.ppl.as_slice()])).collect();
         self.ppl_table(md, &rows);
         let chart = LineChart {
             title: "alibi: slopes replaced at inference",
@@ -628,7 +1001,7 @@ impl Context<'_> {
         let uniform = analysis::laa_uniform(n);
         let _ = writeln!(
             md,
-            "## 3. Locally accumulated attention per layer (TransNormer Fig. 2)\n\n\
+            "## 4. Locally accumulated attention per layer (TransNormer Fig. 2)\n\n\
              LAA(r) = the attention mass within the nearest r·n tokens, averaged over query positions and heads, on the \
              first {n} tokens; the table gives its area (AUC; 1 = all mass on the nearest token, {} = uniform causal \
              attention). Linear layers are read through their implied attention matrix (rows normalised by Σ|row|). \
@@ -640,11 +1013,10 @@ impl Context<'_> {
             md,
             "| model | layer 0 | layer 1 | layer 2 | layer 3 | mean |\n|---|---:|---:|---:|---:|---:|"
         );
-        let picks: Vec<&ModelResult> = self.trained().filter(|r| !r.laa_auc.is_empty()).collect();
-        for r in &picks {
-            let mean = r.laa_auc.iter().sum::<f64>() / r.laa_auc.len().max(1) as f64;
-            let cells: Vec<String> =
-                (0..4).map(|i| r.laa_auc.get(i).map_or("–".into(), |v| num(*v, 3))).collect();
+        for r in self.groups().filter(|r| !r.laa_auc.is_empty()) {
+            let aucs: Vec<f64> = (0..r.laa_auc.len()).filter_map(|i| self.laa_auc(&r.name, i)).collect();
+            let mean = aucs.iter().sum::<f64>() / aucs.len().max(1) as f64;
+            let cells: Vec<String> = (0..4).map(|i| aucs.get(i).map_or("–".into(), |v| num(*v, 3))).collect();
             let _ = writeln!(md, "| `{}` | {} | {} |", r.name, cells.join(" | "), num(mean, 3));
         }
         let _ = writeln!(md, "| uniform attention | {0} | {0} | {0} | {0} | {0} |\n", num(uniform.auc, 3));
@@ -693,7 +1065,7 @@ impl Context<'_> {
     fn section_gates(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
         let _ = writeln!(
             md,
-            "## 4. Forget-gate distributions before and after training (ReGLA Fig. 4)\n\n\
+            "## 5. Forget-gate distributions before and after training (ReGLA Fig. 4)\n\n\
              The forget gate F of every gated layer on the first {} tokens (all layers, heads and channels pooled; 20 bins on \
              [0, 1], shown as densities). `*-fig4-init` are the initial checkpoints with gate biases at ±6 (half the \
              channels start near 1, half near 0); `*-fig4` are the same models after training. `gla-fig4` uses a plain \
@@ -738,8 +1110,10 @@ impl Context<'_> {
     fn section_claims(&self, md: &mut String) {
         let _ = writeln!(
             md,
-            "## 5. Claims versus results\n\nEach verdict is the rule in the \"test\" column applied to the numbers above \
-             (single seed, ~1M training tokens, models of ~1.1M parameters — far smaller than the papers').\n"
+            "## 7. Claims versus results\n\nEach verdict applies the rule in the \"test\" column to the numbers above: \
+             perplexity claims to the 95 % interval of Δ (the statistics paragraph at the top; Δ < 0 means the first \
+             model is better), LAA and gate claims to one traced pass. Models of ~1.1M parameters trained on ~1M tokens \
+             — far smaller than the papers'.\n"
         );
         let sections = [
             ("MEP (multiple-kernel position encoding)", self.claims_mep()),
@@ -759,14 +1133,10 @@ impl Context<'_> {
         }
     }
 
-    fn slope_at(&self, preset: usize, mult: usize) -> Option<f64> {
-        self.slopes.get(preset)?.ppl.iter().find(|p| p.length == self.train_len * mult).map(|p| p.ppl)
-    }
-
     fn section_training(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
         let _ = writeln!(
             md,
-            "## 6. Training cost on this machine\n\nFrom each model's history.json (`attnlab train`, release build, \
+            "## 8. Training cost on this machine\n\nFrom each model's history.json (`attnlab train`, release build, \
              candle on the CPU). The shipped models were trained two at a time with one thread each on a 2-core \
              machine (`scripts/train_shipped.sh`), so tokens/s is per single-threaded run.\n\n\
              | model | params | steps | tokens | time | tokens/s | final val loss |\n|---|---:|---:|---:|---:|---:|---:|"
@@ -814,7 +1184,7 @@ impl Context<'_> {
     fn section_english(&self, md: &mut String) {
         let _ = writeln!(
             md,
-            "## 7. Does it write English? (temperature {TEMPERATURE})\n\n\
+            "## 9. Does it write English? (temperature {TEMPERATURE})\n\n\
              For each model, {} samples of {SAMPLE_TOKENS} tokens at temperature {TEMPERATURE} (no top-k/top-p; seeds 0…{}; \
              prompts {}) are split into words (letters and inner apostrophes, lower-cased); the share of those words that \
              occur in `{}` is reported. Default model of the page and CLI: `{}`.\n\n\
@@ -845,21 +1215,22 @@ impl Context<'_> {
     }
 }
 
-/// `a < b` when both were measured.
-fn lt(a: Option<f64>, b: Option<f64>) -> Option<bool> {
-    Some(a? < b?)
-}
-
-/// `a ≤ b` when both were measured.
-fn le(a: Option<f64>, b: Option<f64>) -> Option<bool> {
-    Some(a? <= b?)
-}
-
-/// Both parts of a two-part rule.
-fn both(a: Option<bool>, b: Option<bool>) -> Option<bool> {
-    Some(a? && b?)
-}
-
 fn r3(x: Option<f64>) -> String {
     x.map_or("–".to_string(), |v| num(v, 3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seed_of;
+
+    #[test]
+    fn seed_suffixes_group_models() {
+        assert_eq!(seed_of("alibi-seed2"), ("alibi", 2));
+        assert_eq!(seed_of("mep-param-seed1"), ("mep-param", 1));
+        assert_eq!(seed_of("alibi"), ("alibi", 0));
+        // Seed 0 is the bare name; a suffix that is no number is part of the name.
+        assert_eq!(seed_of("alibi-seed0"), ("alibi-seed0", 0));
+        assert_eq!(seed_of("x-seedy"), ("x-seedy", 0));
+        assert_eq!(seed_of("-seed3"), ("-seed3", 0));
+    }
 }
