@@ -27,5 +27,11 @@ total=$(du -cb www/models | tail -1 | cut -f1)
 echo "www/models: $total bytes (budget $BUDGET)"
 [ "$total" -le "$BUDGET" ] || { echo "over the 40 MB budget"; exit 1; }
 if [ "${REPORT:-1}" = 1 ]; then
+  # TransNormer Table 7 (speed and memory against length): one single-threaded bench per model.
+  mkdir -p docs/results/bench
+  for name in transnormer linear-elu alibi; do
+    RAYON_NUM_THREADS=1 "$ATTNLAB" bench --model "www/models/$name" --contexts 512,1024,2048,4096 \
+      --out "docs/results/bench/$name.json" >/dev/null
+  done
   "$ATTNLAB" report
 fi

@@ -13,6 +13,8 @@ type Ends = (BenchPoint, BenchPoint);
 /// A claim row: claim (paper), test, measured, verdict.
 pub(super) type Row = [String; 4];
 
+/// "A beats B": Δ < 0.
+const BEATS: Rule = Rule::Below { margin: 0.0 };
 /// Relative perplexity margins of the "close"/"no worse" rules.
 const CLOSE: f64 = 0.05;
 const NO_WORSE: f64 = 0.01;
@@ -67,29 +69,19 @@ impl Context<'_> {
     /// Claim rows of MEP.
     pub(super) fn claims_mep(&self) -> Vec<Row> {
         let l = self.longest();
-        let mut rows = vec![
-            self.ppl_claim(
-                "Parameter-free MEP extrapolates at least as well as ALiBi (Table 2)",
-                "mep",
-                "alibi",
-                l,
-                Rule::NoWorse { margin: margin(NO_WORSE) },
-            ),
-            self.ppl_claim(
+        let no_worse = Rule::NoWorse { margin: margin(NO_WORSE) };
+        let mut rows: Vec<Row> = [
+            ("Parameter-free MEP extrapolates at least as well as ALiBi (Table 2)", "mep", "alibi", no_worse),
+            (
                 "Parameterized MEP beats KERPLE-log at long lengths (Table 2, OWT2 4/5)",
                 "mep-param",
                 "kerple-log",
-                l,
-                Rule::Below { margin: 0.0 },
+                BEATS,
             ),
-            self.ppl_claim(
-                "MEP beats T5 at the longest lengths (Table 2, param variant)",
-                "mep-param",
-                "t5",
-                l,
-                Rule::Below { margin: 0.0 },
-            ),
-        ];
+            ("MEP beats T5 at the longest lengths (Table 2, param variant)", "mep-param", "t5", BEATS),
+        ]
+        .map(|(claim, a, b, rule)| self.ppl_claim(claim, a, b, l, rule))
+        .to_vec();
         // Table 4 retrains ALiBi with one slope 2^-h for every head at L_train = 512; rescaled to
         // our training length (slope × L_train constant) the paper's h = 2, 6, 9 become h − log2(512 / L).
         let shift = (512.0 / self.train_len.max(1) as f64).log2().round() as i64;
@@ -111,7 +103,7 @@ impl Context<'_> {
             ("ALiBi + ALiBi·0.5 beats ALiBi at long lengths (Table 3, 2048–8192)", "mep-exp-half", l),
             ("ALiBi + Gaussian beats ALiBi at short lengths (Table 3, 512–1024)", "mep-exp-gauss", 1),
         ] {
-            let row = self.ppl_claim(claim, a, "alibi", mult, Rule::Below { margin: 0.0 });
+            let row = self.ppl_claim(claim, a, "alibi", mult, BEATS);
             rows.push(Self::because(row, "MEP Table 3 retrains each kernel mix"));
         }
         rows
@@ -128,7 +120,7 @@ impl Context<'_> {
                     "regla",
                     "fast-decay",
                     1,
-                    Rule::Below { margin: 0.0 },
+                    BEATS,
                 ),
                 "the paper's baseline is Fast Decay's two-sided full-rank sigmoid gate; `gla` is fla-style",
             ),
@@ -137,7 +129,7 @@ impl Context<'_> {
                 "regla",
                 "gla",
                 1,
-                Rule::Below { margin: 0.0 },
+                BEATS,
             ),
             self.ppl_claim(
                 "ReGLA comes close to a softmax Transformer (19.0 vs 18.5)",
@@ -186,22 +178,16 @@ impl Context<'_> {
 
     /// Claim rows of LRPE.
     pub(super) fn claims_lrpe(&self) -> Vec<Row> {
-        vec![
-            self.ppl_claim(
+        [
+            (
                 "LRPE improves linear attention over no relative encoding (Table 2: Type 1/2 < Base)",
                 "lrpe",
                 "linear-elu",
-                1,
-                Rule::Below { margin: 0.0 },
             ),
-            self.ppl_claim(
-                "Position information helps: NoPE is worse than RoPE (Table 2: 35.38 vs 33.15)",
-                "rope",
-                "nope",
-                1,
-                Rule::Below { margin: 0.0 },
-            ),
+            ("Position information helps: NoPE is worse than RoPE (Table 2: 35.38 vs 33.15)", "rope", "nope"),
         ]
+        .map(|(claim, a, b)| self.ppl_claim(claim, a, b, 1, BEATS))
+        .to_vec()
     }
 
     /// A claim on the `attnlab bench` numbers of transnormer and alibi (shortest and longest point).
@@ -263,7 +249,7 @@ impl Context<'_> {
                 "transnormer",
                 "linear-elu",
                 1,
-                Rule::Below { margin: 0.0 },
+                BEATS,
             ),
             self.ppl_claim(
                 "…and matches vanilla softmax attention (31.01 vs 31.01; rope stands for vanilla)",
