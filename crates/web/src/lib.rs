@@ -24,6 +24,7 @@
 
 pub mod backend;
 pub mod colors;
+pub mod compare;
 pub mod engine;
 pub mod figure;
 pub mod form;
