@@ -125,13 +125,13 @@ pub fn difference(a: &[f32], b: &[f32], n: usize) -> Option<Vec<f32>> {
     Some((0..n * n).map(|k| if k % n <= k / n { a[k] - b[k] } else { 0.0 }).collect())
 }
 
-/// One colour scale for two `[n, n]` matrices shown side by side, fitted to the visible cells of
-/// both (diverging when either holds signed values).
-pub fn shared_scale(a: &[f32], b: &[f32], n: usize, signed: bool) -> Scale {
+/// One colour scale for two matrices (`[na, na]`, `[nb, nb]`) shown side by side, fitted to the
+/// visible cells of both (diverging when either holds signed values).
+pub fn shared_scale((a, na): (&[f32], usize), (b, nb): (&[f32], usize), signed: bool) -> Scale {
     fn visible(m: &[f32], n: usize) -> impl Iterator<Item = f32> + '_ {
         (0..n).flat_map(move |i| (0..=i).map(move |j| m.get(i * n + j).copied().unwrap_or(f32::NAN)))
     }
-    Scale::fit(visible(a, n).chain(visible(b, n)), signed)
+    Scale::fit(visible(a, na).chain(visible(b, nb)), signed)
 }
 
 /// `(layer, head)` of a selection as one side can show it (a model with fewer layers or heads shows
@@ -170,15 +170,18 @@ pub struct OverlayLine {
     pub points: Vec<(f64, f64)>,
 }
 
+/// Lines of one model for [`overlay`]: `(index, what, points)` each.
+pub type Lines = Vec<(usize, String, Vec<(f64, f64)>)>;
+
 /// The lines of both models on one axis: `a` and `b` are `(index, what, points)` per line (heads,
 /// layers), labelled `A <name> · <what>`.
 pub fn overlay(
     a_name: &str,
-    a: Vec<(usize, String, Vec<(f64, f64)>)>,
+    a: Lines,
     b_name: &str,
-    b: Vec<(usize, String, Vec<(f64, f64)>)>,
+    b: Lines,
 ) -> Vec<OverlayLine> {
-    let side = |s: Side, name: &str, lines: Vec<(usize, String, Vec<(f64, f64)>)>| {
+    let side = |s: Side, name: &str, lines: Lines| {
         let tag = if s == Side::A { "A" } else { "B" };
         lines
             .into_iter()
@@ -265,10 +268,13 @@ mod tests {
     #[test]
     fn both_sides_share_one_scale() {
         // Masked cells (9, −9) do not count; the range spans both matrices.
-        let s = shared_scale(&[0.5, 9.0, 0.25, 0.75], &[1.0, -9.0, 0.1, 0.2], 2, false);
+        let s = shared_scale((&[0.5, 9.0, 0.25, 0.75], 2), (&[1.0, -9.0, 0.1, 0.2], 2), false);
         assert_eq!((s.lo, s.hi), (0.1, 1.0));
-        let d = shared_scale(&[-2.0, 0.0, 1.0, 0.5], &[0.5, 0.0, 3.0, 0.0], 2, true);
-        assert_eq!((d.lo, d.hi), (-3.0, 3.0));
+        let d = shared_scale((&[-2.0, 0.0, 1.0, 0.5], 2), (&[0.5], 1), true);
+        assert_eq!((d.lo, d.hi), (-2.0, 2.0));
+        // Matrices of different sizes (texts tokenized differently) still share one range.
+        let m = shared_scale((&[0.5], 1), (&[0.2, 7.0, 0.3, 0.9], 2), false);
+        assert_eq!((m.lo, m.hi), (0.2, 0.9));
     }
 
     #[test]
