@@ -1952,7 +1952,8 @@ test("compare mode: one model under two slider settings (B = the model as traine
   assert.deepEqual(before, await seriesValues(page, "kernel-compare", "B alibi as trained · head 0"));
   const model = await kernelModel(page);
   await slide(page, "#slope-scale", 1);
-  const edited = await kernelValuesAfterEdit(page, model);
+  await kernelValuesAfterEdit(page, model);
+  const edited = numbers(await attr(page, '#kernel-chart g.series[data-label="head 0"]', "data-values"));
   await page.waitForFunction((v) => {
     const g = document.querySelector('#kernel-compare g.series[data-label^="A alibi · head 0"]');
     const got = (g?.getAttribute("data-values") ?? "").split(",").map(Number);
@@ -1966,8 +1967,12 @@ test("compare mode: one model under two slider settings (B = the model as traine
   await page.waitForSelector('#ppl-view[data-running="false"] #ppl-compare-block[data-running="false"]', { timeout: 240_000 });
   const pA = await seriesValues(page, "ppl-compare", "A alibi · current settings");
   assert.deepEqual(pA, numbers(await attr(page, '#ppl-chart g.series[data-label="current settings"]', "data-values")));
-  const pB = await seriesValues(page, "ppl-compare", "B alibi as trained");
-  assert.equal(pA.length, pB.length);
+  const pB = await seriesValues(page, "ppl-compare", "B alibi as trained · held-out sweep");
+  const lengths = await page.locator("#ppl-view > table tbody tr").count();
+  assert.ok(lengths >= 4, `${lengths} lengths swept`);
+  assert.equal(pA.length, lengths);
+  assert.equal(pB.length, lengths);
+  assert.notDeepEqual(pA, pB, "the slider edit changes A's perplexity, not B's");
   assert.ok(pB.every((v) => v > 1), `${pB}`);
   await page.screenshot({ path: join(SCREENS_COMPARE, "perplexity.png"), fullPage: true });
   assert.deepEqual(errors, []);

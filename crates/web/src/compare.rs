@@ -175,12 +175,7 @@ pub type Lines = Vec<(usize, String, Vec<(f64, f64)>)>;
 
 /// The lines of both models on one axis: `a` and `b` are `(index, what, points)` per line (heads,
 /// layers), labelled `A <name> · <what>`.
-pub fn overlay(
-    a_name: &str,
-    a: Lines,
-    b_name: &str,
-    b: Lines,
-) -> Vec<OverlayLine> {
+pub fn overlay(a_name: &str, a: Lines, b_name: &str, b: Lines) -> Vec<OverlayLine> {
     let side = |s: Side, name: &str, lines: Lines| {
         let tag = if s == Side::A { "A" } else { "B" };
         lines

@@ -252,8 +252,7 @@ fn load_aux(shared: &Shared, of: ModelId, aux: Aux, name: String) {
             let s = shared.borrow();
             s.trained.as_ref().is_some_and(|t| t.id == of) && s.aux_wanted.get(&aux) == Some(&name)
         };
-        let progress =
-            |status, _| post(&FromWorker::AuxProgress { of, aux, name: name.clone(), status });
+        let progress = |status, _| post(&FromWorker::AuxProgress { of, aux, name: name.clone(), status });
         let result = match loader::fetch_engine(&name, progress, alive).await {
             Ok(_) if !alive() => return,
             Ok((engine, _)) => {

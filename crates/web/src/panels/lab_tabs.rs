@@ -171,7 +171,11 @@ impl LabPanel {
 
     /// Model B for the views, when compare mode shows one.
     fn compare_b(&self) -> Option<Compare> {
-        self.b.as_ref().map(|b| Compare { name: b.name.clone().into(), of: b.of.clone().into(), state: b.state.clone() })
+        self.b.as_ref().map(|b| Compare {
+            name: b.name.clone().into(),
+            of: b.of.clone().into(),
+            state: b.state.clone(),
+        })
     }
 
     /// Model B, ready.
@@ -189,8 +193,10 @@ impl LabPanel {
     fn set_preset(&mut self, ctx: &Context<Self>, id: &str) {
         let Some(p) = compare::preset(id) else { return };
         let props = ctx.props();
-        let missing: Vec<&str> =
-            [p.a, p.b].into_iter().filter(|m| props.index.as_ref().is_some_and(|i| i.get(m).is_none())).collect();
+        let missing: Vec<&str> = [p.a, p.b]
+            .into_iter()
+            .filter(|m| props.index.as_ref().is_some_and(|i| i.get(m).is_none()))
+            .collect();
         if !missing.is_empty() {
             self.preset_error = Some(format!(
                 "{} needs the model(s) {}, which this site's models index does not list",
@@ -440,7 +446,9 @@ impl LabPanel {
         let status = match &self.b {
             Some(b) if self.compare_on => match &b.state {
                 CompareState::Loading(s) => s.to_string(),
-                CompareState::Ready(_) => format!("A {} (left, with the sliders) vs B {} (right, as trained)", b.of, b.name),
+                CompareState::Ready(_) => {
+                    format!("A {} (left, with the sliders) vs B {} (right, as trained)", b.of, b.name)
+                }
                 CompareState::Failed(e) => e.to_string(),
             },
             _ if self.compare_on => "choose a model B".to_string(),

@@ -236,9 +236,11 @@ pub fn kernel_view(props: &KernelProps) -> Html {
         let bi = b.model.info();
         compare::clamp_selection((layer, 0), bi.n_layers, 1, &format!("B {}", b.name))
     });
-    let b_key = props.b.as_ref().zip(b_layer.as_ref()).map(|(b, ((bl, _), _))| {
-        (b.model.id(), *bl, n.min(b.model.info().max_context).max(2))
-    });
+    let b_key = props
+        .b
+        .as_ref()
+        .zip(b_layer.as_ref())
+        .map(|(b, ((bl, _), _))| (b.model.id(), *bl, n.min(b.model.info().max_context).max(2)));
     let curves_b = use_state(|| None::<Rc<Curves>>);
     {
         let (curves_b, model) = (curves_b.clone(), props.b.as_ref().map(|b| b.model.clone()));
@@ -403,7 +405,9 @@ fn view_compare(
             return html! { <p class="muted" id="kernel-compare-pending">{ e }</p> };
         }
     };
-    let lines = |cs: &[KernelCurve]| cs.iter().map(|c| (c.head, format!("head {}", c.head), curve_points(c, kind))).collect();
+    let lines = |cs: &[KernelCurve]| {
+        cs.iter().map(|c| (c.head, format!("head {}", c.head), curve_points(c, kind))).collect()
+    };
     let series = compare::overlay(&b.a_name, lines(&ca), &b.name, lines(&cb))
         .into_iter()
         .map(|l| Series {

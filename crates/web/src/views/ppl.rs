@@ -53,12 +53,25 @@ fn shipped_color(k: usize, n: usize) -> String {
 
 pub enum PplMsg {
     Start,
-    Progress { run: u32, fraction: f64, points: Vec<PplPoint> },
-    Done { run: u32, result: Result<Vec<PplPoint>, String> },
+    Progress {
+        run: u32,
+        fraction: f64,
+        points: Vec<PplPoint>,
+    },
+    Done {
+        run: u32,
+        result: Result<Vec<PplPoint>, String>,
+    },
     /// Model B's sweep (compare mode).
     StartB,
-    ProgressB { run: u32, points: Vec<PplPoint> },
-    DoneB { run: u32, result: Result<Vec<PplPoint>, String> },
+    ProgressB {
+        run: u32,
+        points: Vec<PplPoint>,
+    },
+    DoneB {
+        run: u32,
+        result: Result<Vec<PplPoint>, String>,
+    },
 }
 
 /// Model B's sweep (compare mode).
@@ -93,14 +106,15 @@ impl Component for PplView {
     type Properties = PplProps;
 
     fn create(ctx: &Context<Self>) -> Self {
+        // Running from the start: the sweep is scheduled (`data-running` says so until it ends).
         let mut v = PplView {
             run: 0,
-            running: false,
+            running: true,
             fraction: 0.0,
             points: Vec::new(),
             error: None,
             debounce: None,
-            b: SweepB::default(),
+            b: SweepB { running: ctx.props().b.is_some(), ..SweepB::default() },
         };
         v.schedule(ctx);
         v
@@ -301,7 +315,7 @@ impl PplView {
             &b.a_name,
             vec![(0, "current settings".into(), line(&self.points))],
             &b.name,
-            vec![(3, "as trained".into(), line(&self.b.points))],
+            vec![(3, "held-out sweep".into(), line(&self.b.points))],
         )
         .into_iter()
         .map(|l| Series {

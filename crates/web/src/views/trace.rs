@@ -60,10 +60,16 @@ impl TraceProps {
 
 pub enum TraceMsg {
     Start,
-    Done { run: u32, result: Result<Rc<TraceView>, String> },
+    Done {
+        run: u32,
+        result: Result<Rc<TraceView>, String>,
+    },
     /// Model B's trace (compare mode).
     StartB,
-    DoneB { run: u32, result: Result<Rc<TraceView>, String> },
+    DoneB {
+        run: u32,
+        result: Result<Rc<TraceView>, String>,
+    },
     Attention(AttentionMsg),
     Gates(GatesMsg),
     Link(LinkMsg),
