@@ -78,9 +78,11 @@ WASM_GZIP=$(gzip -9 -c "$WASM_FILE" | wc -c)
 echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); site without models $(du -sb --exclude=models "$SITE" | cut -f1) bytes"
 # The page's size budget: 3 MB since issue 5, 3.2 MB since the model moved into a Web Worker
 # (issue 12: +75 KB for the worker, its message routing and postcard; docs/bench.md), 3.3 MB since
-# issue 15 (+81 KB: the page's state in its URL with copy link, and SVG/PNG/CSV/JSON figure exports).
-if ((WASM_BYTES > 3400000)); then
-    echo "e2e: the wasm bundle is over the 3,300,000-byte budget" >&2
+# issue 15 (+81 KB: the page's state in its URL with copy link, and SVG/PNG/CSV/JSON figure exports),
+# 3.35 MB since issue 15 item 1 (compare mode: model B beside the page's model, side-by-side heatmaps
+# with A − B, overlays and presets: 3,291,290 → 3,347,382 bytes, +56 KB, mostly the views' markup).
+if ((WASM_BYTES > 3350000)); then
+    echo "e2e: the wasm bundle is over the 3,350,000-byte budget" >&2
     exit 1
 fi
 
