@@ -1,6 +1,7 @@
 //! The page's side of the model's worker (`worker.rs`): it starts the worker, queues messages until
 //! the worker says Ready, and routes what comes back: a run's events to its generator, an analysis'
-//! answer to the view that asked (as a future), a comparison checkpoint's load to the lab, and the
+//! answer to the view that asked (as a future), the loads of the models beside the page's model
+//! (the initial checkpoint, compare mode's model B) to the lab, and the
 //! rest to the root component. Tokens are handed on once per animation frame (the latest text of
 //! each run), so a fast decode costs one render per frame, not one per token.
 
