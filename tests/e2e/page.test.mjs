@@ -569,7 +569,8 @@ test("the picker lists the index's models by family; a link to a model outside t
   assert.deepEqual(groups, [
     ["softmax + position bias", ["alibi"]],
     ["gated linear attention", ["regla", "regla-init"]],
-    ["trained (shipped)", ["mep"]],
+    ["trained (shipped)", ["mep", "linear-elu", "transnormer", "regla-fig4", "gla-fig4"]],
+    ["small random (e2e)", ["alibi-small"]],
   ]);
   assert.equal(await page.inputValue("#model-picker"), "alibi", "the index's default is shown");
   assert.match(await page.textContent("#model-description"), /Random ALiBi model/);
@@ -1759,4 +1760,238 @@ test("Open model…: a 100M+ F16 checkpoint (ATTNLAB_BIG_MODEL, any family) load
   console.log(`# 135M: wasm memory ${mib(before)} MiB before, ${mib(afterLoad)} MiB after loading, ${mib(await wasmBytes())} MiB after generating; renderer peak RSS ${mib(rendererPeakRss())} MiB`);
   assert.deepEqual(errors, []);
   await context.close();
+});
+
+// ---- Compare mode (issue 15, item 1) -------------------------------------------------------------
+
+const SCREENS_COMPARE = process.env.SCREENS_COMPARE ?? join(SHOTS, "compare");
+const COMPARE_PROMPT = "The history of the city is the story of the people who lived by the river and the roads they built.";
+mkdirSync(SCREENS_COMPARE, { recursive: true });
+
+/** Wait until compare mode's model B is loaded (`#compare-bar[data-state=ready]`). */
+const compareReady = (page) => page.waitForSelector('#compare-bar[data-state="ready"]', { timeout: LOAD_MS });
+
+/** The attention view of both models, with B's map and the difference map drawn. */
+async function compareMaps(page) {
+  await compareReady(page);
+  await page.waitForSelector('#attention-view[data-running="false"] #heatmap-b canvas', { timeout: LOAD_MS });
+  await page.waitForSelector("#heatmap-diff canvas");
+}
+
+/** A heatmap's CSV export (`id`: heatmap, heatmap-b, heatmap-diff) as rows of numbers (NaN = masked). */
+async function matrixCsv(page, id) {
+  const rows = parseCsv((await download(page, `#${id}-export-csv`)).bytes.toString("utf8"));
+  return rows.slice(1).map((r) => r.slice(1).map((v) => (v === "" ? NaN : Number(v))));
+}
+
+/** The colorbar's ends of heatmap `id` as shown. */
+const colorbar = (page, id) => page.$$eval(`#${id} .colorbar > span`, (s) => [s[0].textContent, s[1].textContent]);
+
+/** A series' values of chart `chart` whose label starts with `label`. */
+async function seriesValues(page, chart, label) {
+  const sel = `#${chart} g.series[data-label^="${label}"]`;
+  await page.waitForSelector(sel, { timeout: LOAD_MS });
+  return numbers(await attr(page, sel, "data-values"));
+}
+
+test("compare mode: two shipped models side by side with synchronized layer, head and cell, one scale, and A − B equal to the two CSVs; the URL restores it", async () => {
+  const { page, context, errors } = await open(`?model=mep&prompt=${encodeURIComponent(COMPARE_PROMPT)}&tab=attention&b=transnormer&compare=1`);
+  await compareMaps(page);
+  assert.match(await page.textContent("#compare-status"), /A mep .* vs B transnormer/);
+  // Layer and head chosen on B's side select them on A's.
+  await page.click('.thumb-grid[data-side="b"] button[title="L2 H1"]');
+  await page.waitForFunction(() => /layer 2, head 1/.test(document.querySelector("#heatmap .heatmap-title")?.textContent));
+  assert.match(await page.textContent("#heatmap-b .heatmap-title"), /B transnormer · layer 2, head 1/);
+  assert.equal(await attr(page, '.thumb-grid[data-side="a"] button[title="L2 H1"]', "aria-pressed"), "true");
+  // A cell clicked on the difference map is locked on all three.
+  const n = Number(await attr(page, "#heatmap-diff", "data-n"));
+  assert.equal(n, Number(await attr(page, "#heatmap-b", "data-n")), "same text, same tokens");
+  const canvas = page.locator("#heatmap-diff canvas");
+  await canvas.scrollIntoViewIfNeeded();
+  const box = await canvas.boundingBox();
+  const [i, j] = [Math.min(9, n - 1), 2];
+  await page.mouse.move(box.x + ((j + 0.5) * box.width) / n, box.y + ((i + 0.5) * box.height) / n);
+  await page.mouse.down();
+  await page.mouse.up();
+  for (const id of ["heatmap", "heatmap-b", "heatmap-diff"]) {
+    await page.waitForFunction(([id, c]) => document.querySelector(`#${id}`)?.getAttribute("data-selected") === c, [id, `${i},${j}`]);
+  }
+  const [va, vb, vd] = await Promise.all(["heatmap", "heatmap-b", "heatmap-diff"].map((id) => attr(page, `#${id}`, "data-value")));
+  assert.equal(Math.fround(Number(vd)), Math.fround(Math.fround(Number(va)) - Math.fround(Number(vb))), `${vd} = ${va} − ${vb}`);
+  // One colour range for A and B (it spans both), its own diverging one for A − B.
+  assert.deepEqual(await colorbar(page, "heatmap"), await colorbar(page, "heatmap-b"));
+  const [lo, hi] = (await colorbar(page, "heatmap-diff")).map(Number);
+  assert.equal(lo, -hi, "the difference scale is symmetric");
+  // Every visible cell of the difference's CSV is A's minus B's (f32 arithmetic).
+  const [A, B, D] = [await matrixCsv(page, "heatmap"), await matrixCsv(page, "heatmap-b"), await matrixCsv(page, "heatmap-diff")];
+  let worst = 0;
+  let cells = 0;
+  for (let q = 0; q < n; q++) {
+    for (let k = 0; k <= q; k++) {
+      const want = Math.fround(Math.fround(A[q][k]) - Math.fround(B[q][k]));
+      worst = Math.max(worst, Math.abs(Math.fround(D[q][k]) - want));
+      cells++;
+    }
+    assert.ok(Number.isNaN(D[q][q + 1] ?? NaN), "future keys stay masked");
+  }
+  console.log(`compare: ${cells} cells, max |diff − (A−B)| = ${worst}`);
+  assert.equal(worst, 0, `max |diff − (A−B)| = ${worst}`);
+  // The difference map exports like every figure, its caption naming both models.
+  const svg = await parseSvg(page, (await download(page, "#heatmap-diff-export-svg")).bytes.toString("utf8"));
+  assert.equal(svg.error, null);
+  assert.ok(svg.texts.join("\n").includes(`attnlab ${VERSION} · model mep − transnormer (A − B)`), svg.texts.join("|"));
+  const png = await download(page, "#heatmap-diff-export-png");
+  assert.equal(pngWidth(png.bytes), 2 * svg.width);
+  writeFileSync(join(SCREENS_COMPARE, "export-difference.png"), png.bytes);
+  const json = JSON.parse((await download(page, "#heatmap-diff-export-json")).bytes.toString("utf8"));
+  assert.equal(json.matrix[i][j], Number(vd));
+  assert.ok(json.caption[0].includes("mep − transnormer"));
+  await page.screenshot({ path: join(SCREENS_COMPARE, "attention.png"), fullPage: true });
+
+  // The address holds it; a reload restores B, the selection and the cell.
+  await page.waitForFunction((c) => location.search.includes(`&tab=attention&layer=2&head=1&cell=${c}&b=transnormer&compare=1`), `${i},${j}`);
+  await page.reload();
+  await page.waitForSelector('main[data-state="ready"]', { timeout: LOAD_MS });
+  await compareMaps(page);
+  assert.match(await page.textContent("#heatmap-b .heatmap-title"), /layer 2, head 1/);
+  assert.equal(await attr(page, "#heatmap-diff", "data-selected"), `${i},${j}`);
+  assert.equal(await attr(page, "#heatmap-diff", "data-value"), vd);
+  // Compare off: B's maps go, the URL says so, the single view is back.
+  await page.click("#compare-on");
+  await page.waitForSelector("#heatmap-b", { state: "detached" });
+  await page.waitForFunction(() => location.search.includes("compare=0"));
+  assert.equal(await page.locator("#heatmap").count(), 1);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("compare mode beside a smaller model clamps the selection and says so", async () => {
+  const { page, context, errors } = await open("?model=mep&tab=attention&b=alibi-small&compare=1&layer=3&head=3");
+  await compareMaps(page);
+  assert.match(await page.textContent("#heatmap .heatmap-title"), /layer 3, head 3/);
+  assert.match(await page.textContent("#heatmap-b .heatmap-title"), /B alibi-small · layer 1, head 1/);
+  assert.match(await page.textContent(".clamp-note"), /alibi-small has 2 layers of 2 heads: layer 3, head 3 is shown as layer 1, head 1/);
+  // Choosing on the small side selects the same on the big one.
+  await page.click('.thumb-grid[data-side="b"] button[title="L0 H1"]');
+  await page.waitForFunction(() => /layer 0, head 1/.test(document.querySelector("#heatmap .heatmap-title")?.textContent));
+  assert.equal(await page.locator(".clamp-note").count(), 0);
+  await page.screenshot({ path: join(SCREENS_COMPARE, "attention-clamped.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("compare presets: overlays (kernels, LAA, gates) hold each model's own single-model curves; the preset is in the URL", async () => {
+  const { page, context, errors } = await open();
+  // MEP kernels vs ALiBi: loads mep as A, alibi as B, on the kernel tab.
+  await page.click("#preset-mep-alibi");
+  await statusIs(page, "model mep loaded: ready");
+  await compareReady(page);
+  await page.waitForFunction(() => /preset=mep-alibi/.test(location.search) && /model=mep/.test(location.search) && /b=alibi/.test(location.search));
+  assert.match(await page.textContent("#preset-claim"), /MEP/);
+  const kA = await seriesValues(page, "kernel-compare", "A mep · head 0");
+  const kB = await seriesValues(page, "kernel-compare", "B alibi · head 0");
+  assert.deepEqual(kA, numbers(await attr(page, '#kernel-chart g.series[data-label="head 0"]', "data-values")), "A's overlay line is A's own curve");
+  await page.screenshot({ path: join(SCREENS_COMPARE, "kernels.png"), fullPage: true });
+  const ksvg = await parseSvg(page, (await download(page, "#kernel-compare-export-svg")).bytes.toString("utf8"));
+  assert.equal(ksvg.error, null);
+  assert.ok(ksvg.texts.join("\n").includes("model mep (A) vs alibi (B)"));
+  const kcsv = (await download(page, "#kernel-compare-export-csv")).bytes.toString("utf8");
+  assert.ok(kcsv.includes("B alibi · head 0,0,"), "the CSV holds B's lines");
+
+  // TransNormer Fig. 2: transnormer vs linear-elu on the LAA tab.
+  await page.click("#preset-transnormer-fig2");
+  await statusIs(page, "model transnormer loaded: ready");
+  await compareReady(page);
+  await page.waitForSelector('#laa-view[data-running="false"] #laa-compare g.series', { timeout: LOAD_MS });
+  const lA = await seriesValues(page, "laa-compare", "A transnormer · layer 0");
+  const lB = await seriesValues(page, "laa-compare", "B linear-elu · layer 0");
+  assert.deepEqual(lA, await seriesValues(page, "laa-chart", "layer 0 "), "A's overlay line is A's own LAA curve");
+  await page.screenshot({ path: join(SCREENS_COMPARE, "laa.png"), fullPage: true });
+  const ljson = JSON.parse((await download(page, "#laa-compare-export-json")).bytes.toString("utf8"));
+  assert.ok(ljson.caption[0].includes("model transnormer (A) vs linear-elu (B)"));
+  assert.deepEqual(ljson.series.find((s) => s.label.startsWith("B linear-elu · layer 0")).y, lB);
+
+  // ReGLA Fig. 4: regla-fig4 vs gla-fig4 gates.
+  await page.click("#preset-regla-fig4");
+  await statusIs(page, "model regla-fig4 loaded: ready");
+  await compareReady(page);
+  await page.waitForSelector('#gate-view[data-running="false"] #gates-compare .gate-compare-cell', { timeout: LOAD_MS });
+  const gB = await seriesValues(page, "gates-compare-0-f", "B gla-fig4");
+  const gA = await seriesValues(page, "gates-compare-0-f", "A regla-fig4");
+  const countsA = numbers(await attr(page, '.gate-cell[data-layer="0"][data-quantity="f"] svg', "data-counts"));
+  const total = countsA.reduce((a, b) => a + b, 0);
+  assert.deepEqual(gA, countsA.map((c) => c / total), "A's overlay is A's histogram as shares");
+  await page.screenshot({ path: join(SCREENS_COMPARE, "gates.png"), fullPage: true });
+  assert.match(page.url(), /model=regla-fig4.*tab=gates.*b=gla-fig4&compare=1&preset=regla-fig4/);
+  assert.deepEqual(errors, []);
+  await context.close();
+
+  // Each B line equals that model's own single-model view.
+  const single = await open("?model=alibi&tab=kernels");
+  const alibi0 = await seriesValues(single.page, "kernel-chart", "head 0");
+  const m = Math.min(alibi0.length, kB.length);
+  assert.ok(m > 100);
+  assert.deepEqual(kB.slice(0, m), alibi0.slice(0, m), "B's kernel line is alibi's own");
+  await single.context.close();
+  const elu = await open("?model=linear-elu&tab=laa");
+  await elu.page.waitForSelector('#laa-view[data-running="false"] #laa-chart g.series', { timeout: LOAD_MS });
+  assert.deepEqual(lB, await seriesValues(elu.page, "laa-chart", "layer 0 "), "B's LAA line is linear-elu's own");
+  await elu.context.close();
+  const gla = await open("?model=gla-fig4&tab=gates");
+  await gla.page.waitForSelector('#gate-view[data-running="false"] .gate-cell', { timeout: LOAD_MS });
+  const countsB = numbers(await attr(gla.page, '.gate-cell[data-layer="0"][data-quantity="f"] svg', "data-counts"));
+  const totalB = countsB.reduce((a, b) => a + b, 0);
+  assert.deepEqual(gB, countsB.map((c) => c / totalB), "B's gate line is gla-fig4's own histogram");
+  await gla.context.close();
+});
+
+test("compare mode: one model under two slider settings (B = the model as trained); perplexity overlay", async () => {
+  const { page, context, errors } = await open("?model=alibi&tab=kernels&b=%40trained&compare=1");
+  await compareReady(page);
+  const before = await seriesValues(page, "kernel-compare", "A alibi · head 0");
+  assert.deepEqual(before, await seriesValues(page, "kernel-compare", "B alibi as trained · head 0"));
+  const model = await kernelModel(page);
+  await slide(page, "#slope-scale", 1);
+  await kernelValuesAfterEdit(page, model);
+  const edited = numbers(await attr(page, '#kernel-chart g.series[data-label="head 0"]', "data-values"));
+  await page.waitForFunction((v) => {
+    const g = document.querySelector('#kernel-compare g.series[data-label^="A alibi · head 0"]');
+    const got = (g?.getAttribute("data-values") ?? "").split(",").map(Number);
+    return got.length === v.length && got.every((x, k) => x === v[k]);
+  }, edited);
+  assert.notDeepEqual(edited, before);
+  assert.deepEqual(await seriesValues(page, "kernel-compare", "B alibi as trained · head 0"), before, "B stays as trained");
+  await page.screenshot({ path: join(SCREENS_COMPARE, "kernels-sliders.png"), fullPage: true });
+  // Perplexity: both sweeps on one chart; A's line is the view's own "current settings" curve.
+  await page.click("#tab-extrapolation");
+  await page.waitForSelector('#ppl-view[data-running="false"] #ppl-compare-block[data-running="false"]', { timeout: 240_000 });
+  const pA = await seriesValues(page, "ppl-compare", "A alibi · current settings");
+  assert.deepEqual(pA, numbers(await attr(page, '#ppl-chart g.series[data-label="current settings"]', "data-values")));
+  const pB = await seriesValues(page, "ppl-compare", "B alibi as trained · held-out sweep");
+  const lengths = await page.locator("#ppl-view > table tbody tr").count();
+  assert.ok(lengths >= 4, `${lengths} lengths swept`);
+  assert.equal(pA.length, lengths);
+  assert.equal(pB.length, lengths);
+  assert.notDeepEqual(pA, pB, "the slider edit changes A's perplexity, not B's");
+  assert.ok(pB.every((v) => v > 1), `${pB}`);
+  await page.screenshot({ path: join(SCREENS_COMPARE, "perplexity.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a link with a stale or bad model B names it and opens a working page without comparison", async () => {
+  for (const [q, why] of [["?b=gone&compare=1", /b: no model gone in the models index/], ["?b=..%2Fx&compare=1", /b: '\.\.\/x' cannot be used/]]) {
+    const { page, context, errors } = await open(q);
+    await page.waitForSelector("#url-warning");
+    assert.match(await page.textContent("#url-warning"), why);
+    await page.waitForSelector("#compare-bar");
+    assert.equal(await attr(page, "#compare-bar", "data-b"), "");
+    assert.notEqual(await attr(page, "#compare-bar", "data-state"), "ready");
+    await page.waitForFunction(() => !location.search.includes("b="));
+    await page.click("#tab-attention");
+    await page.waitForSelector('#attention-view[data-running="false"] #heatmap canvas');
+    assert.equal(await page.locator("#heatmap-b").count(), 0);
+    assert.deepEqual(errors, []);
+    await context.close();
+  }
 });

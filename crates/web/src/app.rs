@@ -460,7 +460,8 @@ impl Component for App {
                     </div>
                     <div class="views-column" id="views-column">
                         <LabPanel model={self.host.lab_model()} name={model} initial={self.initial_of()} load={load}
-                            text={self.trace_text.clone()} on_edit={self.links.edit.clone()} />
+                            text={self.trace_text.clone()} on_edit={self.links.edit.clone()}
+                            index={self.index.clone()} on_pick={self.links.pick.clone()} />
                     </div>
                 </div>
             </main>

@@ -1,6 +1,7 @@
 //! The page's side of the model's worker (`worker.rs`): it starts the worker, queues messages until
 //! the worker says Ready, and routes what comes back: a run's events to its generator, an analysis'
-//! answer to the view that asked (as a future), a comparison checkpoint's load to the lab, and the
+//! answer to the view that asked (as a future), the loads of the models beside the page's model
+//! (the initial checkpoint, compare mode's model B) to the lab, and the
 //! rest to the root component. Tokens are handed on once per animation frame (the latest text of
 //! each run), so a fast decode costs one render per frame, not one per token.
 
@@ -17,6 +18,9 @@ use web_sys::{ErrorEvent, File, MessageEvent, Worker, WorkerOptions, WorkerType}
 use yew::Callback;
 
 use crate::protocol::{self, Answer, FromWorker, ModelId, RunEvent, ToWorker};
+
+/// The view channel of model B's perplexity sweeps (compare mode).
+pub const SWEEP_CHANNEL_B: &str = "ppl-b";
 
 /// The view channel of perplexity sweeps (a newer sweep, or the view going away, cancels one).
 pub const SWEEP_CHANNEL: &str = "ppl";
@@ -50,7 +54,8 @@ struct Inner {
     frame_pending: Cell<bool>,
     /// The latest request per view channel: a new one cancels the one before.
     channels: RefCell<HashMap<&'static str, u32>>,
-    initial: RefCell<HashMap<ModelId, Callback<FromWorker>>>,
+    /// Where the loads of the models beside page model `of` go (`ToWorker::LoadAux`).
+    aux: RefCell<HashMap<ModelId, Callback<FromWorker>>>,
     root: Callback<ClientEvent>,
 }
 
@@ -78,7 +83,7 @@ impl WorkerClient {
             tokens: RefCell::new(HashMap::new()),
             frame_pending: Cell::new(false),
             channels: RefCell::new(HashMap::new()),
-            initial: RefCell::new(HashMap::new()),
+            aux: RefCell::new(HashMap::new()),
             root: root.clone(),
         }));
         if let Err(e) = spawn_worker(&client) {
@@ -162,13 +167,14 @@ impl WorkerClient {
     /// [`WorkerClient::analyze`] for a perplexity sweep, with its progress going to `progress`.
     pub async fn sweep(
         &self,
+        channel: &'static str,
         model: ModelId,
         text: String,
         progress: Callback<(f64, Vec<PplPoint>)>,
     ) -> Result<Vec<PplPoint>, String> {
         let req = self.new_req();
         self.0.sweeps.borrow_mut().insert(req, progress);
-        let answer = self.ask(SWEEP_CHANNEL, req, model, protocol::Task::PplSweep { text }).await;
+        let answer = self.ask(channel, req, model, protocol::Task::PplSweep { text }).await;
         self.0.sweeps.borrow_mut().remove(&req);
         match answer? {
             Answer::Sweep(points) => Ok(points),
@@ -191,9 +197,10 @@ impl WorkerClient {
         }
     }
 
-    /// Route the comparison checkpoint's load messages for page model `of` to `to`.
-    pub fn on_initial(&self, of: ModelId, to: Callback<FromWorker>) {
-        self.0.initial.borrow_mut().insert(of, to);
+    /// Route the load messages of the models beside page model `of` (initial checkpoint, model B)
+    /// to `to`.
+    pub fn on_aux(&self, of: ModelId, to: Callback<FromWorker>) {
+        self.0.aux.borrow_mut().insert(of, to);
     }
 
     fn receive(&self, msg: FromWorker) {
@@ -232,8 +239,8 @@ impl WorkerClient {
                     to.emit((fraction, points));
                 }
             }
-            msg @ (FromWorker::InitialProgress { of, .. } | FromWorker::InitialLoaded { of, .. }) => {
-                let to = inner.initial.borrow().get(&of).cloned();
+            msg @ (FromWorker::AuxProgress { of, .. } | FromWorker::AuxLoaded { of, .. }) => {
+                let to = inner.aux.borrow().get(&of).cloned();
                 if let Some(to) = to {
                     to.emit(msg);
                 }

@@ -226,8 +226,14 @@ pub fn heatmap_svg(
     image: &str,
 ) -> (String, f64, f64) {
     let (left, top, size) = (130.0, 30.0, 420.0);
-    let (w, cb_top) = (left + size + 70.0, top + size + 70.0);
-    let caption = wrap(caption, 110);
+    // The masked swatch after the colorbar's high end and value name (never over them); the figure
+    // widens when a long value name needs it.
+    let hi_text = format!(" {:.3} {value_name}", scale.hi).chars().count() as f64;
+    let swatch = (left + 206.0 + CHAR_W * hi_text + 8.0).max(left + 410.0);
+    let w = (left + size + 70.0).max(swatch + 16.0 + CHAR_W * 6.0 + 10.0);
+    let cb_top = top + size + 70.0;
+    // 10 px monospace captions: about 6 px a character.
+    let caption = wrap(caption, ((w - 20.0) / 6.0) as usize);
     let h = cb_top + 40.0 + 14.0 * caption.len() as f64;
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"{EXPORT_CLASS}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\">\
@@ -273,7 +279,7 @@ style=\"image-rendering:pixelated\" href=\"{image}\"/>\
 <text x=\"{left}\" y=\"{:.1}\" text-anchor=\"end\">{:.3} </text>\
 <rect x=\"{}\" y=\"{cb_top}\" width=\"200\" height=\"12\" fill=\"url(#ramp)\"/>\
 <text x=\"{}\" y=\"{:.1}\"> {:.3} {}</text>\
-<rect x=\"{}\" y=\"{cb_top}\" width=\"12\" height=\"12\" fill=\"rgb(154,154,160)\"/><text x=\"{}\" y=\"{:.1}\">masked</text>",
+<rect x=\"{swatch:.1}\" y=\"{cb_top}\" width=\"12\" height=\"12\" fill=\"rgb(154,154,160)\"/><text x=\"{:.1}\" y=\"{:.1}\">masked</text>",
         cb_top + 10.0,
         scale.lo,
         left + 4.0,
@@ -281,8 +287,7 @@ style=\"image-rendering:pixelated\" href=\"{image}\"/>\
         cb_top + 10.0,
         scale.hi,
         xml(value_name),
-        left + 410.0,
-        left + 426.0,
+        swatch + 16.0,
         cb_top + 10.0
     );
     for (k, line) in caption.iter().enumerate() {
@@ -408,6 +413,18 @@ mod tests {
         assert!(!svg.contains("<a>"));
         assert!(svg.contains(&format!("width=\"{w}\" height=\"{h}\"")));
         assert_eq!(svg.matches("<stop ").count(), 9);
+        // A long value name pushes the masked swatch (and the figure's width) right.
+        let long = "difference of signednormalized values";
+        let (wide, w2, _) =
+            heatmap_svg("t", long, &[], &labels, 3, &Scale::fit([0.0, 1.0].into_iter(), true), "x");
+        let x: f64 = wide
+            .split("<rect x=\"")
+            .nth(3)
+            .and_then(|r| r.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .expect("swatch x");
+        assert!(x >= 130.0 + 206.0 + CHAR_W * (long.len() + 7) as f64, "swatch at {x}");
+        assert!(w2 >= x + 16.0 + CHAR_W * 6.0, "width {w2}");
         // Every opened element is closed (a crude well-formedness check; the e2e test parses it).
         assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
     }

@@ -74,9 +74,18 @@ pub struct HeatmapProps {
     /// The query row the token strip points at (marked with a band).
     #[prop_or_default]
     pub mark_row: Option<usize>,
+    /// The colour scale, when it is shared with another map (compare mode); else fitted to this
+    /// matrix.
+    #[prop_or_default]
+    pub scale: Option<Scale>,
 }
 
 impl HeatmapProps {
+    /// The scale the map is painted with.
+    fn scale(&self) -> Scale {
+        self.scale.unwrap_or_else(|| fit_scale(&self.matrix, self.n, self.signed))
+    }
+
     /// The locked cell when it lies inside the matrix.
     fn locked(&self) -> Option<(usize, usize)> {
         self.cell.filter(|&(i, j)| i < self.n && j < self.n)
@@ -165,7 +174,7 @@ impl Component for Heatmap {
         let p = ctx.props();
         let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
         Heatmap {
-            scale: fit_scale(&p.matrix, p.n, p.signed),
+            scale: p.scale(),
             repaint: true,
             painted: None,
             canvas: NodeRef::default(),
@@ -184,8 +193,8 @@ impl Component for Heatmap {
             self.hover = None;
         }
         // Only new values are painted again (not a moved mark or lock).
-        if p.n != old.n || p.signed != old.signed || p.matrix != old.matrix {
-            self.scale = fit_scale(&p.matrix, p.n, p.signed);
+        if p.n != old.n || p.signed != old.signed || p.scale != old.scale || p.matrix != old.matrix {
+            self.scale = p.scale();
             self.repaint = true;
         }
         true

@@ -24,6 +24,9 @@ use crate::protocol::{Answer, ModelMeta, RunEvent, Task, ToWorker};
 pub struct ModelRef {
     client: WorkerClient,
     meta: Rc<ModelMeta>,
+    /// Compare mode's model B: its analyses run on channels of their own, so that they and side
+    /// A's do not supersede each other.
+    side_b: bool,
 }
 
 impl PartialEq for ModelRef {
@@ -38,7 +41,21 @@ fn wrong(what: &str) -> String {
 
 impl ModelRef {
     pub fn new(client: WorkerClient, meta: ModelMeta) -> ModelRef {
-        ModelRef { client, meta: Rc::new(meta) }
+        ModelRef { client, meta: Rc::new(meta), side_b: false }
+    }
+
+    /// This model as compare mode's side B.
+    pub fn as_side_b(&self) -> ModelRef {
+        ModelRef { side_b: true, ..self.clone() }
+    }
+
+    /// The view channel `a`, or `b` for side B.
+    fn channel(&self, a: &'static str, b: &'static str) -> &'static str {
+        if self.side_b {
+            b
+        } else {
+            a
+        }
     }
 
     pub fn id(&self) -> u32 {
@@ -77,7 +94,7 @@ impl ModelRef {
     /// Trace `text` at `stage` (attention, LAA and gates; the worker cuts it to the trace limit).
     pub async fn trace(&self, text: &str, stage: AttnStage) -> Result<TraceView, String> {
         let task = Task::Trace { text: text.to_string(), stage };
-        match self.client.analyze("trace", self.meta.id, task).await? {
+        match self.client.analyze(self.channel("trace", "trace-b"), self.meta.id, task).await? {
             Answer::Trace(t) => Ok(t),
             _ => Err(wrong("trace")),
         }
@@ -86,7 +103,7 @@ impl ModelRef {
     /// Gate statistics of `text` alone (the Fig. 4 comparison).
     pub async fn gate_stats(&self, text: &str) -> Result<Vec<GateStats>, String> {
         let task = Task::GateStats { text: text.to_string() };
-        match self.client.analyze("gates", self.meta.id, task).await? {
+        match self.client.analyze(self.channel("gates", "gates-b"), self.meta.id, task).await? {
             Answer::Gates(g) => Ok(g),
             _ => Err(wrong("gates")),
         }
@@ -94,7 +111,8 @@ impl ModelRef {
 
     /// B_h(d) and exp(B_h(d)) of every head of `layer` for d < n.
     pub async fn kernel_curves(&self, layer: usize, n: usize) -> Result<Vec<KernelCurve>, String> {
-        match self.client.analyze("kernels", self.meta.id, Task::KernelCurves { layer, n }).await? {
+        let channel = self.channel("kernels", "kernels-b");
+        match self.client.analyze(channel, self.meta.id, Task::KernelCurves { layer, n }).await? {
             Answer::Curves(c) => Ok(c),
             _ => Err(wrong("kernel curve")),
         }
@@ -107,12 +125,16 @@ impl ModelRef {
         text: &str,
         progress: Callback<(f64, Vec<PplPoint>)>,
     ) -> Result<Vec<PplPoint>, String> {
-        self.client.sweep(self.meta.id, text.to_string(), progress).await
+        self.client.sweep(self.sweep_channel(), self.meta.id, text.to_string(), progress).await
+    }
+
+    fn sweep_channel(&self) -> &'static str {
+        self.channel(crate::client::SWEEP_CHANNEL, crate::client::SWEEP_CHANNEL_B)
     }
 
     /// Stop a sweep in flight (its view went away).
     pub fn cancel_sweep(&self) {
-        self.client.cancel_channel(crate::client::SWEEP_CHANNEL);
+        self.client.cancel_channel(self.sweep_channel());
     }
 }
 

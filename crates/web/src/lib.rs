@@ -3,7 +3,8 @@
 //! `engine` and `lab` run the model (plain Rust, also compiled and unit-tested natively), `models`
 //! chooses it from the models index and the URL, `form` parses the generator's settings, `url_state`
 //! reads and writes the page's state in its URL, `linked` what the views linked to the text shade
-//! and mark, `colors` holds the colormaps (all tested natively
+//! and mark, `compare` what compare mode computes (model B, presets, A − B, shared scales, clamped
+//! selections, overlay lines), `colors` holds the colormaps (all tested natively
 //! too); the UI modules exist only on wasm32:
 //!
 //! The model runs in a dedicated Web Worker (the same wasm module, started in the worker by `run`);
@@ -24,6 +25,7 @@
 
 pub mod backend;
 pub mod colors;
+pub mod compare;
 pub mod engine;
 pub mod figure;
 pub mod form;

@@ -136,6 +136,14 @@ pub struct Opened {
     pub line: String,
 }
 
+/// What a model loaded beside the page's model is for: ReGLA Fig. 4's initial checkpoint (the gate
+/// view), or compare mode's model B. Each belongs to a page model and goes with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Aux {
+    Initial,
+    B,
+}
+
 /// An analysis the lab asks of a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Task {
@@ -172,9 +180,11 @@ pub enum ToWorker {
     Open {
         seq: u32,
     },
-    /// Load the index model `name` as the comparison checkpoint of page model `of`.
-    LoadInitial {
+    /// Load the index model `name` beside page model `of`, as its `aux` (a newer load of the same
+    /// `aux` supersedes it).
+    LoadAux {
         of: ModelId,
+        aux: Aux,
         name: String,
     },
     /// Apply a bias edit to the trained page model `of`.
@@ -233,12 +243,17 @@ pub enum FromWorker {
         seq: u32,
         result: Result<Opened, String>,
     },
-    InitialProgress {
+    /// Progress and end of a [`ToWorker::LoadAux`] (`name` as asked).
+    AuxProgress {
         of: ModelId,
+        aux: Aux,
+        name: String,
         status: String,
     },
-    InitialLoaded {
+    AuxLoaded {
         of: ModelId,
+        aux: Aux,
+        name: String,
         result: Result<ModelMeta, String>,
     },
     /// The edited page model (a new id), or why the edit was refused (the last one stays).
@@ -320,6 +335,7 @@ mod tests {
                 task: Task::Trace { text: "a b".into(), stage: AttnStage::Biased },
             },
             ToWorker::Cancel { req: 5 },
+            ToWorker::LoadAux { of: 2, aux: Aux::B, name: "alibi".into() },
         ];
         for r in requests {
             assert_eq!(round_trip(&r), r);

@@ -48,6 +48,7 @@ impl Share {
             (EDIT, s.slope.is_some() || s.uniform.is_some() || s.mix.is_some()),
             ("kernel_layer", s.kernel_layer.is_some()),
             ("layer", s.layer.is_some() || s.head.is_some()),
+            ("b", s.b.is_some()),
         ];
         let unchecked = given.into_iter().filter(|(_, g)| *g).map(|(p, _)| p).collect();
         Share(Rc::new(Inner {

@@ -17,6 +17,7 @@
 //! | `tab` | `kernels`, `attention`, `perplexity`, `laa`, `gates` |
 //! | `kernel_layer`, `kernel_range`, `curve`, `log_y` | the kernel chart's layer, distance range (× training length), `bias` or `kernel`, log y (`1`/`0`) |
 //! | `stage`, `layer`, `head`, `cell` | the attention view: `logits`, `biased` or `softmax`; zoomed layer and head; locked cell `query,key` |
+//! | `b`, `compare`, `preset` | compare mode: model B (a folder name, or `@trained`: the page's model as trained), on (`1`) or off (`0`), the paper comparison it was set up by |
 //!
 //! `mix` is up to three `kernel:weight:scale[:p]` terms separated by commas, kernels `exp`,
 //! `gaussian`, `kerple-log`, `kerple-power` (e.g. `mix=exp:0.33:1,exp:0.33:0.5,gaussian:0.33:1`).
@@ -27,6 +28,7 @@ use attnlab_core::attention::AttnStage;
 use attnlab_core::variants::{KernelKind, KernelTerm};
 
 use crate::backend::Choice;
+use crate::compare::{self, SideB};
 use crate::form;
 use crate::lab::{BiasEdit, MAX_SCALE, MAX_WEIGHT};
 
@@ -110,10 +112,15 @@ pub struct UrlState {
     pub head: Option<usize>,
     /// Locked heatmap cell `(query, key)`.
     pub cell: Option<(usize, usize)>,
+    /// Compare mode: model B, whether the comparison is shown, and the preset (an id of
+    /// [`compare::PRESETS`]) that set it up.
+    pub b: Option<SideB>,
+    pub compare: Option<bool>,
+    pub preset: Option<String>,
 }
 
 /// The parameter names, in the order [`UrlState::query`] writes them.
-pub const PARAMS: [&str; 21] = [
+pub const PARAMS: [&str; 24] = [
     "model",
     "backend",
     "prompt",
@@ -135,6 +142,9 @@ pub const PARAMS: [&str; 21] = [
     "layer",
     "head",
     "cell",
+    "b",
+    "compare",
+    "preset",
 ];
 
 /// Whether `name` can be a model folder under `models/`: letters, digits, `.`, `_`, `-` (not `.`
@@ -313,6 +323,7 @@ impl UrlState {
                 warn(format!("'{value}' cannot be used ({e}); the default is used"));
             }
         }
+        s.fill_preset();
         (s, warnings)
     }
 
@@ -368,6 +379,15 @@ impl UrlState {
             "layer" => self.layer = Some(parse_index(v, "layer")?),
             "head" => self.head = Some(parse_index(v, "head")?),
             "cell" => self.cell = Some(parse_cell(v)?),
+            "b" => self.b = Some(SideB::parse(v)?),
+            "compare" => self.compare = Some(bool_of(v)?),
+            "preset" => {
+                let p = compare::preset(v).ok_or_else(|| {
+                    let ids: Vec<&str> = compare::PRESETS.iter().map(|p| p.id).collect();
+                    format!("one of {} was expected", ids.join(", "))
+                })?;
+                self.preset = Some(p.id.to_string());
+            }
             _ => return Err("not a parameter of this page".into()),
         }
         Ok(())
@@ -404,11 +424,37 @@ impl UrlState {
         put("layer", num(self.layer));
         put("head", num(self.head));
         put("cell", self.cell.map(|(i, j)| format!("{i},{j}")));
+        put("b", self.b.as_ref().map(|b| b.code().to_string()));
+        put("compare", self.compare.map(|b| if b { "1" } else { "0" }.to_string()));
+        put("preset", self.preset.clone());
         if parts.is_empty() {
             return String::new();
         }
         let joined: Vec<String> = parts.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
         format!("?{}", joined.join("&"))
+    }
+
+    /// What a link's `preset` sets and the link leaves out: models A and B, compare on, the tab.
+    fn fill_preset(&mut self) {
+        let Some(p) = self.preset.as_deref().and_then(compare::preset) else { return };
+        self.model.get_or_insert_with(|| p.a.to_string());
+        self.b.get_or_insert_with(|| SideB::Model(p.b.to_string()));
+        self.compare.get_or_insert(true);
+        self.tab.get_or_insert(p.tab);
+    }
+
+    /// Set up `preset`: its models, compare on and its tab.
+    pub fn set_preset(&mut self, p: &compare::Preset) {
+        self.model = Some(p.a.to_string());
+        self.b = Some(SideB::Model(p.b.to_string()));
+        self.compare = Some(true);
+        self.tab = Some(p.tab);
+        self.preset = Some(p.id.to_string());
+    }
+
+    /// The model B shown beside the page's model: `None` unless compare is on.
+    pub fn compared(&self) -> Option<&SideB> {
+        self.b.as_ref().filter(|_| self.compare == Some(true))
     }
 
     /// The bias edit of the sliders (the trained model when the link has none).
@@ -450,6 +496,13 @@ impl UrlState {
         if self.run_inputs() != before.run_inputs() && self.gen == before.gen {
             self.gen = None;
         }
+        // A preset names its models: another model A or B is no longer that comparison.
+        let p = self.preset.as_deref().and_then(compare::preset);
+        if p.is_some_and(|p| {
+            self.model.as_deref() != Some(p.a) || self.b != Some(SideB::Model(p.b.to_string()))
+        }) {
+            self.preset = None;
+        }
     }
 }
 
@@ -474,7 +527,8 @@ mod tests {
     fn every_parameter_is_read() {
         let q = "?model=alibi&backend=cpu&prompt=Once+upon%20a%20t%C3%AFme%26more&max_tokens=12&temperature=0.5\
                  &top_k=3&top_p=0.9&seed=42&gen=7&slope=4&uniform=0.25&mix=exp:0.5:1,gaussian:0.2:2,kerple-power:1:0.5:1.5\
-                 &tab=attention&kernel_layer=1&kernel_range=8&curve=kernel&log_y=1&stage=logits&layer=1&head=3&cell=5,2";
+                 &tab=attention&kernel_layer=1&kernel_range=8&curve=kernel&log_y=1&stage=logits&layer=1&head=3&cell=5,2\
+                 &b=mep&compare=1&preset=mep-alibi";
         let (s, w) = UrlState::parse(q);
         assert_eq!(w, vec![]);
         let mix = vec![
@@ -506,6 +560,9 @@ mod tests {
                 layer: Some(1),
                 head: Some(3),
                 cell: Some((5, 2)),
+                b: Some(SideB::Model("mep".into())),
+                compare: Some(true),
+                preset: Some("mep-alibi".into()),
             }
         );
         assert_eq!(s.edit(), BiasEdit { slope_scale: 4.0, uniform_slope: Some(0.25), mix: Some(mix) });
@@ -519,7 +576,7 @@ mod tests {
     fn each_bad_parameter_is_named_and_left_at_its_default() {
         let q = "?model=../etc&backend=quantum&prompt=%E2%28%A1&max_tokens=0&temperature=abc&top_k=-1\
                  &top_p=1.5&seed=-3&gen=x&slope=NaN&uniform=5000&mix=exp:0:1&tab=nope&kernel_layer=a\
-                 &kernel_range=3&curve=x&log_y=maybe&stage=x&layer=-1&head=h&cell=3";
+                 &kernel_range=3&curve=x&log_y=maybe&stage=x&layer=-1&head=h&cell=3&b=../x&compare=yes&preset=fig99";
         let (s, w) = UrlState::parse(q);
         assert_eq!(s, UrlState::default(), "nothing bad is used");
         assert_eq!(params(&w), PARAMS.to_vec(), "one warning per parameter, by name: {w:?}");
@@ -562,6 +619,34 @@ mod tests {
         s.update(|s| s.gen = Some(4));
         s.update(|s| s.prompt = Some("b".into()));
         assert_eq!(s.gen, None);
+    }
+
+    #[test]
+    fn compare_state_is_kept_and_a_preset_fills_what_its_link_leaves_out() {
+        let (s, w) = UrlState::parse("?preset=transnormer-fig2");
+        assert_eq!(w, vec![]);
+        assert_eq!(s.model.as_deref(), Some("transnormer"));
+        assert_eq!(s.compared(), Some(&SideB::Model("linear-elu".into())));
+        assert_eq!(s.tab, Some(Tab::Laa));
+        assert_eq!(UrlState::parse(&s.query()).0, s, "written back in full");
+        // What the link says wins over the preset.
+        let (s, _) = UrlState::parse("?preset=mep-alibi&tab=attention&compare=0");
+        assert_eq!((s.tab, s.compared()), (Some(Tab::Attention), None));
+        assert_eq!(s.b, Some(SideB::Model("alibi".into())), "B is kept while compare is off");
+        let (t, _) = UrlState::parse("?b=%40trained&compare=1");
+        assert_eq!(t.compared(), Some(&SideB::Trained));
+        assert_eq!(t.query(), "?b=%40trained&compare=1");
+        // Another model A or B is no longer the preset's comparison; another tab still is.
+        let (mut s, _) = UrlState::parse("?preset=regla-fig4");
+        s.update(|s| s.tab = Some(Tab::Attention));
+        assert_eq!(s.preset.as_deref(), Some("regla-fig4"));
+        s.update(|s| s.b = Some(SideB::Trained));
+        assert_eq!(s.preset, None);
+        let mut s = UrlState::default();
+        s.update(|s| s.set_preset(&compare::PRESETS[0]));
+        assert_eq!(s.preset.as_deref(), Some("mep-alibi"));
+        s.update(|s| s.model = Some("alibi".into()));
+        assert_eq!(s.preset, None);
     }
 
     #[test]
@@ -618,11 +703,16 @@ mod tests {
                    stage in prop::option::of(prop_oneof![Just(AttnStage::Logits), Just(AttnStage::Biased), Just(AttnStage::Probabilities)]),
                    layer in prop::option::of(any::<usize>()),
                    head in prop::option::of(any::<usize>()),
-                   cell in prop::option::of((any::<usize>(), any::<usize>())))
+                   cell in prop::option::of((any::<usize>(), any::<usize>())),
+                   b in prop::option::of(prop_oneof![Just(SideB::Trained),
+                       "[A-Za-z0-9_-][A-Za-z0-9._-]{0,30}".prop_map(SideB::Model)]),
+                   compare in prop::option::of(any::<bool>()))
             -> UrlState {
             let (max_tokens, temperature, top_k, top_p, seed, gen) = sampling;
+            // (No preset: a preset fills what its link leaves out, tested on its own.)
             UrlState { model, backend, prompt, max_tokens, temperature, top_k, top_p, seed, gen, slope, uniform,
-                mix, tab, kernel_layer, kernel_range, curve, log_y, stage, layer, head, cell }
+                mix, tab, kernel_layer, kernel_range, curve, log_y, stage, layer, head, cell, b, compare,
+                preset: None }
         }
     }
 

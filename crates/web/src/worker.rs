@@ -1,5 +1,6 @@
 //! The model's Web Worker: it holds the models (the page's model as trained and as edited, and the
-//! initial checkpoint the gate view compares with), the WebGPU device and the backend choice, and
+//! models beside it: the initial checkpoint the gate view compares with, compare mode's model B),
+//! the WebGPU device and the backend choice, and
 //! runs everything that computes: loading, opening local files, generation on either backend and
 //! the lab's analyses. The page's main thread only renders (`client.rs`), so a long prefill never
 //! freezes it. Messages are `crate::protocol`'s; the worker answers every request it can and names
@@ -28,7 +29,7 @@ use crate::lab::{self, BiasEdit};
 use crate::loader;
 use crate::local;
 use crate::open;
-use crate::protocol::{self, Answer, FromWorker, ModelId, ModelMeta, RunEvent, Task, ToWorker};
+use crate::protocol::{self, Answer, Aux, FromWorker, ModelId, ModelMeta, RunEvent, Task, ToWorker};
 use crate::yield_now::yield_now;
 
 /// An engine the worker holds, under the id the page knows it by.
@@ -51,8 +52,11 @@ struct State {
     /// the new one.
     previous: Option<Held>,
     edit: BiasEdit,
-    /// The initial checkpoint of the trained model (ReGLA Fig. 4), once the gate view asked.
-    initial: Option<Held>,
+    /// The models beside the trained model: its initial checkpoint (ReGLA Fig. 4, once the gate
+    /// view asked) and compare mode's model B, each with the name it was loaded under.
+    aux: Vec<(Aux, String, Held)>,
+    /// The latest name asked for each aux (an older load that ends later is dropped).
+    aux_wanted: HashMap<Aux, String>,
     backend: BackendState,
     probes: u32,
     gpu_ctx: Option<Rc<GpuContext>>,
@@ -97,7 +101,8 @@ pub fn start() {
         current: None,
         previous: None,
         edit: BiasEdit::default(),
-        initial: None,
+        aux: Vec::new(),
+        aux_wanted: HashMap::new(),
         backend: BackendState::new(Choice::Auto),
         probes: 1,
         gpu_ctx: None,
@@ -137,7 +142,7 @@ fn handle(shared: &Shared, msg: ToWorker, files: Vec<(String, File)>) {
     match msg {
         ToWorker::Load { seq, name } => load(shared, seq, name),
         ToWorker::Open { seq } => open_files(shared, seq, files),
-        ToWorker::LoadInitial { of, name } => load_initial(shared, of, name),
+        ToWorker::LoadAux { of, aux, name } => load_aux(shared, of, aux, name),
         ToWorker::Edit { of, edit } => post(&FromWorker::Edited { of, result: apply_edit(shared, of, edit) }),
         ToWorker::Choose(choice) => {
             shared.borrow_mut().backend.choice = choice;
@@ -186,7 +191,8 @@ fn set_loaded(shared: &Shared, engine: Engine) -> ModelMeta {
         s.current = Some(held.clone());
         s.previous = None;
         s.edit = BiasEdit::default();
-        s.initial = None;
+        s.aux.clear();
+        s.aux_wanted.clear();
         s.backend.new_model();
         meta(&s, &held)
     };
@@ -236,23 +242,30 @@ fn open_files(shared: &Shared, seq: u32, files: Vec<(String, File)>) {
     });
 }
 
-fn load_initial(shared: &Shared, of: ModelId, name: String) {
+/// Load index model `name` as `aux` of the trained page model `of` (while `of` is the page's model
+/// and no newer load of that aux started).
+fn load_aux(shared: &Shared, of: ModelId, aux: Aux, name: String) {
+    shared.borrow_mut().aux_wanted.insert(aux, name.clone());
     let shared = shared.clone();
     spawn_local(async move {
-        let alive = || shared.borrow().trained.as_ref().is_some_and(|t| t.id == of);
-        let progress = |status, _| post(&FromWorker::InitialProgress { of, status });
+        let alive = || {
+            let s = shared.borrow();
+            s.trained.as_ref().is_some_and(|t| t.id == of) && s.aux_wanted.get(&aux) == Some(&name)
+        };
+        let progress = |status, _| post(&FromWorker::AuxProgress { of, aux, name: name.clone(), status });
         let result = match loader::fetch_engine(&name, progress, alive).await {
             Ok(_) if !alive() => return,
             Ok((engine, _)) => {
                 let mut s = shared.borrow_mut();
                 let held = Held { id: s.next_id, engine: Rc::new(engine) };
                 s.next_id += 1;
-                s.initial = Some(held.clone());
+                s.aux.retain(|(a, _, _)| *a != aux);
+                s.aux.push((aux, name.clone(), held.clone()));
                 Ok(meta(&s, &held))
             }
             Err(e) => Err(e),
         };
-        post(&FromWorker::InitialLoaded { of, result });
+        post(&FromWorker::AuxLoaded { of, aux, name, result });
     });
 }
 
@@ -275,9 +288,10 @@ fn apply_edit(shared: &Shared, of: ModelId, edit: BiasEdit) -> Result<ModelMeta,
 
 /// The held engine with id `id`.
 fn engine_of(s: &State, id: ModelId) -> Option<Rc<Engine>> {
-    [&s.current, &s.trained, &s.previous, &s.initial]
+    [&s.current, &s.trained, &s.previous]
         .into_iter()
         .flatten()
+        .chain(s.aux.iter().map(|(_, _, h)| h))
         .find(|h| h.id == id)
         .map(|h| h.engine.clone())
 }

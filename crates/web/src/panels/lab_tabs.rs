@@ -3,6 +3,12 @@
 //! (fetched once), the trained model's perplexity curve, the LAA overlay of every model seen, and
 //! the initial checkpoint the gate view compares with (ReGLA Fig. 4, loaded on demand).
 //!
+//! Compare mode (the bar above the tabs): model B, an index model or the page's model as trained,
+//! loaded in the worker beside the page's model (as the initial checkpoint is: `ToWorker::LoadAux`)
+//! and drawn by every view beside, over or minus A; the papers' comparisons are one-click presets.
+//! Its state (B, on/off, preset) lives in the URL; a B the index does not list is named in a
+//! warning and no comparison is shown.
+//!
 //! The panel stays mounted; while no model is ready it renders nothing, so every view unmounts and
 //! recomputes for the next model. Bias edits from the kernel view go up to the root
 //! (`on_edit`), which applies them through the host.
@@ -10,18 +16,20 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use attnlab_core::catalog::ModelIndex;
 use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
+use crate::compare::{self, SideB};
 use crate::host::{LabModel, LoadTicket, ModelRef};
 use crate::lab::BiasEdit;
 use crate::loader::{self, HELDOUT_URL};
-use crate::protocol::{FromWorker, ToWorker};
+use crate::protocol::{Aux, FromWorker, ToWorker};
 use crate::share::Share;
 use crate::url_state::Tab;
 use crate::views::{
-    Compare, CompareState, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, Shipped, TraceKind,
-    TraceViewComp,
+    Compare, CompareState, KernelView, LaaOverlay, LayerLaa, PplCurve, PplView, Shipped, SideModel,
+    TraceKind, TraceViewComp,
 };
 
 /// Tab, button id, label.
@@ -46,6 +54,12 @@ pub struct LabProps {
     /// Text of the trace views (prompt + output of the last run).
     pub text: Rc<String>,
     pub on_edit: Callback<BiasEdit>,
+    /// The models index (compare mode's choice of B and the presets' models).
+    #[prop_or_default]
+    pub index: Option<Rc<ModelIndex>>,
+    /// Load this index model as the page's model (a preset's model A).
+    #[prop_or_default]
+    pub on_pick: Callback<String>,
 }
 
 pub enum LabMsg {
@@ -54,8 +68,14 @@ pub enum LabMsg {
     Shipped(Shipped),
     PplDone(ModelRef, PplCurve),
     Laa(String, Vec<LayerLaa>),
-    /// The comparison checkpoint's load, for trained model `of`.
-    Initial(FromWorker),
+    /// A load beside trained model `of`: the initial checkpoint or model B.
+    Aux(FromWorker),
+    /// Compare mode on or off.
+    CompareOn(bool),
+    /// Model B chosen (a `b=` value).
+    PickB(String),
+    /// A paper's comparison (an id of `compare::PRESETS`).
+    Preset(&'static str),
 }
 
 /// The untrained checkpoint of the current model, loaded for the gate view's comparison.
@@ -77,6 +97,12 @@ pub struct LabPanel {
     laa_overlay: Rc<LaaOverlay>,
     /// The initial checkpoint of the current model, once the gate view asked for it.
     initial: Option<Initial>,
+    /// Compare mode: model B as chosen, whether it is shown, and B as loaded for the current model.
+    b_choice: Option<SideB>,
+    compare_on: bool,
+    b: Option<Initial>,
+    /// Why the last preset could not be set up.
+    preset_error: Option<String>,
     /// The page's URL state (the tab shown).
     share: Option<Share>,
 }
@@ -100,6 +126,97 @@ impl LabPanel {
             });
         }
         self.maybe_load_initial(ctx);
+        self.maybe_load_b(ctx);
+    }
+
+    /// In compare mode, load model B beside the current model (once per model and choice); a B the
+    /// index does not list is named once and compare mode goes off.
+    fn maybe_load_b(&mut self, ctx: &Context<Self>) {
+        let props = ctx.props();
+        let (Some(model), Some(choice), true) = (&props.model, self.b_choice.clone(), self.compare_on) else {
+            self.b = None;
+            return;
+        };
+        if let Err(why) = choice.check(props.index.as_deref()) {
+            self.b = None;
+            self.b_choice = None;
+            self.compare_on = false;
+            if let Some(share) = &self.share {
+                share.checked("b", Some(why.clone()));
+                share.update(|s| (s.b, s.compare, s.preset) = (None, None, None));
+            }
+            self.preset_error = Some(why);
+            return;
+        }
+        if let Some(share) = &self.share {
+            share.checked("b", None);
+        }
+        let a = props.name.to_string();
+        let label = choice.label(&a);
+        if self.b.as_ref().is_some_and(|b| b.of == a && b.name == label) {
+            return;
+        }
+        let trained = model.trained.clone();
+        let state = match &choice {
+            SideB::Trained => CompareState::Ready(trained.as_side_b()),
+            SideB::Model(name) => {
+                let client = trained.client();
+                client.on_aux(trained.id(), ctx.link().callback(LabMsg::Aux));
+                client.send(&ToWorker::LoadAux { of: trained.id(), aux: Aux::B, name: name.clone() });
+                CompareState::Loading(format!("loading {name}…").into())
+            }
+        };
+        self.b = Some(Initial { of: a, name: label, state });
+    }
+
+    /// Model B for the views, when compare mode shows one.
+    fn compare_b(&self) -> Option<Compare> {
+        self.b.as_ref().map(|b| Compare {
+            name: b.name.clone().into(),
+            of: b.of.clone().into(),
+            state: b.state.clone(),
+        })
+    }
+
+    /// Model B, ready.
+    fn side_model(&self) -> Option<SideModel> {
+        let b = self.b.as_ref()?;
+        match &b.state {
+            CompareState::Ready(m) => {
+                Some(SideModel { a_name: b.of.clone().into(), name: b.name.clone().into(), model: m.clone() })
+            }
+            _ => None,
+        }
+    }
+
+    /// Set up a paper's comparison: its models (loading A if another is shown), compare on, its tab.
+    fn set_preset(&mut self, ctx: &Context<Self>, id: &str) {
+        let Some(p) = compare::preset(id) else { return };
+        let props = ctx.props();
+        let missing: Vec<&str> = [p.a, p.b]
+            .into_iter()
+            .filter(|m| props.index.as_ref().is_some_and(|i| i.get(m).is_none()))
+            .collect();
+        if !missing.is_empty() {
+            self.preset_error = Some(format!(
+                "{} needs the model(s) {}, which this site's models index does not list",
+                p.label,
+                missing.join(", ")
+            ));
+            return;
+        }
+        self.preset_error = None;
+        self.b_choice = Some(SideB::Model(p.b.to_string()));
+        self.compare_on = true;
+        self.tab = p.tab;
+        if let Some(share) = &self.share {
+            share.update(|s| s.set_preset(p));
+        }
+        if props.name.as_str() != p.a {
+            props.on_pick.emit(p.a.to_string());
+        } else {
+            self.maybe_load_b(ctx);
+        }
     }
 
     /// In the gate view, load the current model's initial checkpoint (once per model) when the index
@@ -124,8 +241,8 @@ impl LabPanel {
         });
         let Some(trained) = props.model.as_ref().map(|m| m.trained.clone()) else { return };
         let client = trained.client();
-        client.on_initial(trained.id(), ctx.link().callback(LabMsg::Initial));
-        client.send(&ToWorker::LoadInitial { of: trained.id(), name });
+        client.on_aux(trained.id(), ctx.link().callback(LabMsg::Aux));
+        client.send(&ToWorker::LoadAux { of: trained.id(), aux: Aux::Initial, name });
     }
 
     fn compare(&self) -> Option<Compare> {
@@ -143,8 +260,13 @@ impl Component for LabPanel {
 
     fn create(ctx: &Context<Self>) -> Self {
         let share = ctx.link().context::<Share>(Callback::noop()).map(|(share, _)| share);
+        let url = share.as_ref().map(Share::get).unwrap_or_default();
         let mut lab = LabPanel {
-            tab: share.as_ref().and_then(|s| s.get().tab).unwrap_or_default(),
+            tab: url.tab.unwrap_or_default(),
+            b_choice: url.b.clone(),
+            compare_on: url.compare == Some(true),
+            b: None,
+            preset_error: None,
             share,
             heldout: None,
             shipped: Shipped::Loading,
@@ -163,6 +285,7 @@ impl Component for LabPanel {
         if props.load != old.load {
             // A new load started: what belonged to the previous model goes.
             self.initial = None;
+            self.b = None;
             self.trained_ppl = None;
         }
         let trained = props.model.as_ref().map(|m| &m.trained);
@@ -206,7 +329,35 @@ impl Component for LabPanel {
                 self.laa_overlay = Rc::new(overlay);
                 return false;
             }
-            LabMsg::Initial(msg) => return self.on_initial(ctx, msg),
+            LabMsg::Aux(msg) => return self.on_aux(ctx, msg),
+            LabMsg::CompareOn(on) => {
+                self.compare_on = on;
+                if let Some(share) = &self.share {
+                    share.update(|s| s.compare = Some(on));
+                }
+                self.preset_error = None;
+                self.maybe_load_b(ctx);
+            }
+            LabMsg::PickB(code) => {
+                self.preset_error = None;
+                match SideB::parse(&code) {
+                    Ok(b) => {
+                        self.b_choice = Some(b.clone());
+                        self.compare_on = true;
+                        if let Some(share) = &self.share {
+                            share.update(|s| (s.b, s.compare) = (Some(b), Some(true)));
+                        }
+                    }
+                    Err(_) => {
+                        self.b_choice = None;
+                        if let Some(share) = &self.share {
+                            share.update(|s| s.b = None);
+                        }
+                    }
+                }
+                self.maybe_load_b(ctx);
+            }
+            LabMsg::Preset(id) => self.set_preset(ctx, id),
         }
         true
     }
@@ -226,6 +377,7 @@ impl Component for LabPanel {
         let edited = if model.edit.is_identity() { "as trained" } else { "bias edited by the sliders" };
         html! {
             <section class="lab">
+                { self.view_compare_bar(ctx) }
                 <div class="tabs" role="tablist">{ for tabs }</div>
                 <p class="muted" id="bias-state">{ format!("model: {edited}") }</p>
                 <p class="muted" id="lab-backend-note">
@@ -241,21 +393,35 @@ impl Component for LabPanel {
 }
 
 impl LabPanel {
-    /// The comparison checkpoint's load progress or result (of the current trained model only).
-    fn on_initial(&mut self, ctx: &Context<Self>, msg: FromWorker) -> bool {
+    /// A load beside the current trained model: progress or result of its initial checkpoint or
+    /// model B (a load of another model or name is dropped).
+    fn on_aux(&mut self, ctx: &Context<Self>, msg: FromWorker) -> bool {
         let trained = ctx.props().model.as_ref().map(|m| m.trained.clone());
         let Some(trained) = trained else { return false };
-        let Some(i) = self.initial.as_mut() else { return false };
+        let (of, aux, name) = match &msg {
+            FromWorker::AuxProgress { of, aux, name, .. } | FromWorker::AuxLoaded { of, aux, name, .. } => {
+                (*of, *aux, name.clone())
+            }
+            _ => return false,
+        };
+        let slot = match aux {
+            Aux::Initial => self.initial.as_mut(),
+            Aux::B => self.b.as_mut(),
+        };
+        let Some(i) = slot.filter(|i| of == trained.id() && i.name == name) else { return false };
         match msg {
-            FromWorker::InitialProgress { of, status } if of == trained.id() => {
+            FromWorker::AuxProgress { status, .. } => {
                 if !matches!(i.state, CompareState::Loading(_)) {
                     return false;
                 }
                 i.state = CompareState::Loading(status.into());
             }
-            FromWorker::InitialLoaded { of, result } if of == trained.id() => {
+            FromWorker::AuxLoaded { result, .. } => {
                 i.state = match result {
-                    Ok(meta) => CompareState::Ready(ModelRef::new(trained.client(), meta)),
+                    Ok(meta) => {
+                        let m = ModelRef::new(trained.client(), meta);
+                        CompareState::Ready(if aux == Aux::B { m.as_side_b() } else { m })
+                    }
                     Err(e) => CompareState::Failed(format!("Could not load {}: {e}", i.name).into()),
                 };
             }
@@ -264,26 +430,84 @@ impl LabPanel {
         true
     }
 
+    /// Compare mode's bar: on/off, model B, the papers' comparisons and where B stands.
+    fn view_compare_bar(&self, ctx: &Context<Self>) -> Html {
+        let (props, link) = (ctx.props(), ctx.link());
+        let code = self.b_choice.as_ref().map(|b| b.code().to_string()).unwrap_or_default();
+        let state = match (&self.b, self.compare_on) {
+            (_, false) => "off",
+            (None, true) => "none",
+            (Some(b), true) => match b.state {
+                CompareState::Loading(_) => "loading",
+                CompareState::Ready(_) => "ready",
+                CompareState::Failed(_) => "failed",
+            },
+        };
+        let status = match &self.b {
+            Some(b) if self.compare_on => match &b.state {
+                CompareState::Loading(s) => s.to_string(),
+                CompareState::Ready(_) => {
+                    format!("A {} (left, with the sliders) vs B {} (right, as trained)", b.of, b.name)
+                }
+                CompareState::Failed(e) => e.to_string(),
+            },
+            _ if self.compare_on => "choose a model B".to_string(),
+            _ => String::new(),
+        };
+        let models = props.index.iter().flat_map(|i| i.models.iter()).map(|m| {
+            html! { <option value={m.name.clone()} selected={code == m.name}>{ &m.name }</option> }
+        });
+        let preset = self.share.as_ref().and_then(|s| s.get().preset);
+        let claim = preset.as_deref().and_then(compare::preset).map(|p| p.claim);
+        let presets = compare::PRESETS.iter().map(|p| {
+            let id = p.id;
+            html! { <button id={format!("preset-{id}")} class={classes!("preset", (preset.as_deref() == Some(id)).then_some("active"))}
+                title={p.claim} onclick={link.callback(move |_| LabMsg::Preset(id))}>{ p.label }</button> }
+        });
+        html! {
+            <div class="compare-bar" id="compare-bar" data-state={state} data-b={code.clone()}
+                data-preset={preset.clone().unwrap_or_default()}>
+                <label class="inline"><input type="checkbox" id="compare-on" checked={self.compare_on}
+                    onchange={link.callback(|e: Event| LabMsg::CompareOn(e.target_unchecked_into::<web_sys::HtmlInputElement>().checked()))} />
+                    { " compare with " }</label>
+                <select id="compare-b" onchange={link.callback(|e: Event| LabMsg::PickB(e.target_unchecked_into::<web_sys::HtmlSelectElement>().value()))}>
+                    <option value="" selected={code.is_empty()}>{ "model B…" }</option>
+                    <option value={compare::TRAINED_CODE} selected={code == compare::TRAINED_CODE}>{ "this model as trained (A keeps the sliders)" }</option>
+                    { for models }
+                </select>
+                <span class="muted" id="compare-status">{ status }</span>
+                <div class="buttons presets">
+                    <span class="muted">{ "papers' comparisons: " }</span>
+                    { for presets }
+                </div>
+                if let Some(c) = claim { <p class="muted" id="preset-claim">{ c }</p> }
+                if let Some(e) = &self.preset_error { <p class="notice" id="compare-error">{ e }</p> }
+            </div>
+        }
+    }
+
     /// The chosen tab's view, on the current (edited) engine.
     fn view_tab(&self, ctx: &Context<Self>, model: &LabModel) -> Html {
         let (props, link) = (ctx.props(), ctx.link());
         let engine = model.current.clone();
         let on_laa = link.callback(|(name, layers)| LabMsg::Laa(name, layers));
+        let b = self.compare_b();
+        let side = self.side_model();
         let trace = |kind| {
             let compare = if kind == TraceKind::Gates { self.compare() } else { None };
             html! { <TraceViewComp kind={kind} engine={engine.clone()} text={props.text.clone()}
-            laa_overlay={self.laa_overlay.clone()} on_laa={on_laa.clone()} compare={compare} /> }
+            laa_overlay={self.laa_overlay.clone()} on_laa={on_laa.clone()} compare={compare} b={b.clone()} /> }
         };
         match self.tab {
             Tab::Kernels => html! {
                 <KernelView engine={engine.clone()} edit={model.edit.clone()}
-                    on_edit={props.on_edit.clone()} />
+                    on_edit={props.on_edit.clone()} b={side} />
             },
             Tab::Extrapolation => match &self.heldout {
                 Some((text, source)) => html! {
                     <PplView engine={engine.clone()} text={text.clone()} text_source={source.clone()}
                         trained={self.trained_ppl.clone()} shipped={self.shipped.clone()}
-                        model={props.name.clone()}
+                        model={props.name.clone()} b={side}
                         on_done={link.callback(|(e, p)| LabMsg::PplDone(e, p))} />
                 },
                 None => html! { <p class="muted">{ "loading the held-out text…" }</p> },

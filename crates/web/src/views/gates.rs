@@ -13,7 +13,7 @@ use super::note;
 use super::trace::{TraceKind, TraceProps};
 use crate::host::ModelRef;
 use crate::lab::TraceView;
-use crate::plot::{Histogram, HistogramFigure, PALETTE};
+use crate::plot::{Figure, Histogram, HistogramFigure, LineChart, Series, LINE, PALETTE};
 
 /// The untrained checkpoint the gate view compares the current model with (ReGLA Fig. 4).
 #[derive(Clone, PartialEq)]
@@ -241,5 +241,73 @@ fn fig4_pairs(t: &TraceView, initial: &[GateStats], initial_name: &str, trained_
                 <th>{ format!("saturated after ({trained_name})") }</th></tr></thead>
                 <tbody>{ for rows }</tbody></table>
         </>
+    }
+}
+
+/// Compare mode: per layer and gate, both models' histograms as shares of their values on one axis
+/// (A solid, B dashed), and the saturation of each.
+pub fn view_compare(t: &TraceView, b: &super::attention::SideB) -> Html {
+    let a_all: Vec<&GateStats> = t.gates.iter().filter(|g| g.head.is_none()).collect();
+    let b_all: Vec<&GateStats> = b.trace.gates.iter().filter(|g| g.head.is_none()).collect();
+    if a_all.is_empty() && b_all.is_empty() {
+        return html! { <p class="notice" id="gates-compare-none">{ "Neither model has gated linear layers: nothing to compare." }</p> };
+    }
+    let caption = crate::compare::caption_model(b.a_name, b.name, false);
+    // Every (layer, gate) of either model, in A's order then B's.
+    let mut keys: Vec<(usize, String)> = a_all.iter().map(|g| (g.layer, g.quantity.clone())).collect();
+    for g in &b_all {
+        if !keys.contains(&(g.layer, g.quantity.clone())) {
+            keys.push((g.layer, g.quantity.clone()));
+        }
+    }
+    fn find<'a>(all: &[&'a GateStats], (l, q): &(usize, String)) -> Option<&'a GateStats> {
+        all.iter().find(|g| g.layer == *l && g.quantity == *q).copied()
+    }
+    let charts = keys.iter().map(|key| {
+        let (ga, gb) = (find(&a_all, key), find(&b_all, key));
+        let lines = |g: Option<&GateStats>| -> crate::compare::Lines {
+            g.map(|g| {
+                let what = format!("{} (saturated {:.1}%)", g.quantity.to_uppercase(), 100.0 * g.saturation);
+                (0, what, crate::compare::histogram_shares(&g.histogram))
+            })
+            .into_iter()
+            .collect()
+        };
+        let (a_lines, b_lines) = (lines(ga), lines(gb));
+        let series = crate::compare::overlay(b.a_name, a_lines, b.name, b_lines)
+            .into_iter()
+            .map(|l| Series {
+                color: if l.side == crate::compare::Side::A { PALETTE[0] } else { PALETTE[3] }.into(),
+                dashed: l.side == crate::compare::Side::B,
+                label: l.label,
+                points: l.points,
+                width: LINE,
+            })
+            .collect();
+        let (layer, q) = key;
+        html! {
+            <div class="gate-compare-cell" data-layer={layer.to_string()} data-quantity={q.clone()}
+                data-saturation-a={ga.map(|g| format!("{}", g.saturation)).unwrap_or_default()}
+                data-saturation-b={gb.map(|g| format!("{}", g.saturation)).unwrap_or_default()}>
+                <Figure chart={Rc::new(LineChart {
+                    id: format!("gates-compare-{layer}-{q}"),
+                    title: format!("layer {layer} {}: share of values per bin", q.to_uppercase()),
+                    x_label: "gate value (bin centre)".into(),
+                    y_label: "share of values".into(),
+                    log_x: false,
+                    log_y: false,
+                    series,
+                    markers: vec![],
+                    legend_below: false,
+                })} model={caption.clone()} />
+            </div>
+        }
+    });
+    html! {
+        <section class="compare-block" id="gates-compare">
+            <h3>{ format!("Compare: A {} (solid) vs B {} (dashed)", b.a_name, b.name) }</h3>
+            <p class="muted">{ "Each model's gate histogram as the share of its values per bin, on one axis (the texts are the same; the shares make different gate widths comparable)." }</p>
+            <div class="gate-compare-grid">{ for charts }</div>
+        </section>
     }
 }

@@ -4,6 +4,9 @@
 //! What is plotted (layer, curve kind, log y, distance range) is the view's own state
 //! ([`Plot`], updated by [`PlotMsg`]); a slider move is an [`EditMsg`] that [`apply`] turns
 //! into a new [`BiasEdit`] for the page (`on_edit`), which rebuilds the model through the host.
+//!
+//! In compare mode a second chart overlays model B's curves of the same layer (clamped to its
+//! layers) over the same distances on one axis: A solid, B dashed, a head's colour on both sides.
 
 use std::rc::Rc;
 
@@ -13,7 +16,8 @@ use wasm_bindgen_futures::spawn_local;
 use web_sys::{HtmlInputElement, HtmlSelectElement};
 use yew::prelude::*;
 
-use super::note;
+use super::{note, SideModel};
+use crate::compare;
 use crate::host::ModelRef;
 use crate::lab::{self, BiasEdit};
 use crate::plot::{Figure, LineChart, Series, LINE, PALETTE};
@@ -78,6 +82,9 @@ pub struct KernelProps {
     pub engine: ModelRef,
     pub edit: BiasEdit,
     pub on_edit: Callback<BiasEdit>,
+    /// Compare mode: model B.
+    #[prop_or_default]
+    pub b: Option<SideModel>,
 }
 
 /// What the chart shows.
@@ -224,6 +231,36 @@ pub fn kernel_view(props: &KernelProps) -> Html {
             });
         });
     }
+    // Compare mode: B's curves of the same layer (clamped) over the same distances.
+    let b_layer = props.b.as_ref().map(|b| {
+        let bi = b.model.info();
+        compare::clamp_selection((layer, 0), bi.n_layers, 1, &format!("B {}", b.name))
+    });
+    let b_key = props
+        .b
+        .as_ref()
+        .zip(b_layer.as_ref())
+        .map(|(b, ((bl, _), _))| (b.model.id(), *bl, n.min(b.model.info().max_context).max(2)));
+    let curves_b = use_state(|| None::<Rc<Curves>>);
+    {
+        let (curves_b, model) = (curves_b.clone(), props.b.as_ref().map(|b| b.model.clone()));
+        use_effect_with(b_key, move |key| {
+            if let (Some((id, layer, n)), Some(model)) = (*key, model) {
+                spawn_local(async move {
+                    match model.kernel_curves(layer, n).await {
+                        Err(e) if e == "superseded" => {}
+                        result => curves_b.set(Some(Rc::new(Curves { key: (id, layer, n), result }))),
+                    }
+                });
+            } else {
+                curves_b.set(None);
+            }
+        });
+    }
+    let compare_chart = props.b.as_ref().map(|b| {
+        let note = b_layer.as_ref().and_then(|(_, note)| note.clone());
+        view_compare(engine, b, &plot, layer, curves.as_deref(), curves_b.as_deref(), note)
+    });
     html! {
         <section class="view" id="kernel-view">
             <h2>{ "Position kernels" }</h2>
@@ -237,6 +274,7 @@ pub fn kernel_view(props: &KernelProps) -> Html {
                  model: the heatmap, perplexity and the next generation all use the edited bias." ) }
             { view_plot_settings(engine, &plot, layer) }
             { view_chart(engine, &plot, layer, curves.as_deref()) }
+            { for compare_chart }
             if !steerable {
                 <p class="notice">{ "This model's biases are learned (or it has none), so the sliders are off: the curves show what training produced." }</p>
             }
@@ -337,6 +375,70 @@ fn view_chart(engine: &ModelRef, plot: &Plot, layer: usize, curves: Option<&Curv
         Err(e) => html! { <p class="error">{ e }</p> },
     };
     html! { <div id="kernel-curves" data-model={computed.key.0.to_string()} data-current={current.to_string()}>{ chart }</div> }
+}
+
+/// One kernel curve as chart points (the bias or the kernel).
+fn curve_points(c: &KernelCurve, kind: Curve) -> Vec<(f64, f64)> {
+    let ys = if kind == Curve::Bias { &c.bias } else { &c.kernel };
+    ys.iter().enumerate().map(|(d, &y)| (d as f64, y)).collect()
+}
+
+/// Compare mode: A's curves (solid) and B's (dashed) of the same layer on one axis.
+fn view_compare(
+    engine: &ModelRef,
+    b: &SideModel,
+    plot: &Plot,
+    layer: usize,
+    a: Option<&Curves>,
+    bc: Option<&Curves>,
+    note: Option<String>,
+) -> Html {
+    let kind = plot.kind;
+    let ready = |c: Option<&Curves>| match c.map(|c| &c.result) {
+        Some(Ok(curves)) => Ok(curves.clone()),
+        Some(Err(e)) => Err(e.clone()),
+        None => Err("computing the curves…".to_string()),
+    };
+    let (ca, cb) = match (ready(a), ready(bc)) {
+        (Ok(ca), Ok(cb)) => (ca, cb),
+        (Err(e), _) | (_, Err(e)) => {
+            return html! { <p class="muted" id="kernel-compare-pending">{ e }</p> };
+        }
+    };
+    let lines = |cs: &[KernelCurve]| {
+        cs.iter().map(|c| (c.head, format!("head {}", c.head), curve_points(c, kind))).collect()
+    };
+    let series = compare::overlay(&b.a_name, lines(&ca), &b.name, lines(&cb))
+        .into_iter()
+        .map(|l| Series {
+            label: l.label,
+            color: PALETTE[l.index % PALETTE.len()].into(),
+            points: l.points,
+            dashed: l.side == compare::Side::B,
+            width: LINE,
+        })
+        .collect();
+    let y_label = if kind == Curve::Bias { "B_h(d)" } else { "exp(B_h(d))" };
+    let b_layer = bc.map_or(layer, |c| c.key.1);
+    let train = engine.info().train_context;
+    html! {
+        <section class="compare-block" id="kernel-compare-block" data-layer-a={layer.to_string()} data-layer-b={b_layer.to_string()}>
+            <h3>{ format!("Compare: A {} vs B {}", b.a_name, b.name) }</h3>
+            if let Some(n) = note { <p class="notice clamp-note">{ n }</p> }
+            <Figure chart={Rc::new(LineChart {
+                id: "kernel-compare".into(),
+                title: format!("{y_label}: A {} layer {layer} (solid) vs B {} layer {b_layer} (dashed)", b.a_name, b.name),
+                x_label: "distance d = i − j (tokens)".into(),
+                y_label: y_label.into(),
+                log_x: false,
+                log_y: plot.log_y && kind == Curve::Kernel,
+                series,
+                markers: vec![(train as f64, format!("training length {train}"))],
+                legend_below: true,
+            })} model={compare::caption_model(&b.a_name, &b.name, false)} />
+            <p class="muted">{ "B is shown as trained: the sliders edit A only." }</p>
+        </section>
+    }
 }
 
 /// The global slope slider, the presets, reset, and the three mix rows.

@@ -9,6 +9,7 @@ use yew::prelude::*;
 
 use super::note;
 use super::trace::TraceProps;
+use crate::compare;
 use crate::lab::TraceView;
 use crate::plot::{Figure, LineChart, Series, LINE, PALETTE};
 
@@ -132,5 +133,64 @@ pub fn view(props: &TraceProps, t: &TraceView, query: Option<usize>) -> Html {
                 <th>{ "LAA AUC" }</th><th>{ "entropy (nats)" }</th><th>{ "mean distance" }</th></tr></thead>
                 <tbody>{ for rows }</tbody></table>
         </>
+    }
+}
+
+/// Compare mode: both models' per-layer LAA curves on one axis (A solid, B dashed, a layer's
+/// colour on both sides) with the uniform baseline, as each model's own view draws them.
+pub fn view_compare(t: &TraceView, b: &super::attention::SideB) -> Html {
+    let xs: Vec<f64> = (0..attnlab_core::analysis::LAA_POINTS).map(|k| k as f64 / 100.0).collect();
+    let lines = |tr: &TraceView| {
+        tr.summaries
+            .iter()
+            .map(|s| {
+                let points = xs.iter().copied().zip(s.laa.curve.iter().copied()).collect();
+                (s.layer, format!("layer {} {} (AUC {:.3})", s.layer, s.variant, s.laa.auc), points)
+            })
+            .collect()
+    };
+    let mut series: Vec<Series> = compare::overlay(b.a_name, lines(t), b.name, lines(b.trace))
+        .into_iter()
+        .map(|l| Series {
+            label: l.label,
+            color: PALETTE[l.index % PALETTE.len()].into(),
+            points: l.points,
+            dashed: l.side == compare::Side::B,
+            width: LINE,
+        })
+        .collect();
+    let uniform = laa_uniform(t.labels.len());
+    series.push(Series {
+        label: format!("uniform attention, {} tokens (AUC {:.3})", t.labels.len(), uniform.auc),
+        color: "#888888".into(),
+        points: xs.iter().copied().zip(uniform.curve.iter().copied()).collect(),
+        dashed: true,
+        width: 0.8,
+    });
+    let rows = t.summaries.iter().map(|s| {
+        let other = b.trace.summaries.iter().find(|o| o.layer == s.layer);
+        html! { <tr data-layer={s.layer.to_string()} data-auc-a={format!("{}", s.laa.auc)}
+            data-auc-b={other.map(|o| format!("{}", o.laa.auc)).unwrap_or_default()}>
+            <td>{ s.layer }</td><td class="num">{ format!("{:.4}", s.laa.auc) }</td>
+            <td class="num">{ other.map(|o| format!("{:.4}", o.laa.auc)).unwrap_or_else(|| "–".into()) }</td></tr> }
+    });
+    html! {
+        <section class="compare-block" id="laa-compare-block">
+            <h3>{ format!("Compare: A {} vs B {}", b.a_name, b.name) }</h3>
+            <Figure chart={Rc::new(LineChart {
+                id: "laa-compare".into(),
+                title: format!("LAA per layer: A {} (solid) vs B {} (dashed)", b.a_name, b.name),
+                x_label: "window ratio r (share of the n nearest keys)".into(),
+                y_label: "LAA(r)".into(),
+                log_x: false,
+                log_y: false,
+                series,
+                markers: vec![],
+                legend_below: true,
+            })} model={compare::caption_model(b.a_name, b.name, false)} />
+            <table class="table" id="laa-compare-table"><thead><tr><th>{ "layer" }</th>
+                <th>{ format!("LAA AUC A {}", b.a_name) }</th><th>{ format!("LAA AUC B {}", b.name) }</th></tr></thead>
+                <tbody>{ for rows }</tbody></table>
+        </section>
     }
 }

@@ -32,6 +32,14 @@ pub type LayerLaa = (usize, f64, Vec<f64>);
 /// LAA of the models seen in this page, by model name (the overlay).
 pub type LaaOverlay = BTreeMap<String, Vec<LayerLaa>>;
 
+/// Compare mode's model B, ready, with the index names of both sides.
+#[derive(Clone, PartialEq)]
+pub struct SideModel {
+    pub a_name: AttrValue,
+    pub name: AttrValue,
+    pub model: crate::host::ModelRef,
+}
+
 /// Milliseconds to wait after the last change before a heavy recomputation starts.
 const DEBOUNCE_MS: u32 = 350;
 

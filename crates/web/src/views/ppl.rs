@@ -1,6 +1,7 @@
 //! Perplexity against context length: the held-out text, cut into windows of 1×…32× the training
 //! length, swept by the model's worker in slices (reporting progress), with the trained model's
-//! curve and the shipped models' table (`results.json`) behind it.
+//! curve and the shipped models' table (`results.json`) behind it. In compare mode model B is swept
+//! on the same text too (on its own channel) and both curves share one chart.
 
 use std::rc::Rc;
 
@@ -9,7 +10,8 @@ use gloo_timers::callback::Timeout;
 use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
-use super::{note, PplCurve, DEBOUNCE_MS};
+use super::{note, PplCurve, SideModel, DEBOUNCE_MS};
+use crate::compare;
 use crate::host::ModelRef;
 use crate::lab;
 use crate::plot::{Figure, LineChart, Series, LINE, PALETTE};
@@ -30,6 +32,9 @@ pub struct PplProps {
     pub shipped: Shipped,
     /// Name of the loaded model (its shipped curve is highlighted).
     pub model: AttrValue,
+    /// Compare mode: model B.
+    #[prop_or_default]
+    pub b: Option<SideModel>,
 }
 
 /// The shipped results table of the extrapolation view.
@@ -48,8 +53,34 @@ fn shipped_color(k: usize, n: usize) -> String {
 
 pub enum PplMsg {
     Start,
-    Progress { run: u32, fraction: f64, points: Vec<PplPoint> },
-    Done { run: u32, result: Result<Vec<PplPoint>, String> },
+    Progress {
+        run: u32,
+        fraction: f64,
+        points: Vec<PplPoint>,
+    },
+    Done {
+        run: u32,
+        result: Result<Vec<PplPoint>, String>,
+    },
+    /// Model B's sweep (compare mode).
+    StartB,
+    ProgressB {
+        run: u32,
+        points: Vec<PplPoint>,
+    },
+    DoneB {
+        run: u32,
+        result: Result<Vec<PplPoint>, String>,
+    },
+}
+
+/// Model B's sweep (compare mode).
+#[derive(Default)]
+struct SweepB {
+    run: u32,
+    running: bool,
+    points: Vec<PplPoint>,
+    error: Option<String>,
 }
 
 /// Perplexity against context length, computed in the page in slices.
@@ -60,6 +91,7 @@ pub struct PplView {
     points: Vec<PplPoint>,
     error: Option<String>,
     debounce: Option<Timeout>,
+    b: SweepB,
 }
 
 impl PplView {
@@ -74,13 +106,15 @@ impl Component for PplView {
     type Properties = PplProps;
 
     fn create(ctx: &Context<Self>) -> Self {
+        // Running from the start: the sweep is scheduled (`data-running` says so until it ends).
         let mut v = PplView {
             run: 0,
-            running: false,
+            running: true,
             fraction: 0.0,
             points: Vec::new(),
             error: None,
             debounce: None,
+            b: SweepB { running: ctx.props().b.is_some(), ..SweepB::default() },
         };
         v.schedule(ctx);
         v
@@ -92,6 +126,8 @@ impl Component for PplView {
             self.running = true;
             self.points.clear();
             self.schedule(ctx);
+        } else if ctx.props().b != old.b {
+            ctx.link().send_message(PplMsg::StartB);
         }
         true
     }
@@ -112,6 +148,35 @@ impl Component for PplView {
                     let result = model.ppl_sweep(&text, progress).await;
                     link.send_message(PplMsg::Done { run, result });
                 });
+                ctx.link().send_message(PplMsg::StartB);
+            }
+            PplMsg::StartB => {
+                self.b = SweepB { run: self.b.run.wrapping_add(1), ..SweepB::default() };
+                let Some(b) = &ctx.props().b else { return true };
+                self.b.running = true;
+                let (run, link) = (self.b.run, ctx.link().clone());
+                let (model, text) = (b.model.clone(), ctx.props().text.clone());
+                let progress = link.callback(move |(_, points)| PplMsg::ProgressB { run, points });
+                spawn_local(async move {
+                    let result = model.ppl_sweep(&text, progress).await;
+                    link.send_message(PplMsg::DoneB { run, result });
+                });
+            }
+            PplMsg::ProgressB { run, points } => {
+                if run != self.b.run {
+                    return false;
+                }
+                self.b.points = points;
+            }
+            PplMsg::DoneB { run, result } => {
+                if run != self.b.run {
+                    return false;
+                }
+                self.b.running = false;
+                match result {
+                    Ok(points) => self.b.points = points,
+                    Err(e) => self.b.error = Some(e),
+                }
             }
             PplMsg::Progress { run, fraction, points } => {
                 if run != self.run {
@@ -143,6 +208,9 @@ impl Component for PplView {
         // Stop a sweep in flight (e.g. the model was switched and the lab unmounted).
         if self.running {
             ctx.props().engine.cancel_sweep();
+        }
+        if let (true, Some(b)) = (self.b.running, &ctx.props().b) {
+            b.model.cancel_sweep();
         }
     }
 
@@ -233,6 +301,47 @@ impl Component for PplView {
                 <table class="table"><thead><tr><th>{ "length" }</th><th>{ "× train" }</th><th>{ "windows" }</th>
                     <th>{ "tokens" }</th><th>{ "perplexity" }</th></tr></thead><tbody>{ for rows }</tbody></table>
                 <button id="ppl-rerun" disabled={self.running} onclick={ctx.link().callback(|_| PplMsg::Start)}>{ "re-run" }</button>
+                { for props.b.as_ref().map(|b| self.view_compare(b)) }
+            </section>
+        }
+    }
+}
+
+impl PplView {
+    /// Compare mode: A's curve (current settings) and B's on one axis.
+    fn view_compare(&self, b: &SideModel) -> Html {
+        let line = |points: &[PplPoint]| points.iter().map(|p| (p.length as f64, p.ppl)).collect::<Vec<_>>();
+        let series = compare::overlay(
+            &b.a_name,
+            vec![(0, "current settings".into(), line(&self.points))],
+            &b.name,
+            vec![(3, "held-out sweep".into(), line(&self.b.points))],
+        )
+        .into_iter()
+        .map(|l| Series {
+            label: l.label,
+            color: PALETTE[l.index].into(),
+            points: l.points,
+            dashed: l.side == compare::Side::B,
+            width: LINE,
+        })
+        .collect();
+        let train = b.model.info().train_context;
+        html! {
+            <section class="compare-block" id="ppl-compare-block" data-running={self.b.running.to_string()}>
+                <h3>{ format!("Compare: A {} vs B {}", b.a_name, b.name) }</h3>
+                if let Some(e) = &self.b.error { <p class="error">{ format!("B {}: {e}", b.name) }</p> }
+                <Figure chart={Rc::new(LineChart {
+                    id: "ppl-compare".into(),
+                    title: format!("perplexity against context length: A {} vs B {}", b.a_name, b.name),
+                    x_label: "context length (tokens, log scale)".into(),
+                    y_label: "perplexity (log scale)".into(),
+                    log_x: true,
+                    log_y: true,
+                    series,
+                    markers: vec![(train as f64, "training length".into())],
+                    legend_below: false,
+                })} model={compare::caption_model(&b.a_name, &b.name, false)} />
             </section>
         }
     }

@@ -4,6 +4,8 @@
 //! and the attention view's stage and zoom survive switching between them. Above each view, the
 //! token strip shows the traced text, linked to the views: the selection ([`LinkState`]) is shared
 //! by the strip, the heatmap (its locked cell, kept in the URL), the LAA curves and the gate table.
+//! In compare mode the component traces model B on the same text too (on its own channel), and the
+//! views draw both.
 
 use std::rc::Rc;
 
@@ -14,6 +16,7 @@ use wasm_bindgen_futures::spawn_local;
 use yew::prelude::*;
 
 use super::attention::{self, AttentionMsg, AttentionState, Linked};
+use super::gates::CompareState;
 use super::gates::{self, Compare, GatesMsg, GatesState};
 use super::laa;
 use super::strip::{LinkMsg, LinkState};
@@ -40,11 +43,33 @@ pub struct TraceProps {
     /// Gate view only: the initial checkpoint to compare with (ReGLA Fig. 4).
     #[prop_or_default]
     pub compare: Option<Compare>,
+    /// Compare mode: model B.
+    #[prop_or_default]
+    pub b: Option<Compare>,
+}
+
+impl TraceProps {
+    /// Model B when it is ready.
+    fn b_model(&self) -> Option<ModelRef> {
+        match self.b.as_ref().map(|b| &b.state) {
+            Some(CompareState::Ready(m)) => Some(m.clone()),
+            _ => None,
+        }
+    }
 }
 
 pub enum TraceMsg {
     Start,
-    Done { run: u32, result: Result<Rc<TraceView>, String> },
+    Done {
+        run: u32,
+        result: Result<Rc<TraceView>, String>,
+    },
+    /// Model B's trace (compare mode).
+    StartB,
+    DoneB {
+        run: u32,
+        result: Result<Rc<TraceView>, String>,
+    },
     Attention(AttentionMsg),
     Gates(GatesMsg),
     Link(LinkMsg),
@@ -56,6 +81,9 @@ pub struct TraceViewComp {
     running: bool,
     trace: Option<Rc<TraceView>>,
     error: Option<String>,
+    run_b: u32,
+    /// Model B's trace of the same text (compare mode); `None` while computing or without B.
+    trace_b: Option<Result<Rc<TraceView>, String>>,
     debounce: Option<Timeout>,
     attention: AttentionState,
     gates: GatesState,
@@ -89,6 +117,25 @@ impl TraceViewComp {
             link.send_message(TraceMsg::Done { run, result });
         });
         ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start));
+        self.start_b(ctx);
+    }
+
+    /// Trace model B on the same text at the same stage (compare mode).
+    fn start_b(&mut self, ctx: &Context<Self>) {
+        self.run_b = self.run_b.wrapping_add(1);
+        self.trace_b = None;
+        self.attention.fit_b(None);
+        let Some(model) = ctx.props().b_model() else { return };
+        let (run, link, text) = (self.run_b, ctx.link().clone(), ctx.props().text.clone());
+        let stage = if ctx.props().kind == TraceKind::Attention {
+            self.attention.stage
+        } else {
+            AttnStage::Probabilities
+        };
+        spawn_local(async move {
+            let result = model.trace(&text, stage).await.map(Rc::new);
+            link.send_message(TraceMsg::DoneB { run, result });
+        });
     }
 
     /// A finished trace: report its LAA for the overlay and show it.
@@ -114,6 +161,28 @@ impl TraceViewComp {
     }
 }
 
+impl TraceViewComp {
+    /// Model B's trace when compare mode has one.
+    fn side_b<'a>(&'a self, props: &'a TraceProps) -> Option<attention::SideB<'a>> {
+        let b = props.b.as_ref()?;
+        let trace = self.trace_b.as_ref()?.as_ref().ok()?;
+        Some(attention::SideB { a_name: &b.of, name: &b.name, trace })
+    }
+
+    /// Where model B stands while it has no trace to show (`#compare-b-status`).
+    fn b_status(&self, props: &TraceProps) -> Html {
+        let Some(b) = &props.b else { return html! {} };
+        let (state, text) = match (&b.state, &self.trace_b) {
+            (CompareState::Loading(s), _) => ("loading", s.to_string()),
+            (CompareState::Failed(e), _) => ("failed", e.to_string()),
+            (CompareState::Ready(_), None) => ("computing", format!("computing B {}'s trace…", b.name)),
+            (CompareState::Ready(_), Some(Err(e))) => ("failed", format!("B {}: {e}", b.name)),
+            (CompareState::Ready(_), Some(Ok(_))) => return html! {},
+        };
+        html! { <p class="muted" id="compare-b-status" data-state={state}>{ text }</p> }
+    }
+}
+
 impl Component for TraceViewComp {
     type Message = TraceMsg;
     type Properties = TraceProps;
@@ -126,6 +195,8 @@ impl Component for TraceViewComp {
             running: false,
             trace: None,
             error: None,
+            run_b: 0,
+            trace_b: None,
             debounce: None,
             attention: AttentionState::of(&share.as_ref().map(Share::get).unwrap_or_default()),
             gates: GatesState::default(),
@@ -140,8 +211,13 @@ impl Component for TraceViewComp {
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
         if ctx.props().engine != old.engine || ctx.props().text != old.text || ctx.props().kind != old.kind {
             self.schedule(ctx);
-        } else if ctx.props().compare != old.compare {
-            ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start));
+        } else {
+            if ctx.props().compare != old.compare {
+                ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start));
+            }
+            if ctx.props().b_model() != old.b_model() {
+                ctx.link().send_message(TraceMsg::StartB);
+            }
         }
         true
     }
@@ -154,6 +230,23 @@ impl Component for TraceViewComp {
                     return false;
                 }
                 self.done(ctx, result);
+            }
+            TraceMsg::StartB => self.start_b(ctx),
+            TraceMsg::DoneB { run, result } => {
+                if run != self.run_b || matches!(&result, Err(e) if e == "superseded") {
+                    return false;
+                }
+                if let Ok(t) = &result {
+                    // B's LAA joins the overlay of the models seen in this page.
+                    if !t.summaries.is_empty() {
+                        let layers =
+                            t.summaries.iter().map(|s| (s.layer, s.laa.auc, s.laa.curve.clone())).collect();
+                        let name = ctx.props().b.as_ref().map(|b| b.name.to_string()).unwrap_or_default();
+                        ctx.props().on_laa.emit((name, layers));
+                    }
+                }
+                self.attention.fit_b(result.as_ref().ok().map(|t| &**t));
+                self.trace_b = Some(result);
             }
             TraceMsg::Attention(msg) => {
                 let retrace = self.attention.update(msg);
@@ -193,6 +286,7 @@ impl Component for TraceViewComp {
 
     fn view(&self, ctx: &Context<Self>) -> Html {
         let props = ctx.props();
+        let compare = props.b.as_ref().map(|b| format!("{} vs {}", b.of, b.name));
         let (id, title, body_note) = match props.kind {
             TraceKind::Attention => attention::intro(),
             TraceKind::Laa => laa::intro(),
@@ -210,11 +304,22 @@ impl Component for TraceViewComp {
                             on_cell: ctx.link().callback(|c| TraceMsg::Link(LinkMsg::Cell(c))),
                             mark_row: query,
                         };
-                        self.attention.view(props, t, &ctx.link().callback(TraceMsg::Attention), linked)
+                        let b = self.side_b(props);
+                        let send = ctx.link().callback(TraceMsg::Attention);
+                        html! { <>
+                            { self.b_status(props) }
+                            { self.attention.view(props, t, &send, linked, b) }
+                        </> }
                     }
-                    TraceKind::Laa => laa::view(props, t, query),
+                    TraceKind::Laa => html! { <>
+                        { laa::view(props, t, query) }
+                        { self.b_status(props) }
+                        { for self.side_b(props).map(|b| laa::view_compare(t, &b)) }
+                    </> },
                     TraceKind::Gates => html! { <>
                         { gates::view(&props.engine.info().name, t, query) }
+                        { self.b_status(props) }
+                        { for self.side_b(props).map(|b| gates::view_compare(t, &b)) }
                         { self.gates.view_fig4(props, t) }
                     </> },
                 }
@@ -228,7 +333,7 @@ impl Component for TraceViewComp {
             html! { <p class="notice">{ format!("The text was cut to its first {} tokens ({} more left out): the CPU trace keeps every n×n matrix.", t.labels.len(), t.cut) }</p> }
         });
         html! {
-            <section class="view" id={id} data-running={self.running.to_string()}>
+            <section class="view" id={id} data-running={self.running.to_string()} data-compare={compare}>
                 <h2>{ title }</h2>
                 { body_note }
                 <p class="muted">{ "text: the prompt and the generated continuation" }</p>
