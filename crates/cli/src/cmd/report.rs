@@ -105,7 +105,7 @@ struct Training {
     tokens: u64,
     seconds: f64,
     tokens_per_s: f64,
-    /// Σ of the learning rate over the logged steps (how far Adam can move one weight).
+    /// Σ of the learning rate over the training steps (how far Adam can move one weight).
     lr_sum: f64,
     final_val_loss: Option<f64>,
     /// (tokens seen, validation loss).
@@ -559,7 +559,12 @@ fn read_history(path: &Path) -> Option<Training> {
         tokens: h.tokens as u64,
         seconds: h.seconds,
         tokens_per_s: h.tokens as f64 / h.seconds.max(1e-9),
-        lr_sum: h.train.iter().map(|r| r.lr).sum(),
+        // From the schedule, not the log (which may keep every k-th step only).
+        lr_sum: (0..steps)
+            .map(|s| {
+                attnlab_train::optim::lr_at(s, steps, h.options.warmup, h.options.lr, h.options.min_lr_ratio)
+            })
+            .sum(),
         final_val_loss: curve.last().map(|c| c.1),
         curve,
     })
