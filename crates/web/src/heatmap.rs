@@ -347,8 +347,10 @@ impl Component for Heatmap {
                             onmousemove={onmousemove} onmouseleave={link.callback(|_| HeatMsg::Leave)}
                             onclick={link.callback(|_| HeatMsg::Click)}
                             onkeydown={link.callback(HeatMsg::Key)}></canvas>
-                        { for band }
-                        { for crosshair }
+                        // The marks sit in one fixed element: yew matches unkeyed children from
+                        // the end, so a mark appearing beside the canvas would replace the canvas
+                        // (and drop its keyboard focus).
+                        <div class="marks">{ for band }{ for crosshair }</div>
                     </div>
                 </div>
                 <div class="x-axis" aria-hidden="true">
