@@ -569,7 +569,7 @@ test("the picker lists the index's models by family; a link to a model outside t
   assert.deepEqual(groups, [
     ["softmax + position bias", ["alibi"]],
     ["gated linear attention", ["regla", "regla-init"]],
-    ["trained (shipped)", ["mep", "linear-elu", "transnormer", "regla-fig4", "gla-fig4"]],
+    ["trained (shipped)", ["mep", "linear-elu", "transnormer", "regla-fig4", "gla-fig4", "rope", "regla-fig4-init", "gla-fig4-init"]],
     ["small random (e2e)", ["alibi-small"]],
   ]);
   assert.equal(await page.inputValue("#model-picker"), "alibi", "the index's default is shown");
@@ -1898,7 +1898,8 @@ test("compare presets: overlays (kernels, LAA, gates) hold each model's own sing
   const kcsv = (await download(page, "#kernel-compare-export-csv")).bytes.toString("utf8");
   assert.ok(kcsv.includes("B alibi · head 0,0,"), "the CSV holds B's lines");
 
-  // TransNormer Fig. 2: transnormer vs linear-elu on the LAA tab.
+  // TransNormer Fig. 2: transnormer vs linear-elu vs a softmax model (rope, the preset's reference,
+  // loaded and traced in the worker without another click) on the LAA tab.
   await page.click("#preset-transnormer-fig2");
   await statusIs(page, "model transnormer loaded: ready");
   await compareReady(page);
@@ -1906,10 +1907,25 @@ test("compare presets: overlays (kernels, LAA, gates) hold each model's own sing
   const lA = await seriesValues(page, "laa-compare", "A transnormer · layer 0");
   const lB = await seriesValues(page, "laa-compare", "B linear-elu · layer 0");
   assert.deepEqual(lA, await seriesValues(page, "laa-chart", "layer 0 "), "A's overlay line is A's own LAA curve");
+  await seriesValues(page, "laa-compare", "ref rope · layer 0");
+  // Every layer of the reference, by layer: "ref rope · layer L ..." → values.
+  const refLines = async (p, chart, prefix) =>
+    p.$$eval(`#${chart} g.series`, (gs, prefix) =>
+      gs
+        .filter((g) => g.dataset.label.startsWith(prefix))
+        .map((g) => [Number(g.dataset.label.slice(prefix.length).split(" ")[0]), g.dataset.values.split(",").map(Number)])
+        .sort((a, b) => a[0] - b[0]),
+      prefix,
+    );
+  const lR = await refLines(page, "laa-compare", "ref rope · layer ");
+  assert.ok(lR.length >= 2 && lR.every(([l], k) => l === k), `reference layers ${lR.map(([l]) => l)}`);
+  assert.equal(await page.locator("#laa-compare-table th", { hasText: "LAA AUC rope" }).count(), 1);
   await page.screenshot({ path: join(SCREENS_COMPARE, "laa.png"), fullPage: true });
+  await page.locator("#laa-compare-block").screenshot({ path: join(SCREENS_COMPARE, "laa-three-way.png") });
   const ljson = JSON.parse((await download(page, "#laa-compare-export-json")).bytes.toString("utf8"));
-  assert.ok(ljson.caption[0].includes("model transnormer (A) vs linear-elu (B)"));
+  assert.ok(ljson.caption[0].includes("model transnormer (A) vs linear-elu (B) and rope"));
   assert.deepEqual(ljson.series.find((s) => s.label.startsWith("B linear-elu · layer 0")).y, lB);
+  assert.deepEqual(ljson.series.find((s) => s.label.startsWith("ref rope · layer 0")).y, lR[0][1]);
 
   // ReGLA Fig. 4: regla-fig4 vs gla-fig4 gates.
   await page.click("#preset-regla-fig4");
@@ -1921,7 +1937,33 @@ test("compare presets: overlays (kernels, LAA, gates) hold each model's own sing
   const countsA = numbers(await attr(page, '.gate-cell[data-layer="0"][data-quantity="f"] svg', "data-counts"));
   const total = countsA.reduce((a, b) => a + b, 0);
   assert.deepEqual(gA, countsA.map((c) => c / total), "A's overlay is A's histogram as shares");
+  // The paper's figure: both models' gates before (initial checkpoint) and after training.
+  await page.waitForSelector('#fig4[data-state="ready"] #fig4-b[data-state="ready"]', { timeout: LOAD_MS });
+  const fig4 = await page.$$eval("#fig4 .fig4-cell", (cs) =>
+    cs.map((c) => ({
+      side: c.closest("#fig4-b") ? "b" : "a",
+      which: c.dataset.which,
+      key: `${c.dataset.layer}-${c.dataset.quantity}`,
+      saturation: Number(c.dataset.saturation),
+      counts: (c.querySelector("svg.histogram")?.dataset.counts ?? "").split(",").map(Number),
+    })),
+  );
+  const fig4Of = (side, which) => Object.fromEntries(fig4.filter((c) => c.side === side && c.which === which).map((c) => [c.key, c.counts]));
+  /** A page's own gate view: (layer-quantity) → histogram counts. */
+  const ownGates = (p) =>
+    p.$$eval(".gate-cell", (cs) =>
+      Object.fromEntries(cs.map((c) => [`${c.dataset.layer}-${c.dataset.quantity}`, (c.querySelector("svg")?.dataset.counts ?? "").split(",").map(Number)])),
+    );
+  const fig4Histograms = { "regla-fig4-init": fig4Of("a", "initial"), "regla-fig4": fig4Of("a", "trained"), "gla-fig4-init": fig4Of("b", "initial"), "gla-fig4": fig4Of("b", "trained") };
+  for (const [m, h] of Object.entries(fig4Histograms)) assert.ok(h["0-f"]?.length === 20, `${m}: layer 0 F histogram shown`);
+  assert.deepEqual(fig4Histograms["regla-fig4"], await ownGates(page), "regla-fig4's Fig. 4 histograms are its own gate view's");
+  const sat = (side, which) => {
+    const cs = fig4.filter((c) => c.side === side && c.which === which && c.key.endsWith("-f"));
+    return ((100 * cs.reduce((a, c) => a + c.saturation, 0)) / cs.length).toFixed(1);
+  };
+  console.log(`# Fig. 4 preset (shipped models): F saturated ${sat("a", "initial")}% → ${sat("a", "trained")}% (regla-fig4), ${sat("b", "initial")}% → ${sat("b", "trained")}% (gla-fig4)`);
   await page.screenshot({ path: join(SCREENS_COMPARE, "gates.png"), fullPage: true });
+  await page.locator("#fig4").screenshot({ path: join(SCREENS_COMPARE, "fig4-both.png") });
   assert.match(page.url(), /model=regla-fig4.*tab=gates.*b=gla-fig4&compare=1&preset=regla-fig4/);
   assert.deepEqual(errors, []);
   await context.close();
@@ -1937,12 +1979,26 @@ test("compare presets: overlays (kernels, LAA, gates) hold each model's own sing
   await elu.page.waitForSelector('#laa-view[data-running="false"] #laa-chart g.series', { timeout: LOAD_MS });
   assert.deepEqual(lB, await seriesValues(elu.page, "laa-chart", "layer 0 "), "B's LAA line is linear-elu's own");
   await elu.context.close();
+  const rope = await open("?model=rope&tab=laa");
+  await rope.page.waitForSelector('#laa-view[data-running="false"] #laa-chart g.series', { timeout: LOAD_MS });
+  const ropeOwn = await refLines(rope.page, "laa-chart", "layer ");
+  assert.deepEqual(lR, ropeOwn.slice(0, lR.length), "the reference's LAA lines are rope's own, layer by layer");
+  assert.equal(ropeOwn.length, lR.length, "every layer of rope");
+  await rope.context.close();
   const gla = await open("?model=gla-fig4&tab=gates");
   await gla.page.waitForSelector('#gate-view[data-running="false"] .gate-cell', { timeout: LOAD_MS });
   const countsB = numbers(await attr(gla.page, '.gate-cell[data-layer="0"][data-quantity="f"] svg', "data-counts"));
   const totalB = countsB.reduce((a, b) => a + b, 0);
   assert.deepEqual(gB, countsB.map((c) => c / totalB), "B's gate line is gla-fig4's own histogram");
+  assert.deepEqual(fig4Histograms["gla-fig4"], await ownGates(gla.page), "gla-fig4's Fig. 4 histograms are its own gate view's");
   await gla.context.close();
+  for (const m of ["regla-fig4-init", "gla-fig4-init"]) {
+    const own = await open(`?model=${m}&tab=gates`);
+    await own.page.waitForSelector('#gate-view[data-running="false"] .gate-cell', { timeout: LOAD_MS });
+    assert.deepEqual(fig4Histograms[m], await ownGates(own.page), `${m}'s Fig. 4 histograms are its own gate view's`);
+    assert.deepEqual(own.errors, []);
+    await own.context.close();
+  }
 });
 
 test("compare mode: one model under two slider settings (B = the model as trained); perplexity overlay", async () => {

@@ -74,6 +74,9 @@ pub struct Preset {
     /// The page's model (A) and the model beside it (B), index names.
     pub a: &'static str,
     pub b: &'static str,
+    /// A third model traced beside A and B on the same text, its lines drawn with theirs (the
+    /// LAA overlay), while the preset is shown.
+    pub reference: Option<&'static str>,
     pub tab: Tab,
     /// What the paper claims and where (shown under the buttons).
     pub claim: &'static str,
@@ -85,6 +88,7 @@ pub const PRESETS: [Preset; 3] = [
         label: "MEP kernels vs ALiBi",
         a: "mep",
         b: "alibi",
+        reference: None,
         tab: Tab::Kernels,
         claim: "MEP (Gao, 2024, Fig. 1, Table 2): a mix of exponential and Gaussian kernels on ALiBi's \
                 slopes decays more gently than ALiBi's single exponential and extrapolates better.",
@@ -94,20 +98,27 @@ pub const PRESETS: [Preset; 3] = [
         label: "TransNormer Fig. 2: LAA",
         a: "transnormer",
         b: "linear-elu",
+        // The paper's softmax reference is a vanilla Transformer: rope is the shipped softmax model
+        // whose locality is learned, not imposed (alibi's −m·d penalty makes its attention local
+        // by construction, which would flatter softmax in an LAA comparison).
+        reference: Some("rope"),
         tab: Tab::Laa,
         claim: "TransNormer (Qin et al., 2022, Fig. 2): 1+elu linear attention dilutes (its LAA curve \
                 stays near uniform), TransNormer's DiagAttention and NormAttention keep attention \
-                local like softmax; the models seen in this page, e.g. a softmax model, join the \
-                overlay below.",
+                local like softmax attention (here rope, drawn wide and pale).",
     },
     Preset {
         id: "regla-fig4",
         label: "ReGLA Fig. 4: gates from the extreme init",
         a: "regla-fig4",
         b: "gla-fig4",
+        // Both initial checkpoints (regla-fig4-init, gla-fig4-init) come from the index's
+        // `initial_of`, as for any model A or B on the gate tab.
+        reference: None,
         tab: Tab::Gates,
         claim: "ReGLA (Lu et al., 2025, Fig. 4): from gate biases at ±6, ReGLA's refined gate leaves the \
-                saturated extremes while GLA's sigmoid gate stays stuck there.",
+                saturated extremes while GLA's sigmoid gate stays stuck there (below: both models' \
+                gates before and after training).",
     },
 ];
 
@@ -153,15 +164,17 @@ pub fn clamp_selection(
     ((l, h), Some(note))
 }
 
-/// Which side a line of an overlay belongs to.
+/// Which side a line of an overlay belongs to (and which channels a model's analyses run on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
     A,
     B,
+    /// A preset's reference model.
+    Reference,
 }
 
-/// A line of an overlay chart: side A solid, side B dashed, in the colour of its `index` (head or
-/// layer), so the same head of both models shares a colour.
+/// A line of an overlay chart: side A solid, side B dashed, the reference wide and pale, in the
+/// colour of its `index` (head or layer), so the same head of every model shares a colour.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OverlayLine {
     pub label: String,
@@ -176,21 +189,27 @@ pub type Lines = Vec<(usize, String, Vec<(f64, f64)>)>;
 /// The lines of both models on one axis: `a` and `b` are `(index, what, points)` per line (heads,
 /// layers), labelled `A <name> · <what>`.
 pub fn overlay(a_name: &str, a: Lines, b_name: &str, b: Lines) -> Vec<OverlayLine> {
-    let side = |s: Side, name: &str, lines: Lines| {
-        let tag = if s == Side::A { "A" } else { "B" };
-        lines
-            .into_iter()
-            .map(|(index, what, points)| OverlayLine {
-                label: format!("{tag} {name} · {what}"),
-                side: s,
-                index,
-                points,
-            })
-            .collect::<Vec<_>>()
-    };
-    let mut out = side(Side::A, a_name, a);
-    out.extend(side(Side::B, b_name, b));
+    let mut out = side_lines(Side::A, a_name, a);
+    out.extend(side_lines(Side::B, b_name, b));
     out
+}
+
+/// The lines of one side, labelled `<A|B|ref> <name> · <what>`.
+pub fn side_lines(side: Side, name: &str, lines: Lines) -> Vec<OverlayLine> {
+    let tag = match side {
+        Side::A => "A",
+        Side::B => "B",
+        Side::Reference => "ref",
+    };
+    lines
+        .into_iter()
+        .map(|(index, what, points)| OverlayLine {
+            label: format!("{tag} {name} · {what}"),
+            side,
+            index,
+            points,
+        })
+        .collect()
 }
 
 /// A histogram over [0, 1] as `(bin centre, share of the values)` points, so histograms of
@@ -245,11 +264,22 @@ mod tests {
         let idx = ModelIndex::from_json(&shipped).expect("shipped index");
         for p in PRESETS {
             assert!(idx.get(p.a).is_some() && idx.get(p.b).is_some(), "{} names a model not shipped", p.id);
+            assert!(p.reference.is_none_or(|r| idx.get(r).is_some()), "{}: reference not shipped", p.id);
             assert_ne!(p.a, p.b);
+            assert_ne!(p.reference, Some(p.b));
             assert_eq!(preset(p.id), Some(&p));
         }
         assert_eq!(preset("nope"), None);
         assert_eq!(preset("mep-alibi").map(|p| p.tab), Some(Tab::Kernels));
+        // TransNormer Fig. 2 is three-way: a softmax model beside the two linear ones.
+        let fig2 = preset("transnormer-fig2").expect("fig. 2");
+        let softmax = fig2.reference.and_then(|r| idx.get(r)).expect("a reference model");
+        assert_eq!(softmax.family, "softmax attention");
+        // ReGLA Fig. 4: both models have an initial checkpoint in the index (before and after).
+        let fig4 = preset("regla-fig4").expect("fig. 4");
+        for m in [fig4.a, fig4.b] {
+            assert_eq!(idx.initial_of(m).map(|i| i.name.clone()), Some(format!("{m}-init")));
+        }
     }
 
     #[test]
@@ -296,6 +326,8 @@ mod tests {
             ("B alibi · head 0", Side::B, 0)
         );
         assert_eq!(lines[1].points, vec![(0.0, 2.0)]);
+        let r = side_lines(Side::Reference, "rope", vec![(2, "layer 2".into(), vec![(0.5, 0.25)])]);
+        assert_eq!((r[0].label.as_str(), r[0].side, r[0].index), ("ref rope · layer 2", Side::Reference, 2));
         assert_eq!(histogram_shares(&[1, 3]), vec![(0.25, 0.25), (0.75, 0.75)]);
         assert_eq!(histogram_shares(&[0, 0]), vec![(0.25, 0.0), (0.75, 0.0)]);
         assert_eq!(caption_model("mep", "alibi", true), "mep − alibi (A − B)");

@@ -14,6 +14,7 @@ use yew::Callback;
 
 use crate::backend::{Active, BackendState, Choice};
 use crate::client::WorkerClient;
+use crate::compare::Side;
 use crate::engine::{GenSettings, ModelInfo};
 use crate::lab::{self, BiasEdit, TraceView};
 use crate::protocol::{Answer, ModelMeta, RunEvent, Task, ToWorker};
@@ -24,9 +25,9 @@ use crate::protocol::{Answer, ModelMeta, RunEvent, Task, ToWorker};
 pub struct ModelRef {
     client: WorkerClient,
     meta: Rc<ModelMeta>,
-    /// Compare mode's model B: its analyses run on channels of their own, so that they and side
-    /// A's do not supersede each other.
-    side_b: bool,
+    /// Which side's channels its analyses run on: compare mode's model B and a preset's reference
+    /// model have their own, so that they and side A's do not supersede each other.
+    side: Side,
 }
 
 impl PartialEq for ModelRef {
@@ -41,20 +42,25 @@ fn wrong(what: &str) -> String {
 
 impl ModelRef {
     pub fn new(client: WorkerClient, meta: ModelMeta) -> ModelRef {
-        ModelRef { client, meta: Rc::new(meta), side_b: false }
+        ModelRef { client, meta: Rc::new(meta), side: Side::A }
     }
 
     /// This model as compare mode's side B.
     pub fn as_side_b(&self) -> ModelRef {
-        ModelRef { side_b: true, ..self.clone() }
+        ModelRef { side: Side::B, ..self.clone() }
     }
 
-    /// The view channel `a`, or `b` for side B.
-    fn channel(&self, a: &'static str, b: &'static str) -> &'static str {
-        if self.side_b {
-            b
-        } else {
-            a
+    /// This model as a preset's reference model (traced beside A and B).
+    pub fn as_reference(&self) -> ModelRef {
+        ModelRef { side: Side::Reference, ..self.clone() }
+    }
+
+    /// The view channel `a`, `b` for side B, or `b` with `-r` for the reference model.
+    fn channel(&self, [a, b, r]: [&'static str; 3]) -> &'static str {
+        match self.side {
+            Side::A => a,
+            Side::B => b,
+            Side::Reference => r,
         }
     }
 
@@ -94,7 +100,7 @@ impl ModelRef {
     /// Trace `text` at `stage` (attention, LAA and gates; the worker cuts it to the trace limit).
     pub async fn trace(&self, text: &str, stage: AttnStage) -> Result<TraceView, String> {
         let task = Task::Trace { text: text.to_string(), stage };
-        match self.client.analyze(self.channel("trace", "trace-b"), self.meta.id, task).await? {
+        match self.client.analyze(self.channel(["trace", "trace-b", "trace-r"]), self.meta.id, task).await? {
             Answer::Trace(t) => Ok(t),
             _ => Err(wrong("trace")),
         }
@@ -103,7 +109,7 @@ impl ModelRef {
     /// Gate statistics of `text` alone (the Fig. 4 comparison).
     pub async fn gate_stats(&self, text: &str) -> Result<Vec<GateStats>, String> {
         let task = Task::GateStats { text: text.to_string() };
-        match self.client.analyze(self.channel("gates", "gates-b"), self.meta.id, task).await? {
+        match self.client.analyze(self.channel(["gates", "gates-b", "gates-r"]), self.meta.id, task).await? {
             Answer::Gates(g) => Ok(g),
             _ => Err(wrong("gates")),
         }
@@ -111,7 +117,7 @@ impl ModelRef {
 
     /// B_h(d) and exp(B_h(d)) of every head of `layer` for d < n.
     pub async fn kernel_curves(&self, layer: usize, n: usize) -> Result<Vec<KernelCurve>, String> {
-        let channel = self.channel("kernels", "kernels-b");
+        let channel = self.channel(["kernels", "kernels-b", "kernels-r"]);
         match self.client.analyze(channel, self.meta.id, Task::KernelCurves { layer, n }).await? {
             Answer::Curves(c) => Ok(c),
             _ => Err(wrong("kernel curve")),
@@ -129,7 +135,7 @@ impl ModelRef {
     }
 
     fn sweep_channel(&self) -> &'static str {
-        self.channel(crate::client::SWEEP_CHANNEL, crate::client::SWEEP_CHANNEL_B)
+        self.channel([crate::client::SWEEP_CHANNEL, crate::client::SWEEP_CHANNEL_B, "ppl-r"])
     }
 
     /// Stop a sweep in flight (its view went away).

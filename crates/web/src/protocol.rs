@@ -137,11 +137,15 @@ pub struct Opened {
 }
 
 /// What a model loaded beside the page's model is for: ReGLA Fig. 4's initial checkpoint (the gate
-/// view), or compare mode's model B. Each belongs to a page model and goes with it.
+/// view), compare mode's model B, B's initial checkpoint (the gate view), or a preset's reference
+/// model (TransNormer Fig. 2's softmax model, traced beside A and B). Each belongs to a page model
+/// and goes with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Aux {
     Initial,
     B,
+    InitialB,
+    Reference,
 }
 
 /// An analysis the lab asks of a model.

@@ -6,6 +6,8 @@
 //! Compare mode (the bar above the tabs): model B, an index model or the page's model as trained,
 //! loaded in the worker beside the page's model (as the initial checkpoint is: `ToWorker::LoadAux`)
 //! and drawn by every view beside, over or minus A; the papers' comparisons are one-click presets.
+//! Beside B, the gate tab loads B's initial checkpoint too (Fig. 4 for both models) and a preset
+//! with a reference model loads it as a third model (TransNormer Fig. 2's softmax model).
 //! Its state (B, on/off, preset) lives in the URL; a B the index does not list is named in a
 //! warning and no comparison is shown.
 //!
@@ -101,6 +103,10 @@ pub struct LabPanel {
     b_choice: Option<SideB>,
     compare_on: bool,
     b: Option<Initial>,
+    /// B's initial checkpoint (the gate view's Fig. 4, as A's) and the shown preset's reference
+    /// model (TransNormer Fig. 2's softmax model), loaded beside the page's model as B is.
+    b_initial: Option<Initial>,
+    reference: Option<Initial>,
     /// Why the last preset could not be set up.
     preset_error: Option<String>,
     /// The page's URL state (the tab shown).
@@ -127,6 +133,48 @@ impl LabPanel {
         }
         self.maybe_load_initial(ctx);
         self.maybe_load_b(ctx);
+        self.maybe_load_extras(ctx);
+    }
+
+    /// Load index model `name` beside the current trained model as `aux` (`of`: what it is shown
+    /// with).
+    fn load_aux(&self, ctx: &Context<Self>, aux: Aux, of: String, name: String) -> Option<Initial> {
+        let trained = ctx.props().model.as_ref()?.trained.clone();
+        let client = trained.client();
+        client.on_aux(trained.id(), ctx.link().callback(LabMsg::Aux));
+        client.send(&ToWorker::LoadAux { of: trained.id(), aux, name: name.clone() });
+        Some(Initial { of, state: CompareState::Loading(format!("loading {name}…").into()), name })
+    }
+
+    /// With model B loaded: B's initial checkpoint on the gate tab (when the index lists one) and
+    /// the shown preset's reference model (kept while they stay wanted, loaded once).
+    fn maybe_load_extras(&mut self, ctx: &Context<Self>) {
+        let props = ctx.props();
+        let b = match (&self.b, &self.b_choice, self.compare_on) {
+            (Some(_), Some(SideB::Model(name)), true) => Some(name.clone()),
+            _ => None,
+        };
+        let initial = b.as_ref().filter(|_| self.tab == Tab::Gates).and_then(|b| {
+            let init = props.index.as_ref()?.initial_of(b)?.name.clone();
+            Some((b.clone(), init))
+        });
+        let preset = self.share.as_ref().and_then(|s| s.get().preset);
+        let reference = preset.as_deref().and_then(compare::preset).and_then(|p| {
+            let shown = b.as_deref() == Some(p.b) && props.name.as_str() == p.a;
+            Some((p.a.to_string(), p.reference.filter(|_| shown)?.to_string()))
+        });
+        for (aux, want) in [(Aux::InitialB, initial), (Aux::Reference, reference)] {
+            let slot = if aux == Aux::InitialB { &self.b_initial } else { &self.reference };
+            if matches!((&want, slot), (Some((of, name)), Some(i)) if i.of == *of && i.name == *name) {
+                continue;
+            }
+            let next = want.and_then(|(of, name)| self.load_aux(ctx, aux, of, name));
+            if aux == Aux::InitialB {
+                self.b_initial = next;
+            } else {
+                self.reference = next;
+            }
+        }
     }
 
     /// In compare mode, load model B beside the current model (once per model and choice); a B the
@@ -156,26 +204,12 @@ impl LabPanel {
         if self.b.as_ref().is_some_and(|b| b.of == a && b.name == label) {
             return;
         }
-        let trained = model.trained.clone();
-        let state = match &choice {
-            SideB::Trained => CompareState::Ready(trained.as_side_b()),
-            SideB::Model(name) => {
-                let client = trained.client();
-                client.on_aux(trained.id(), ctx.link().callback(LabMsg::Aux));
-                client.send(&ToWorker::LoadAux { of: trained.id(), aux: Aux::B, name: name.clone() });
-                CompareState::Loading(format!("loading {name}…").into())
+        self.b = match &choice {
+            SideB::Trained => {
+                Some(Initial { of: a, name: label, state: CompareState::Ready(model.trained.as_side_b()) })
             }
+            SideB::Model(name) => self.load_aux(ctx, Aux::B, a, name.clone()),
         };
-        self.b = Some(Initial { of: a, name: label, state });
-    }
-
-    /// Model B for the views, when compare mode shows one.
-    fn compare_b(&self) -> Option<Compare> {
-        self.b.as_ref().map(|b| Compare {
-            name: b.name.clone().into(),
-            of: b.of.clone().into(),
-            state: b.state.clone(),
-        })
     }
 
     /// Model B, ready.
@@ -197,6 +231,10 @@ impl LabPanel {
             .into_iter()
             .filter(|m| props.index.as_ref().is_some_and(|i| i.get(m).is_none()))
             .collect();
+        let missing: Vec<&str> = missing
+            .into_iter()
+            .chain(p.reference.filter(|r| props.index.as_ref().is_some_and(|i| i.get(r).is_none())))
+            .collect();
         if !missing.is_empty() {
             self.preset_error = Some(format!(
                 "{} needs the model(s) {}, which this site's models index does not list",
@@ -216,6 +254,7 @@ impl LabPanel {
             props.on_pick.emit(p.a.to_string());
         } else {
             self.maybe_load_b(ctx);
+            self.maybe_load_extras(ctx);
         }
     }
 
@@ -233,24 +272,7 @@ impl LabPanel {
         if self.initial.as_ref().is_some_and(|i| i.of == model) {
             return;
         }
-        let name = init.to_string();
-        self.initial = Some(Initial {
-            of: model,
-            name: name.clone(),
-            state: CompareState::Loading(format!("loading {name}…").into()),
-        });
-        let Some(trained) = props.model.as_ref().map(|m| m.trained.clone()) else { return };
-        let client = trained.client();
-        client.on_aux(trained.id(), ctx.link().callback(LabMsg::Aux));
-        client.send(&ToWorker::LoadAux { of: trained.id(), aux: Aux::Initial, name });
-    }
-
-    fn compare(&self) -> Option<Compare> {
-        self.initial.as_ref().map(|i| Compare {
-            name: i.name.clone().into(),
-            of: i.of.clone().into(),
-            state: i.state.clone(),
-        })
+        self.initial = self.load_aux(ctx, Aux::Initial, model, init.to_string());
     }
 }
 
@@ -266,6 +288,8 @@ impl Component for LabPanel {
             b_choice: url.b.clone(),
             compare_on: url.compare == Some(true),
             b: None,
+            b_initial: None,
+            reference: None,
             preset_error: None,
             share,
             heldout: None,
@@ -286,6 +310,8 @@ impl Component for LabPanel {
             // A new load started: what belonged to the previous model goes.
             self.initial = None;
             self.b = None;
+            self.b_initial = None;
+            self.reference = None;
             self.trained_ppl = None;
         }
         let trained = props.model.as_ref().map(|m| &m.trained);
@@ -306,6 +332,7 @@ impl Component for LabPanel {
                     share.update(|s| s.tab = Some(tab));
                 }
                 self.maybe_load_initial(ctx);
+                self.maybe_load_extras(ctx);
             }
             LabMsg::Heldout(result) => {
                 self.heldout = Some(match result {
@@ -337,6 +364,7 @@ impl Component for LabPanel {
                 }
                 self.preset_error = None;
                 self.maybe_load_b(ctx);
+                self.maybe_load_extras(ctx);
             }
             LabMsg::PickB(code) => {
                 self.preset_error = None;
@@ -356,6 +384,7 @@ impl Component for LabPanel {
                     }
                 }
                 self.maybe_load_b(ctx);
+                self.maybe_load_extras(ctx);
             }
             LabMsg::Preset(id) => self.set_preset(ctx, id),
         }
@@ -407,6 +436,8 @@ impl LabPanel {
         let slot = match aux {
             Aux::Initial => self.initial.as_mut(),
             Aux::B => self.b.as_mut(),
+            Aux::InitialB => self.b_initial.as_mut(),
+            Aux::Reference => self.reference.as_mut(),
         };
         let Some(i) = slot.filter(|i| of == trained.id() && i.name == name) else { return false };
         match msg {
@@ -420,7 +451,11 @@ impl LabPanel {
                 i.state = match result {
                     Ok(meta) => {
                         let m = ModelRef::new(trained.client(), meta);
-                        CompareState::Ready(if aux == Aux::B { m.as_side_b() } else { m })
+                        CompareState::Ready(match aux {
+                            Aux::B | Aux::InitialB => m.as_side_b(),
+                            Aux::Reference => m.as_reference(),
+                            Aux::Initial => m,
+                        })
                     }
                     Err(e) => CompareState::Failed(format!("Could not load {}: {e}", i.name).into()),
                 };
@@ -491,12 +526,23 @@ impl LabPanel {
         let (props, link) = (ctx.props(), ctx.link());
         let engine = model.current.clone();
         let on_laa = link.callback(|(name, layers)| LabMsg::Laa(name, layers));
-        let b = self.compare_b();
         let side = self.side_model();
+        let aux = |i: &Option<Initial>| {
+            i.as_ref().map(|i| Compare {
+                name: i.name.clone().into(),
+                of: i.of.clone().into(),
+                state: i.state.clone(),
+            })
+        };
+        let b = aux(&self.b);
         let trace = |kind| {
-            let compare = if kind == TraceKind::Gates { self.compare() } else { None };
+            let gates = kind == TraceKind::Gates;
+            let compare = if gates { aux(&self.initial) } else { None };
+            let b_initial = if gates { aux(&self.b_initial) } else { None };
+            let reference = if kind == TraceKind::Laa { aux(&self.reference) } else { None };
             html! { <TraceViewComp kind={kind} engine={engine.clone()} text={props.text.clone()}
-            laa_overlay={self.laa_overlay.clone()} on_laa={on_laa.clone()} compare={compare} b={b.clone()} /> }
+            laa_overlay={self.laa_overlay.clone()} on_laa={on_laa.clone()} compare={compare} b={b.clone()}
+            b_initial={b_initial} reference={reference} /> }
         };
         match self.tab {
             Tab::Kernels => html! {

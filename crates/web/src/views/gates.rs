@@ -49,84 +49,109 @@ pub fn intro() -> (&'static str, &'static str, Html) {
 }
 
 pub enum GatesMsg {
-    /// Compute the comparison checkpoint's gate statistics on the current text.
-    Start,
+    /// Compute the gate statistics of A's (0) or B's (1) initial checkpoint on the current text.
+    Start(usize),
     Done {
+        side: usize,
         run: u32,
         result: Result<Rc<Vec<GateStats>>, String>,
     },
 }
 
-/// Gate statistics of the comparison checkpoint.
+/// Gate statistics of the initial checkpoints of A and (compare mode) B.
 #[derive(Default)]
 pub struct GatesState {
-    run: u32,
+    run: [u32; 2],
     /// `None` while computing (or without a checkpoint to compare with).
-    gates: Option<Result<Rc<Vec<GateStats>>, String>>,
+    gates: [Option<Result<Rc<Vec<GateStats>>, String>>; 2],
 }
 
 impl GatesState {
     /// Apply `msg`; `send` takes the computation's answer. True when the view changes.
     pub fn update(&mut self, msg: GatesMsg, props: &TraceProps, send: &Callback<GatesMsg>) -> bool {
         match msg {
-            GatesMsg::Start => {
-                self.run = self.run.wrapping_add(1);
-                self.gates = None;
-                let Some(CompareState::Ready(engine)) = props.compare.as_ref().map(|c| &c.state) else {
+            GatesMsg::Start(side) => {
+                let Some(gates) = self.gates.get_mut(side) else { return false };
+                *gates = None;
+                self.run[side] = self.run[side].wrapping_add(1);
+                let checkpoint = if side == 0 { &props.compare } else { &props.b_initial };
+                let Some(CompareState::Ready(engine)) = checkpoint.as_ref().map(|c| &c.state) else {
                     return true;
                 };
                 if props.kind != TraceKind::Gates {
                     return true;
                 }
-                let (run, send) = (self.run, send.clone());
+                let (run, send) = (self.run[side], send.clone());
                 let (model, text) = (engine.clone(), props.text.clone());
                 spawn_local(async move {
                     let result = model.gate_stats(&text).await.map(Rc::new);
-                    send.emit(GatesMsg::Done { run, result });
+                    send.emit(GatesMsg::Done { side, run, result });
                 });
             }
-            GatesMsg::Done { run, result } => {
-                if run != self.run {
+            GatesMsg::Done { side, run, result } => {
+                if self.run.get(side) != Some(&run) || matches!(&result, Err(e) if e == "superseded") {
                     return false;
                 }
-                self.gates = Some(result);
+                self.gates[side] = Some(result);
             }
         }
         true
     }
 
     /// ReGLA Fig. 4: the gate histograms of the initial checkpoint beside the trained model's, on the
-    /// same text (so the same number of tokens).
-    pub fn view_fig4(&self, props: &TraceProps, t: &TraceView) -> Html {
-        let Some(compare) = &props.compare else {
+    /// same text (so the same number of tokens); in compare mode, model B's below A's when the
+    /// index lists B's initial checkpoint too.
+    pub fn view_fig4(&self, props: &TraceProps, t: &TraceView, b: Option<&TraceView>) -> Html {
+        let Some(first) = props.compare.as_ref().or(props.b_initial.as_ref()) else {
             return html! {};
         };
-        let trained_name = compare.of.to_string();
-        let (state, body) = match (&compare.state, &self.gates) {
-            (CompareState::Loading(status), _) => {
-                ("loading", html! { <p class="muted">{ status.as_str() }</p> })
-            }
-            (CompareState::Failed(e), _) => ("failed", html! { <p class="error">{ e.as_str() }</p> }),
-            (CompareState::Ready(_), None) => {
-                ("computing", html! { <p class="muted">{ "computing the initial checkpoint's gates…" }</p> })
-            }
-            (CompareState::Ready(_), Some(Err(e))) => ("failed", html! { <p class="error">{ e }</p> }),
-            (CompareState::Ready(_), Some(Ok(initial))) => {
-                ("ready", fig4_pairs(t, initial, &compare.name, &trained_name))
-            }
+        // `side`: the id stem of its histograms and table (`fig4` for A, `fig4-b` for B).
+        let block = |side: &str,
+                     compare: &Compare,
+                     gates: &Option<Result<Rc<Vec<GateStats>>, String>>,
+                     t: Option<&TraceView>| {
+            let (state, body) = match (&compare.state, gates, t) {
+                (CompareState::Loading(status), _, _) => {
+                    ("loading", html! { <p class="muted">{ status.as_str() }</p> })
+                }
+                (CompareState::Failed(e), _, _) => ("failed", html! { <p class="error">{ e.as_str() }</p> }),
+                (CompareState::Ready(_), None, _) | (_, _, None) => (
+                    "computing",
+                    html! { <p class="muted">{ "computing the initial checkpoint's gates…" }</p> },
+                ),
+                (CompareState::Ready(_), Some(Err(e)), _) => ("failed", html! { <p class="error">{ e }</p> }),
+                (CompareState::Ready(_), Some(Ok(initial)), Some(t)) => {
+                    ("ready", fig4_pairs(side, t, initial, &compare.name, &compare.of))
+                }
+            };
+            (state, body)
         };
+        let (state, body) = match &props.compare {
+            Some(c) => block("fig4", c, &self.gates[0], Some(t)),
+            None => ("none", html! {}),
+        };
+        let b_block = props.b_initial.as_ref().map(|c| {
+            let (state, body) = block("fig4-b", c, &self.gates[1], b);
+            html! { <div id="fig4-b" data-state={state} data-initial={c.name.clone()}>
+            <h4>{ format!("B {}: {} before, {} after", c.of, c.name, c.of) }</h4>{ body }</div> }
+        });
+        let a_title = props.compare.as_ref().filter(|_| b_block.is_some()).map(|c| {
+            html! { <h4>{ format!("A {}: {} before, {} after", c.of, c.name, c.of) }</h4> }
+        });
         html! {
-            <section id="fig4" class="fig4" data-state={state} data-initial={compare.name.clone()}>
+            <section id="fig4" class="fig4" data-state={state} data-initial={first.name.clone()}>
                 <h3>{ "Before and after training (ReGLA Fig. 4)" }</h3>
                 <p>
                     { format!("ReGLA (Lu et al., 2025, Fig. 4) initialises the forget-gate biases at extreme values, so that \
                        the gates start saturated near 0 or 1, and tracks them through training. The paper's claim: \
                        a plain sigmoid gate (GLA) stays stuck at the extremes, because its gradient σ(1−σ) all but \
                        vanishes there, while ReGLA's refining gate lets the values spread into the useful middle \
-                       range. Left: the untrained starting point {}; right: the trained model {}; both run on \
-                       the same text, cut to the same {} tokens.", compare.name, trained_name, t.labels.len()) }
+                       range. In each pair, left: the untrained starting point; right: the trained model (each named \
+                       above its histogram); all run on the same text, cut to the same {} tokens.", t.labels.len()) }
                 </p>
+                { for a_title }
                 { body }
+                { for b_block }
             </section>
         }
     }
@@ -199,13 +224,19 @@ pub fn view(model: &str, t: &TraceView, query: Option<usize>) -> Html {
     }
 }
 
-fn fig4_pairs(t: &TraceView, initial: &[GateStats], initial_name: &str, trained_name: &str) -> Html {
+fn fig4_pairs(
+    side: &str,
+    t: &TraceView,
+    initial: &[GateStats],
+    initial_name: &str,
+    trained_name: &str,
+) -> Html {
     let trained: Vec<&GateStats> = t.gates.iter().filter(|g| g.head.is_none()).collect();
     let cell = |which: &str, name: &str, g: &GateStats, color: &str| {
         html! {
             <div class="fig4-cell" data-which={which.to_string()} data-layer={g.layer.to_string()}
                 data-quantity={g.quantity.clone()} data-saturation={format!("{}", g.saturation)}>
-                { gate_figure(format!("fig4-{which}-{}-{}", g.layer, g.quantity),
+                { gate_figure(format!("{side}-{which}-{}-{}", g.layer, g.quantity),
                     format!("{name} · layer {} {} (saturated {:.1}%)", g.layer, g.quantity.to_uppercase(), 100.0 * g.saturation),
                     g, color, name) }
             </div>
@@ -236,7 +267,7 @@ fn fig4_pairs(t: &TraceView, initial: &[GateStats], initial_name: &str, trained_
     html! {
         <>
             <div class="fig4-grid">{ for pairs }</div>
-            <table class="table" id="fig4-table"><thead><tr><th>{ "layer" }</th><th>{ "gate" }</th>
+            <table class="table" id={format!("{side}-table")}><thead><tr><th>{ "layer" }</th><th>{ "gate" }</th>
                 <th>{ format!("saturated before ({initial_name})") }</th>
                 <th>{ format!("saturated after ({trained_name})") }</th></tr></thead>
                 <tbody>{ for rows }</tbody></table>

@@ -137,8 +137,13 @@ pub fn view(props: &TraceProps, t: &TraceView, query: Option<usize>) -> Html {
 }
 
 /// Compare mode: both models' per-layer LAA curves on one axis (A solid, B dashed, a layer's
-/// colour on both sides) with the uniform baseline, as each model's own view draws them.
-pub fn view_compare(t: &TraceView, b: &super::attention::SideB) -> Html {
+/// colour on both sides) with the uniform baseline, as each model's own view draws them; a preset's
+/// reference model (`(name, trace)`, TransNormer Fig. 2's softmax model) wide and pale.
+pub fn view_compare(
+    t: &TraceView,
+    b: &super::attention::SideB,
+    reference: Option<(&str, &TraceView)>,
+) -> Html {
     let xs: Vec<f64> = (0..attnlab_core::analysis::LAA_POINTS).map(|k| k as f64 / 100.0).collect();
     let lines = |tr: &TraceView| {
         tr.summaries
@@ -149,14 +154,22 @@ pub fn view_compare(t: &TraceView, b: &super::attention::SideB) -> Html {
             })
             .collect()
     };
-    let mut series: Vec<Series> = compare::overlay(b.a_name, lines(t), b.name, lines(b.trace))
+    let mut lines_all = compare::overlay(b.a_name, lines(t), b.name, lines(b.trace));
+    if let Some((name, r)) = reference {
+        lines_all.extend(compare::side_lines(compare::Side::Reference, name, lines(r)));
+    }
+    let mut series: Vec<Series> = lines_all
         .into_iter()
-        .map(|l| Series {
-            label: l.label,
-            color: PALETTE[l.index % PALETTE.len()].into(),
-            points: l.points,
-            dashed: l.side == compare::Side::B,
-            width: LINE,
+        .map(|l| {
+            let (color, reference) = (PALETTE[l.index % PALETTE.len()], l.side == compare::Side::Reference);
+            Series {
+                label: l.label,
+                // The reference wide and translucent (#rrggbbaa), behind A's and B's lines.
+                color: if reference { format!("{color}66") } else { color.into() },
+                points: l.points,
+                dashed: l.side == compare::Side::B,
+                width: if reference { 4.0 } else { LINE },
+            }
         })
         .collect();
     let uniform = laa_uniform(t.labels.len());
@@ -167,19 +180,29 @@ pub fn view_compare(t: &TraceView, b: &super::attention::SideB) -> Html {
         dashed: true,
         width: 0.8,
     });
+    let auc = |tr: Option<&TraceView>, layer: usize| {
+        tr.and_then(|tr| tr.summaries.iter().find(|o| o.layer == layer)).map(|o| o.laa.auc)
+    };
     let rows = t.summaries.iter().map(|s| {
-        let other = b.trace.summaries.iter().find(|o| o.layer == s.layer);
+        let (other, r) = (auc(Some(b.trace), s.layer), auc(reference.map(|r| r.1), s.layer));
+        let cell = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_else(|| "–".into());
         html! { <tr data-layer={s.layer.to_string()} data-auc-a={format!("{}", s.laa.auc)}
-            data-auc-b={other.map(|o| format!("{}", o.laa.auc)).unwrap_or_default()}>
-            <td>{ s.layer }</td><td class="num">{ format!("{:.4}", s.laa.auc) }</td>
-            <td class="num">{ other.map(|o| format!("{:.4}", o.laa.auc)).unwrap_or_else(|| "–".into()) }</td></tr> }
+        data-auc-b={other.map(|o| format!("{o}")).unwrap_or_default()}>
+        <td>{ s.layer }</td><td class="num">{ format!("{:.4}", s.laa.auc) }</td>
+        <td class="num">{ cell(other) }</td>
+        if reference.is_some() { <td class="num">{ cell(r) }</td> }</tr> }
     });
+    let ref_name = reference.map(|r| r.0);
+    let (vs, and) = ref_name.map(|r| (format!(", {r} (wide)"), format!(" and {r}"))).unwrap_or_default();
+    let sep = if ref_name.is_some() { "," } else { " vs" };
+    let title = format!("LAA per layer: A {} (solid){sep} B {} (dashed){vs}", b.a_name, b.name);
+    let caption = format!("{}{and}", compare::caption_model(b.a_name, b.name, false));
     html! {
         <section class="compare-block" id="laa-compare-block">
-            <h3>{ format!("Compare: A {} vs B {}", b.a_name, b.name) }</h3>
+            <h3>{ format!("Compare: A {} vs B {}{and}", b.a_name, b.name) }</h3>
             <Figure chart={Rc::new(LineChart {
                 id: "laa-compare".into(),
-                title: format!("LAA per layer: A {} (solid) vs B {} (dashed)", b.a_name, b.name),
+                title,
                 x_label: "window ratio r (share of the n nearest keys)".into(),
                 y_label: "LAA(r)".into(),
                 log_x: false,
@@ -187,9 +210,10 @@ pub fn view_compare(t: &TraceView, b: &super::attention::SideB) -> Html {
                 series,
                 markers: vec![],
                 legend_below: true,
-            })} model={compare::caption_model(b.a_name, b.name, false)} />
+            })} model={caption} />
             <table class="table" id="laa-compare-table"><thead><tr><th>{ "layer" }</th>
-                <th>{ format!("LAA AUC A {}", b.a_name) }</th><th>{ format!("LAA AUC B {}", b.name) }</th></tr></thead>
+                <th>{ format!("LAA AUC A {}", b.a_name) }</th><th>{ format!("LAA AUC B {}", b.name) }</th>
+                if let Some(r) = ref_name { <th>{ format!("LAA AUC {r}") }</th> }</tr></thead>
                 <tbody>{ for rows }</tbody></table>
         </section>
     }

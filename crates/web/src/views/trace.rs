@@ -21,6 +21,7 @@ use super::gates::{self, Compare, GatesMsg, GatesState};
 use super::laa;
 use super::strip::{LinkMsg, LinkState};
 use super::{LaaOverlay, LayerLaa, DEBOUNCE_MS};
+use crate::compare::Side;
 use crate::host::ModelRef;
 use crate::lab::TraceView;
 use crate::share::Share;
@@ -46,6 +47,12 @@ pub struct TraceProps {
     /// Compare mode: model B.
     #[prop_or_default]
     pub b: Option<Compare>,
+    /// Gate view, compare mode: B's initial checkpoint (Fig. 4 for B too).
+    #[prop_or_default]
+    pub b_initial: Option<Compare>,
+    /// LAA view: a preset's reference model, traced beside A and B (TransNormer Fig. 2's softmax).
+    #[prop_or_default]
+    pub reference: Option<Compare>,
 }
 
 impl TraceProps {
@@ -56,20 +63,28 @@ impl TraceProps {
             _ => None,
         }
     }
+
+    /// The reference model when it is ready.
+    fn reference_model(&self) -> Option<ModelRef> {
+        match self.reference.as_ref().map(|r| &r.state) {
+            Some(CompareState::Ready(m)) => Some(m.clone()),
+            _ => None,
+        }
+    }
 }
 
 pub enum TraceMsg {
     Start,
+    /// The trace of the page's model (A), model B (compare mode) or the reference model (a
+    /// preset's third model).
     Done {
+        side: Side,
         run: u32,
         result: Result<Rc<TraceView>, String>,
     },
     /// Model B's trace (compare mode).
     StartB,
-    DoneB {
-        run: u32,
-        result: Result<Rc<TraceView>, String>,
-    },
+    StartRef,
     Attention(AttentionMsg),
     Gates(GatesMsg),
     Link(LinkMsg),
@@ -84,6 +99,9 @@ pub struct TraceViewComp {
     run_b: u32,
     /// Model B's trace of the same text (compare mode); `None` while computing or without B.
     trace_b: Option<Result<Rc<TraceView>, String>>,
+    run_ref: u32,
+    /// The reference model's trace of the same text; `None` while computing or without one.
+    trace_ref: Option<Result<Rc<TraceView>, String>>,
     debounce: Option<Timeout>,
     attention: AttentionState,
     gates: GatesState,
@@ -93,6 +111,15 @@ pub struct TraceViewComp {
     strip: NodeRef,
     /// The page's URL state (stage, zoomed head, locked cell).
     share: Option<Share>,
+}
+
+/// Trace `text` on `side`'s `model` at `stage` and send the answer of run `run`.
+fn spawn_trace(ctx: &Context<TraceViewComp>, side: Side, model: ModelRef, stage: AttnStage, run: u32) {
+    let (link, text) = (ctx.link().clone(), ctx.props().text.clone());
+    spawn_local(async move {
+        let result = model.trace(&text, stage).await.map(Rc::new);
+        link.send_message(TraceMsg::Done { side, run, result });
+    });
 }
 
 impl TraceViewComp {
@@ -105,19 +132,32 @@ impl TraceViewComp {
     fn start(&mut self, ctx: &Context<Self>) {
         self.run = self.run.wrapping_add(1);
         self.running = true;
-        let (run, link) = (self.run, ctx.link().clone());
-        let (model, text) = (ctx.props().engine.clone(), ctx.props().text.clone());
         let stage = if ctx.props().kind == TraceKind::Attention {
             self.attention.stage
         } else {
             AttnStage::Probabilities
         };
-        spawn_local(async move {
-            let result = model.trace(&text, stage).await.map(Rc::new);
-            link.send_message(TraceMsg::Done { run, result });
-        });
-        ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start));
+        spawn_trace(ctx, Side::A, ctx.props().engine.clone(), stage, self.run);
+        ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start(0)));
+        ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start(1)));
         self.start_b(ctx);
+        self.start_ref(ctx);
+    }
+
+    /// Trace the reference model on the same text (its LAA joins the overlays).
+    fn start_ref(&mut self, ctx: &Context<Self>) {
+        self.run_ref = self.run_ref.wrapping_add(1);
+        self.trace_ref = None;
+        let Some(model) = ctx.props().reference_model() else { return };
+        spawn_trace(ctx, Side::Reference, model, AttnStage::Probabilities, self.run_ref);
+    }
+
+    /// Report a trace's LAA as model `name`'s for the overlay of the models seen in this page.
+    fn report_laa(ctx: &Context<Self>, name: String, t: &TraceView) {
+        if !t.summaries.is_empty() {
+            let layers = t.summaries.iter().map(|s| (s.layer, s.laa.auc, s.laa.curve.clone())).collect();
+            ctx.props().on_laa.emit((name, layers));
+        }
     }
 
     /// Trace model B on the same text at the same stage (compare mode).
@@ -126,16 +166,12 @@ impl TraceViewComp {
         self.trace_b = None;
         self.attention.fit_b(None);
         let Some(model) = ctx.props().b_model() else { return };
-        let (run, link, text) = (self.run_b, ctx.link().clone(), ctx.props().text.clone());
         let stage = if ctx.props().kind == TraceKind::Attention {
             self.attention.stage
         } else {
             AttnStage::Probabilities
         };
-        spawn_local(async move {
-            let result = model.trace(&text, stage).await.map(Rc::new);
-            link.send_message(TraceMsg::DoneB { run, result });
-        });
+        spawn_trace(ctx, Side::B, model, stage, self.run_b);
     }
 
     /// A finished trace: report its LAA for the overlay and show it.
@@ -144,11 +180,7 @@ impl TraceViewComp {
         match result {
             Ok(t) => {
                 self.error = None;
-                if !t.summaries.is_empty() {
-                    let layers =
-                        t.summaries.iter().map(|s| (s.layer, s.laa.auc, s.laa.curve.clone())).collect();
-                    ctx.props().on_laa.emit((ctx.props().engine.info().name.clone(), layers));
-                }
+                Self::report_laa(ctx, ctx.props().engine.info().name.clone(), &t);
                 let problem = self.attention.fit(&t);
                 if let Some(share) = &self.share {
                     share.checked("layer", problem);
@@ -169,17 +201,30 @@ impl TraceViewComp {
         Some(attention::SideB { a_name: &b.of, name: &b.name, trace })
     }
 
-    /// Where model B stands while it has no trace to show (`#compare-b-status`).
+    /// The reference model's name and trace, once traced.
+    fn side_ref<'a>(&'a self, props: &'a TraceProps) -> Option<(&'a str, &'a TraceView)> {
+        let r = props.reference.as_ref()?;
+        Some((r.name.as_str(), self.trace_ref.as_ref()?.as_ref().ok()?))
+    }
+
+    /// Where model B, then the reference model, stands while it has no trace to show
+    /// (`#compare-b-status`, `#compare-ref-status`).
     fn b_status(&self, props: &TraceProps) -> Html {
-        let Some(b) = &props.b else { return html! {} };
-        let (state, text) = match (&b.state, &self.trace_b) {
-            (CompareState::Loading(s), _) => ("loading", s.to_string()),
-            (CompareState::Failed(e), _) => ("failed", e.to_string()),
-            (CompareState::Ready(_), None) => ("computing", format!("computing B {}'s trace…", b.name)),
-            (CompareState::Ready(_), Some(Err(e))) => ("failed", format!("B {}: {e}", b.name)),
-            (CompareState::Ready(_), Some(Ok(_))) => return html! {},
-        };
-        html! { <p class="muted" id="compare-b-status" data-state={state}>{ text }</p> }
+        let models = [("b", "B ", &props.b, &self.trace_b), ("ref", "", &props.reference, &self.trace_ref)];
+        for (id, tag, model, trace) in models {
+            let Some(m) = model else { continue };
+            let (state, text) = match (&m.state, trace) {
+                (CompareState::Loading(s), _) => ("loading", s.to_string()),
+                (CompareState::Failed(e), _) => ("failed", e.to_string()),
+                (CompareState::Ready(_), None) => {
+                    ("computing", format!("computing {tag}{}'s trace…", m.name))
+                }
+                (CompareState::Ready(_), Some(Err(e))) => ("failed", format!("{tag}{}: {e}", m.name)),
+                (CompareState::Ready(_), Some(Ok(_))) => continue,
+            };
+            return html! { <p class="muted" id={format!("compare-{id}-status")} data-state={state}>{ text }</p> };
+        }
+        html! {}
     }
 }
 
@@ -197,6 +242,8 @@ impl Component for TraceViewComp {
             error: None,
             run_b: 0,
             trace_b: None,
+            run_ref: 0,
+            trace_ref: None,
             debounce: None,
             attention: AttentionState::of(&share.as_ref().map(Share::get).unwrap_or_default()),
             gates: GatesState::default(),
@@ -213,10 +260,16 @@ impl Component for TraceViewComp {
             self.schedule(ctx);
         } else {
             if ctx.props().compare != old.compare {
-                ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start));
+                ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start(0)));
+            }
+            if ctx.props().b_initial != old.b_initial {
+                ctx.link().send_message(TraceMsg::Gates(GatesMsg::Start(1)));
             }
             if ctx.props().b_model() != old.b_model() {
                 ctx.link().send_message(TraceMsg::StartB);
+            }
+            if ctx.props().reference_model() != old.reference_model() {
+                ctx.link().send_message(TraceMsg::StartRef);
             }
         }
         true
@@ -225,29 +278,33 @@ impl Component for TraceViewComp {
     fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
         match msg {
             TraceMsg::Start => self.start(ctx),
-            TraceMsg::Done { run, result } => {
-                if run != self.run {
+            TraceMsg::Done { side, run, result } => {
+                let current = match side {
+                    Side::A => self.run,
+                    Side::B => self.run_b,
+                    Side::Reference => self.run_ref,
+                };
+                if run != current || (side != Side::A && matches!(&result, Err(e) if e == "superseded")) {
                     return false;
                 }
-                self.done(ctx, result);
+                if side == Side::A {
+                    self.done(ctx, result);
+                    return true;
+                }
+                // B's and the reference's LAA join the overlay of the models seen in this page.
+                let model = if side == Side::B { &ctx.props().b } else { &ctx.props().reference };
+                if let (Ok(t), Some(m)) = (&result, model) {
+                    Self::report_laa(ctx, m.name.to_string(), t);
+                }
+                if side == Side::B {
+                    self.attention.fit_b(result.as_ref().ok().map(|t| &**t));
+                    self.trace_b = Some(result);
+                } else {
+                    self.trace_ref = Some(result);
+                }
             }
             TraceMsg::StartB => self.start_b(ctx),
-            TraceMsg::DoneB { run, result } => {
-                if run != self.run_b || matches!(&result, Err(e) if e == "superseded") {
-                    return false;
-                }
-                if let Ok(t) = &result {
-                    // B's LAA joins the overlay of the models seen in this page.
-                    if !t.summaries.is_empty() {
-                        let layers =
-                            t.summaries.iter().map(|s| (s.layer, s.laa.auc, s.laa.curve.clone())).collect();
-                        let name = ctx.props().b.as_ref().map(|b| b.name.to_string()).unwrap_or_default();
-                        ctx.props().on_laa.emit((name, layers));
-                    }
-                }
-                self.attention.fit_b(result.as_ref().ok().map(|t| &**t));
-                self.trace_b = Some(result);
-            }
+            TraceMsg::StartRef => self.start_ref(ctx),
             TraceMsg::Attention(msg) => {
                 let retrace = self.attention.update(msg);
                 if let Some(share) = &self.share {
@@ -314,13 +371,13 @@ impl Component for TraceViewComp {
                     TraceKind::Laa => html! { <>
                         { laa::view(props, t, query) }
                         { self.b_status(props) }
-                        { for self.side_b(props).map(|b| laa::view_compare(t, &b)) }
+                        { for self.side_b(props).map(|b| laa::view_compare(t, &b, self.side_ref(props))) }
                     </> },
                     TraceKind::Gates => html! { <>
                         { gates::view(&props.engine.info().name, t, query) }
                         { self.b_status(props) }
                         { for self.side_b(props).map(|b| gates::view_compare(t, &b)) }
-                        { self.gates.view_fig4(props, t) }
+                        { self.gates.view_fig4(props, t, self.side_b(props).map(|b| b.trace)) }
                     </> },
                 }
             }
