@@ -404,7 +404,11 @@ mod tests {
         };
         let cfg = ModelConfig::preset(variant, size).expect("preset");
         let model = Model::random(cfg.clone(), 3).expect("model");
-        let dir = std::env::temp_dir().join(format!("attnlab-web-lab-{variant}-{}", std::process::id()));
+        // One folder per call: tests of one process (cargo test's threads) build the same variant.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("attnlab-web-lab-{variant}-{}-{call}", std::process::id()));
         model.save_dir(&dir).expect("save");
         let c = std::fs::read(dir.join("config.json")).expect("config");
         let w = std::fs::read(dir.join("model.safetensors")).expect("weights");
