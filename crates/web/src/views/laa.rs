@@ -30,6 +30,21 @@ pub fn intro() -> (&'static str, &'static str, Html) {
 }
 
 /// The selected query's own LAA curve in every layer (mean over heads), dashed in its layer's colour.
+/// An LAA chart: LAA(r) against the window ratio r.
+fn laa_chart(id: &str, title: String, series: Vec<Series>, legend_below: bool) -> LineChart {
+    LineChart {
+        id: id.into(),
+        title,
+        x_label: "window ratio r (share of the n nearest keys)".into(),
+        y_label: "LAA(r)".into(),
+        log_x: false,
+        log_y: false,
+        series,
+        markers: vec![],
+        legend_below,
+    }
+}
+
 fn query_series(t: &TraceView, query: usize, curve: impl Fn(&[f64]) -> Vec<(f64, f64)>) -> Vec<Series> {
     let label = t.labels.get(query).map(|s| format!("{s:?}")).unwrap_or_default();
     t.attention
@@ -105,17 +120,8 @@ pub fn view(props: &TraceProps, t: &TraceView, query: Option<usize>) -> Html {
     });
     html! {
         <>
-            { html! { <Figure chart={Rc::new(LineChart {
-                id: "laa-chart".into(),
-                title: format!("locally accumulated attention, {n} tokens"),
-                x_label: "window ratio r (share of the n nearest keys)".into(),
-                y_label: "LAA(r)".into(),
-                log_x: false,
-                log_y: false,
-                series,
-                markers: vec![],
-                legend_below: false,
-            })} model={props.engine.info().name.clone()} /> } }
+            { html! { <Figure chart={Rc::new(laa_chart("laa-chart", format!("locally accumulated attention, {n} tokens"), series, false))}
+                model={props.engine.info().name.clone()} /> } }
             if !overlay.is_empty() {
                 { html! { <Figure chart={Rc::new(LineChart {
                     id: "laa-overlay".into(),
@@ -200,17 +206,7 @@ pub fn view_compare(
     html! {
         <section class="compare-block" id="laa-compare-block">
             <h3>{ format!("Compare: A {} vs B {}{and}", b.a_name, b.name) }</h3>
-            <Figure chart={Rc::new(LineChart {
-                id: "laa-compare".into(),
-                title,
-                x_label: "window ratio r (share of the n nearest keys)".into(),
-                y_label: "LAA(r)".into(),
-                log_x: false,
-                log_y: false,
-                series,
-                markers: vec![],
-                legend_below: true,
-            })} model={caption} />
+            <Figure chart={Rc::new(laa_chart("laa-compare", title, series, true))} model={caption} />
             <table class="table" id="laa-compare-table"><thead><tr><th>{ "layer" }</th>
                 <th>{ format!("LAA AUC A {}", b.a_name) }</th><th>{ format!("LAA AUC B {}", b.name) }</th>
                 if let Some(r) = ref_name { <th>{ format!("LAA AUC {r}") }</th> }</tr></thead>
