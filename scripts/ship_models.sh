@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ship the trained runs of scripts/train_shipped.sh: convert data/runs/<name> (f32 checkpoints) into
 # www/models/<name> with F16 weights (config.json, model.safetensors, history.json; the tokenizer once,
-# shared, in www/models/tokenizer.json), including the Fig. 4 initial checkpoints, check the 40 MB
+# shared, in www/models/tokenizer.json), including the Fig. 4 initial checkpoints, check the 80 MB
 # budget, then regenerate docs/results.md.
 #
 #   scripts/ship_models.sh            # every model listed in www/models/index.json
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ATTNLAB=${ATTNLAB:-target/release/attnlab}
 RUNS=${RUNS:-data/runs}
-BUDGET=$((40 * 1000 * 1000))  # 40 MB
+BUDGET=$((80 * 1000 * 1000))  # 80 MB (issue 14: the reshipped set with seeds)
 names=$(grep -o '"name": *"[a-z0-9-]*"' www/models/index.json | sed 's/.*"\([a-z0-9-]*\)"$/\1/')
 for name in $names; do
   [ -f "$RUNS/$name/model.safetensors" ] || { echo "missing run $RUNS/$name (train it with scripts/train_shipped.sh)"; exit 1; }
@@ -25,7 +25,7 @@ for name in $names; do
 done
 total=$(du -cb www/models | tail -1 | cut -f1)
 echo "www/models: $total bytes (budget $BUDGET)"
-[ "$total" -le "$BUDGET" ] || { echo "over the 40 MB budget"; exit 1; }
+[ "$total" -le "$BUDGET" ] || { echo "over the 80 MB budget"; exit 1; }
 if [ "${REPORT:-1}" = 1 ]; then
   # TransNormer Table 7 (speed and memory against length): one single-threaded bench per model.
   mkdir -p docs/results/bench

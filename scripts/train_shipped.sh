@@ -7,6 +7,7 @@
 #
 #   scripts/train_shipped.sh            # all models
 #   scripts/train_shipped.sh alibi mep  # some of them
+#   NAME-seedK trains NAME with seed K (init and data order): a second seed for `attnlab report`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ATTNLAB=${ATTNLAB:-target/release/attnlab}
@@ -15,13 +16,13 @@ DATA=${DATA:-data/brown}
 RUNS=${RUNS:-data/runs}
 LANES=${LANES:-2}
 # Order: slow (linear-family) runs interleaved with fast ones so both lanes stay busy.
-ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4)
+ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4 alibi-seed1 mep-seed1)
 MODELS=("${ALL[@]}")
 [ "$#" -gt 0 ] && MODELS=("$@")
 mkdir -p "$RUNS"
 
 train_one() {
-  local name=$1 args=()
+  local name=$1 args=() seed=0
   case "$name" in
     # ReGLA Fig. 4: gate biases at ±6 (activations at ~0 and ~1) before training; the initial model
     # is kept as <name>-init. GLA uses a plain sigmoid gate here (normalizer 1), like the paper's
@@ -34,12 +35,13 @@ train_one() {
           --tokenizer "$DATA/tokenizer.json" --out "$RUNS/$name-init" --force >/dev/null
       fi
       args=(--init "$RUNS/$name-init") ;;
+    *-seed[0-9]*) args=(--variant "${name%-seed*}"); seed=${name##*-seed} ;;  # seed K of NAME
     *) args=(--variant "$name") ;;
   esac
   local resume=()
   [ -f "$RUNS/$name/checkpoint/state.json" ] && resume=(--resume)
   RAYON_NUM_THREADS=1 "$ATTNLAB" --json train "${args[@]}" "${resume[@]}" --data "$DATA" --out "$RUNS/$name" \
-    --steps "$STEPS" --batch 16 --seq-len 128 --warmup 50 --val-every 100 --val-batches 8 --seed 0 \
+    --steps "$STEPS" --batch 16 --seq-len 128 --warmup 50 --val-every 100 --val-batches 8 --seed "$seed" \
     >"$RUNS/$name.json" 2>"$RUNS/$name.log" && echo "trained $name" || { echo "FAILED $name (see $RUNS/$name.log)"; return 1; }
 }
 export -f train_one

@@ -781,7 +781,8 @@ fn shipped_models_load_and_generate() {
             bytes += f.unwrap().metadata().unwrap().len();
         }
     }
-    assert!(bytes <= 40_000_000, "www/models holds {bytes} bytes, over 40 MB");
+    // Issue 14: the shipped set (with seeds) stays within 80 MB.
+    assert!(bytes <= 80_000_000, "www/models holds {bytes} bytes, over 80 MB");
 }
 
 /// A model folder in an indexed collection may leave its tokenizer to the shared

@@ -116,7 +116,9 @@ struct Training {
 #[derive(Debug, Clone, Serialize)]
 struct LengthScore {
     length: usize,
-    /// Mean loss of each window (nats/token), in text order: the bootstrap's raw material.
+    /// Mean loss of each window (nats/token), in text order: the bootstrap's raw material (not in
+    /// results.json, which the page loads: ~20× its size).
+    #[serde(skip)]
     window_nll: Vec<f64>,
     /// Mean loss over the windows' positions, in bins doubling from position 1: (first, last, nll).
     position_nll: Vec<(usize, usize, f64)>,
@@ -773,7 +775,7 @@ impl Context<'_> {
                         .collect();
                     match stats::mean_std(&v) {
                         (m, _) if v.len() == 1 => num(m, 1),
-                        (m, sd) if v.len() > 1 => format!("{} ± {}", num(m, 1), num(sd, 1)),
+                        (m, sd) if v.len() > 1 => format!("{} ± {sd:.2}", num(m, 1)),
                         _ => "–".into(),
                     }
                 })
