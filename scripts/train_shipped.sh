@@ -8,6 +8,7 @@
 #   scripts/train_shipped.sh            # all models
 #   scripts/train_shipped.sh alibi mep  # some of them
 #   NAME-seedK trains NAME with seed K (init and data order): a second seed for `attnlab report`
+#   NAME with scripts/configs/NAME.json trains that config (the MEP Table 3/4 ablations)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ATTNLAB=${ATTNLAB:-target/release/attnlab}
@@ -16,7 +17,7 @@ DATA=${DATA:-data/brown}
 RUNS=${RUNS:-data/runs}
 LANES=${LANES:-2}
 # Order: slow (linear-family) runs interleaved with fast ones so both lanes stay busy.
-ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4 alibi-seed1 mep-seed1)
+ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4 alibi-seed1 mep-seed1 alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss)
 MODELS=("${ALL[@]}")
 [ "$#" -gt 0 ] && MODELS=("$@")
 mkdir -p "$RUNS"
@@ -36,7 +37,9 @@ train_one() {
       fi
       args=(--init "$RUNS/$name-init") ;;
     *-seed[0-9]*) args=(--variant "${name%-seed*}"); seed=${name##*-seed} ;;  # seed K of NAME
-    *) args=(--variant "$name") ;;
+    # Ablations with their own config (MEP Table 4 uniform slopes, Table 3 kernel mixes).
+    *) if [ -f "scripts/configs/$name.json" ]; then args=(--config "scripts/configs/$name.json")
+       else args=(--variant "$name"); fi ;;
   esac
   local resume=()
   [ -f "$RUNS/$name/checkpoint/state.json" ] && resume=(--resume)

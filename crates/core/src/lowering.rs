@@ -9,6 +9,7 @@
 //!   block, softmax (or ReLU + SimpleRMSNorm for TransNormer T1 Diag blocks). KV cache.
 //! * [`LinearLowering`]: the gated linear scan `S_t = diag(exp(lg_t)) S_{t−1} + φk_t v_tᵀ`,
 //!   `o_t = S_tᵀ φq_t` (Yang et al., "Gated Linear Attention Transformers", §2, Eq. 3; ReGLA §3.1),
+//!   with an optional value-axis decay `S_t = (e^{lg_t} e^{lgv_t}ᵀ) ⊙ S_{t−1} + φk_t v_tᵀ` (Fast Decay),
 //!   built from a feature map per side, an optional position transform, a log-gate source, an
 //!   optional denominator and an output post-processing step.
 
@@ -171,6 +172,19 @@ pub enum Gate {
     /// `lg = ln(β + (1 − β)·σ(f))` with a per-channel lower bound `β` (`[H·dh]`), and the scan's key is
     /// `1 − e^{lg} = (1 − β)·σ(−f)`. The key's feature map is not used.
     KeyForget { lower_bound: Vec<f32>, learned: Option<LowerBoundRow> },
+    /// Fast Decay's two-sided outer-product gate `G_t = σ(W_z x + b_z) σ(W_f x + b_f)ᵀ` (ReGLA §2.1,
+    /// Eqs. 9–10; Mao, "Fine-Tuning Pre-trained Transformers into Decaying Fast Weights", 2022):
+    /// `lg = lnσ(W_f x + b_f)` on the key axis (`dk` per head) and `lgv = lnσ(W_z x + b_z)` on the
+    /// value axis (`head_dim` per head); the scan decays state entry `(j, v)` by `e^{lg_j + lgv_v}`.
+    /// Full-rank, no normaliser, no denominator.
+    TwoSided { wf: Learned<Linear>, bf: Learned<Vec<f32>>, wz: Learned<Linear>, bz: Learned<Vec<f32>> },
+}
+
+impl Gate {
+    /// True when the gate also decays along the value axis ([`Gate::TwoSided`]).
+    pub fn has_value_side(&self) -> bool {
+        matches!(self, Gate::TwoSided { .. })
+    }
 }
 
 /// Row `row` of `cumsoftmax(tensor)` over its first axis, minus the first row's softmax: HGRN's

@@ -191,6 +191,13 @@ fn log_gate(
             let other = ((log_sigmoid(&ar)? + log_sigmoid(&ag.neg()?)?)? + std::f64::consts::LN_2)?;
             (Gate::PerChannel((&lsg + log_add_exp(&lsg, &other)?)?.minimum(0.0)?), None)
         }
+        LwGate::TwoSided { wf, bf, wz, bz } => {
+            // Fast Decay (ReGLA §2.1, Eq. 10): lnσ(W_f x + b_f) on the key axis, lnσ(W_z x + b_z) on
+            // the value axis.
+            let pz = linear(u, m.w(&wz.name)?)?.broadcast_add(m.w(&bz.name)?)?;
+            let z = heads(&pz, h, pz.dim(2)? / h)?;
+            (Gate::TwoSided(log_sigmoid(&proj(&wf.name, &bf.name)?)?, log_sigmoid(&z)?), None)
+        }
         LwGate::KeyForget { lower_bound, learned } => {
             let beta = match learned {
                 Some(row) => lower_bound_row(m, row)?,
@@ -593,6 +600,8 @@ enum Gate {
     PerHead(Vec<f64>),
     /// Per-token, per-channel log-gates `[B, H, T, dk]`, all `≤ 0` (GLA, ReGLA).
     PerChannel(Tensor),
+    /// Key-axis log-gates `[B, H, T, dk]` and value-axis log-gates `[B, H, T, dh]` (Fast Decay).
+    TwoSided(Tensor, Tensor),
 }
 
 /// Gated linear attention (§5.6) for features `fq, fk: [B, H, T, dk]`, values `v: [B, H, T, dh]`;
@@ -607,14 +616,13 @@ fn linear_attention(
     let (_, h, t, _) = fq.dims4()?;
     let dev = fq.device();
     let decay = match gate {
-        Gate::PerChannel(lg) => {
-            if den_eps.is_some() {
-                return Err(TrainError::Candle(candle_core::Error::Msg(
-                    "per-channel gates with a denominator are not part of the catalog".into(),
-                )));
-            }
-            return gated_chunked(fq, fk, v, lg);
+        Gate::PerChannel(_) | Gate::TwoSided(..) if den_eps.is_some() => {
+            return Err(TrainError::Candle(candle_core::Error::Msg(
+                "per-channel gates with a denominator are not part of the catalog".into(),
+            )));
         }
+        Gate::PerChannel(lg) => return gated_chunked(fq, fk, v, lg, None),
+        Gate::TwoSided(lg, lgv) => return gated_chunked(fq, fk, v, lg, Some(lgv)),
         Gate::None => window_mask(t, Window::Causal, dev)?.reshape((1, 1, t, t))?,
         Gate::PerHead(lg) => {
             let mut d = Vec::with_capacity(h * t * t);
@@ -635,8 +643,10 @@ fn linear_attention(
     }
 }
 
-/// Chunked gated form with per-channel log-gates (module docs): every exponent is `≤ 0`.
-fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor) -> Result<Tensor> {
+/// Chunked gated form with per-channel log-gates (module docs): every exponent is `≤ 0`. With
+/// value-axis log-gates `lgv: [B, H, T, dh]` (Fast Decay) the term of token s in output i is also
+/// scaled by `e^{c_i − c_s}` per value channel, `c` the chunk-local cumulative `lgv`.
+fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor, lgv: Option<&Tensor>) -> Result<Tensor> {
     let (b, h, t, dk) = fq.dims4()?;
     let dh = v.dim(3)?;
     let dev = fq.device();
@@ -650,8 +660,12 @@ fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor) -> Result<Te
         let vv = v.narrow(2, c0, n)?;
         // b_i = Σ_{u=c0..i} lg_u, chunk-local and inclusive.
         let bc = lg.narrow(2, c0, n)?.contiguous()?.cumsum(2)?;
-        // Inter-chunk: (φq ⊙ e^{b_i}) · S_start.
-        let inter = (&q * bc.exp()?)?.matmul(&state)?;
+        let cv = lgv.map(|l| l.narrow(2, c0, n)?.contiguous()?.cumsum(2)).transpose()?;
+        // Inter-chunk: (φq ⊙ e^{b_i}) · S_start (⊙ e^{c_i}).
+        let mut inter = (&q * bc.exp()?)?.matmul(&state)?;
+        if let Some(cv) = &cv {
+            inter = (inter * cv.exp()?)?;
+        }
         let p = if bc.min_all()?.to_scalar::<f32>()? >= FACTORED_MIN_LOG_DECAY {
             // Mild decay inside the chunk: e^{b_i − b_s} = e^{b_i}·e^{−b_s} with e^{−b_s} ≤ e^{40}, so
             // the pairwise weights are one masked matmul.
@@ -667,32 +681,64 @@ fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor) -> Result<Te
             let qk = q.unsqueeze(3)?.broadcast_mul(&k.unsqueeze(2)?)?;
             (qk * e)?.sum(D::Minus1)? // [B,H,n,n]
         };
-        outs.push((inter + p.matmul(&vv)?)?);
-        // Carry: S ← e^{b_last} ⊙ S + (φk ⊙ e^{b_last − b_s})ᵀ v.
+        let intra = match &cv {
+            None => p.matmul(&vv)?,
+            Some(cv) => value_decayed(&p, &vv, cv)?,
+        };
+        outs.push((inter + intra)?);
+        // Carry: S ← e^{b_last} ⊙ S + (φk ⊙ e^{b_last − b_s})ᵀ v (value side: S ⊙ e^{c_last} by
+        // column, v_s ⊙ e^{c_last − c_s}).
         let last = bc.narrow(2, n - 1, 1)?; // [B,H,1,dk]
         let kw = (&k * last.broadcast_sub(&bc)?.exp()?)?;
-        state = (state.broadcast_mul(&last.exp()?.transpose(2, 3)?)? + kw.t()?.contiguous()?.matmul(&vv)?)?;
+        let mut decayed = state.broadcast_mul(&last.exp()?.transpose(2, 3)?)?;
+        let mut vw = vv.clone();
+        if let Some(cv) = &cv {
+            let lastv = cv.narrow(2, n - 1, 1)?; // [B,H,1,dh]
+            decayed = decayed.broadcast_mul(&lastv.exp()?)?;
+            vw = (vw * lastv.broadcast_sub(cv)?.exp()?)?;
+        }
+        state = (decayed + kw.t()?.contiguous()?.matmul(&vw)?)?;
         c0 += n;
     }
     Ok(Tensor::cat(&outs, 2)?)
+}
+
+/// `o_i[v] = Σ_{s≤i} P[i, s] e^{c_i[v] − c_s[v]} v_s[v]` for the key-axis weights `p: [B, H, n, n]`
+/// (0 above the diagonal) and the chunk-local cumulative value log-gates `cv: [B, H, n, dh]`:
+/// factored as `e^{c_i} ⊙ (P · (e^{−c_s} ⊙ v))` while `c ≥ FACTORED_MIN_LOG_DECAY`, otherwise from the
+/// masked `[B, H, n, n, dh]` exponents (all `≤ 0`).
+fn value_decayed(p: &Tensor, vv: &Tensor, cv: &Tensor) -> Result<Tensor> {
+    if cv.min_all()?.to_scalar::<f32>()? >= FACTORED_MIN_LOG_DECAY {
+        return Ok((p.matmul(&(vv * cv.neg()?.exp()?)?)? * cv.exp()?)?);
+    }
+    let n = p.dim(2)?;
+    let mask = window_mask(n, Window::Causal, p.device())?.reshape((1, 1, n, n, 1))?;
+    let diff = cv.unsqueeze(3)?.broadcast_sub(&cv.unsqueeze(2)?)?; // [B,H,i,s,dh]
+    let e = diff.broadcast_mul(&mask)?.exp()?.broadcast_mul(&mask)?;
+    let terms = e.broadcast_mul(&p.unsqueeze(4)?)?.broadcast_mul(&vv.unsqueeze(2)?)?;
+    Ok(terms.sum(3)?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Naive f64 reference of §5.6: `o_i = Σ_{s≤i} Σ_j φq_i[j] φk_s[j] e^{Σ_{s<u≤i} lg_u[j]} v_s`.
-    fn naive(fq: &[f32], fk: &[f32], v: &[f32], lg: &[f32], t: usize, dk: usize, dh: usize) -> Vec<f64> {
+    /// Naive f64 reference of §5.6: `o_i = Σ_{s≤i} Σ_j φq_i[j] φk_s[j] e^{Σ_{s<u≤i} lg_u[j]} v_s`, with
+    /// value-axis log-gates `lgv` (`[T, dh]`, Fast Decay) also `v_s[c]·e^{Σ_{s<u≤i} lgv_u[c]}`.
+    #[allow(clippy::too_many_arguments)]
+    fn naive(fq: &[f32], fk: &[f32], v: &[f32], lg: &[f32], lgv: &[f32], t: usize, dk: usize, dh: usize) -> Vec<f64> {
+        let sum = |g: &[f32], w: usize, s: usize, i: usize, c: usize| -> f64 {
+            (s + 1..=i).map(|u| g.get(u * w + c).map_or(0.0, |x| *x as f64)).sum()
+        };
         let mut o = vec![0.0f64; t * dh];
         for i in 0..t {
             for s in 0..=i {
                 let mut p = 0.0f64;
                 for j in 0..dk {
-                    let decay: f64 = (s + 1..=i).map(|u| lg[u * dk + j] as f64).sum();
-                    p += fq[i * dk + j] as f64 * fk[s * dk + j] as f64 * decay.exp();
+                    p += fq[i * dk + j] as f64 * fk[s * dk + j] as f64 * sum(lg, dk, s, i, j).exp();
                 }
                 for c in 0..dh {
-                    o[i * dh + c] += p * v[s * dh + c] as f64;
+                    o[i * dh + c] += p * v[s * dh + c] as f64 * sum(lgv, dh, s, i, c).exp();
                 }
             }
         }
@@ -700,7 +746,8 @@ mod tests {
     }
 
     /// Both the factored (mild gates) and the pairwise (strong gates, cumulative decay far below
-    /// −40 within a chunk) paths equal the naive reference and stay finite.
+    /// −40 within a chunk) paths equal the naive reference and stay finite, one-sided (GLA, ReGLA)
+    /// and two-sided (Fast Decay, ReGLA Eq. 9–10).
     #[test]
     fn gated_chunked_matches_the_naive_recurrence_for_mild_and_strong_gates() {
         let (t, dk, dh) = (37, 4, 3);
@@ -711,18 +758,24 @@ mod tests {
         let v: Vec<f32> = (0..t * dh).map(|i| val(i, 1.3)).collect();
         for scale in [0.05f32, 9.0] {
             let lg: Vec<f32> = (0..t * dk).map(|i| -scale * (val(i, 0.53).abs() + 0.05)).collect();
+            let lgv: Vec<f32> = (0..t * dh).map(|i| -scale * (val(i, 0.29).abs() + 0.05)).collect();
             let tq = |x: &[f32], w: usize| Tensor::from_vec(x.to_vec(), (1, 1, t, w), &dev).expect("tensor");
-            let got = gated_chunked(&tq(&fq, dk), &tq(&fk, dk), &tq(&v, dh), &tq(&lg, dk))
-                .expect("chunked")
-                .flatten_all()
-                .expect("flat")
-                .to_vec1::<f32>()
-                .expect("vec");
-            let want = naive(&fq, &fk, &v, &lg, t, dk, dh);
-            let max_ref = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-            for (g, w) in got.iter().zip(&want) {
-                assert!(g.is_finite());
-                assert!((*g as f64 - w).abs() <= 1e-5 * max_ref, "scale {scale}: {g} vs {w}");
+            for two_sided in [false, true] {
+                let lgv_t = tq(&lgv, dh);
+                let side = two_sided.then_some(&lgv_t);
+                let got = gated_chunked(&tq(&fq, dk), &tq(&fk, dk), &tq(&v, dh), &tq(&lg, dk), side)
+                    .expect("chunked")
+                    .flatten_all()
+                    .expect("flat")
+                    .to_vec1::<f32>()
+                    .expect("vec");
+                let want = naive(&fq, &fk, &v, &lg, if two_sided { &lgv } else { &[] }, t, dk, dh);
+                let max_ref = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(g.is_finite());
+                    let ok = (*g as f64 - w).abs() <= 1e-5 * max_ref;
+                    assert!(ok, "scale {scale}, two-sided {two_sided}: {g} vs {w}");
+                }
             }
         }
     }

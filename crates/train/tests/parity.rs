@@ -94,7 +94,19 @@ fn trainer_logits_match_core_for_every_variant() {
 #[test]
 fn learnable_position_and_gate_parameters_get_gradients() {
     let mut configs: Vec<(String, ModelConfig)> =
-        ["kerple-log", "kerple-power", "t5", "fire", "mep-param", "lrpe", "gla", "regla", "hgrn2", "cope"]
+        [
+            "kerple-log",
+            "kerple-power",
+            "t5",
+            "fire",
+            "mep-param",
+            "lrpe",
+            "gla",
+            "regla",
+            "fast-decay",
+            "hgrn2",
+            "cope",
+        ]
             .iter()
             .map(|id| (id.to_string(), ModelConfig::preset(id, tiny()).expect("preset")))
             .collect();
@@ -123,6 +135,10 @@ fn learnable_position_and_gate_parameters_get_gradients() {
         "regla.b_g",
         "regla.w_r",
         "regla.b_r",
+        "fast_decay.w_f",
+        "fast_decay.b_f",
+        "fast_decay.w_z",
+        "fast_decay.b_z",
         "pos.hgrn2.lower_bounds",
         "hgrn2.norm",
         "cope.pos_emb",

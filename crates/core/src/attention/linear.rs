@@ -1,12 +1,14 @@
 //! The gated linear scan: `S_t = diag(exp(lg_t)) S_{t−1} + φk_t v_tᵀ`, `o_t = S_tᵀ φq_t`
 //! ("Gated Linear Attention Transformers", §2, Eq. 3), with the feature maps, position transform,
 //! gate and post step of a [`LinearLowering`]. Prefill runs the chunked form, decode the recurrence.
+//! A two-sided gate (Fast Decay, ReGLA §2.1 Eqs. 9–10) also decays the value axis: state entry
+//! `(j, v)` by `e^{lg_j + lgv_v}`.
 
 // Reference math indexes several parallel slices with one index; range loops read like the formulas.
 #![allow(clippy::needless_range_loop)]
 
 use super::{AttnLayer, LayerState, LINEAR_CHUNK};
-use crate::activations::{elu, elu_plus_one, exp_max_inplace, key_forget_log_gate, sigmoid};
+use crate::activations::{elu, elu_plus_one, exp_max_inplace, key_forget_log_gate, log_sigmoid, sigmoid};
 use crate::error::{Error, Result};
 use crate::kernels::weighted_rows;
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Post, Rotation};
@@ -14,12 +16,13 @@ use crate::ops::{axpy, dot, repeat_heads, rms_norm, silu, simple_rms_norm};
 use crate::rotary::rope_rotate;
 use crate::variants::{gla::gla_log_gate, regla::regla_gate};
 
-/// Per-token linear features of a chunk: `[T, H·dk]` for fq/fk/lg, `[T, H·dh]` for v (and ReGLA's
-/// g, r for the gate view).
+/// Per-token linear features of a chunk: `[T, H·dk]` for fq/fk/lg, `[T, H·dh]` for v and lgv (the
+/// value-axis log-gates of a two-sided gate; empty otherwise), and ReGLA's g, r for the gate view.
 pub(super) struct Features {
     pub fq: Vec<f32>,
     pub fk: Vec<f32>,
     pub lg: Vec<f32>,
+    pub lgv: Vec<f32>,
     pub v: Vec<f32>,
     pub g: Vec<f32>,
     pub r: Vec<f32>,
@@ -41,6 +44,7 @@ impl GatePre {
                 GatePre::One(repeat_heads(up.apply_rows(&down.apply_rows(x, t), t), group, width))
             }
             Gate::Refined { wg, wr, .. } => GatePre::Two(wg.apply_rows(x, t), wr.apply_rows(x, t)),
+            Gate::TwoSided { wf, wz, .. } => GatePre::Two(wf.apply_rows(x, t), wz.apply_rows(x, t)),
             Gate::None | Gate::PerHead { .. } | Gate::KeyForget { .. } => GatePre::None,
         }
     }
@@ -101,13 +105,19 @@ impl AttnLayer {
             return Err(Error::arg("state", "linear layer was given a KV-cache state"));
         };
         let zeros = vec![0.0; t * h * dk];
+        let lgv = Vec::new();
         let mut f =
-            Features { fq: zeros.clone(), fk: zeros.clone(), lg: zeros, v, g: Vec::new(), r: Vec::new() };
+            Features { fq: zeros.clone(), fk: zeros.clone(), lg: zeros, lgv, v, g: Vec::new(), r: Vec::new() };
         if matches!(ll.gate, Gate::Refined { .. }) {
             f.g = vec![0.0; t * a];
             f.r = vec![0.0; t * a];
         }
         let pre = GatePre::new(&ll.gate, x, t, self.kv_group, qk);
+        if let (Gate::TwoSided { bz, .. }, GatePre::Two(_, pz)) = (&ll.gate, &pre) {
+            // Value axis, `[T, H·dh]` like v: lgv = lnσ(W_z x + b_z) (ReGLA Eq. 10's first factor).
+            let hd = self.n_heads * self.head_dim;
+            f.lgv = pz.iter().enumerate().map(|(i, z)| log_sigmoid((z + bz[i % hd]) as f64) as f32).collect();
+        }
         let mut buf = vec![0.0f32; qk];
         for r in 0..t {
             let pos = pos0 + r;
@@ -172,6 +182,11 @@ impl AttnLayer {
                     lg[j] = gla_log_gate(zj as f64, *normalizer) as f32;
                 }
             }
+            (Gate::TwoSided { bf, .. }, GatePre::Two(pf, _)) => {
+                for j in 0..dk {
+                    lg[j] = log_sigmoid((pf[src + j] + bf[hh * qk + j]) as f64) as f32;
+                }
+            }
             (Gate::Refined { bg, br, .. }, GatePre::Two(pg, pr)) => {
                 for j in 0..dk {
                     let gate = regla_gate(
@@ -201,8 +216,16 @@ impl AttnLayer {
             return Err(Error::arg("state", "linear layer was given a KV-cache state"));
         };
         let den_eps = ll.denominator;
+        let vside = !f.lgv.is_empty();
+        if vside && den_eps.is_some() {
+            return Err(Error::arg("gate", "a value-axis gate takes no denominator"));
+        }
         let mut out = vec![0.0f32; t * h * dh];
-        let mut b = vec![0.0f32; LINEAR_CHUNK * dk];
+        // Chunk-local cumulative log-gates in f64: their differences b_i − b_s stay exact to f32
+        // precision even where the sums themselves are large (strong decay).
+        let mut b = vec![0.0f64; LINEAR_CHUNK * dk];
+        // c_i = Σ_{u=c0..i} lgv_u, the value-axis counterpart of b (two-sided gates only).
+        let mut c = vec![0.0f64; if vside { LINEAR_CHUNK * dh } else { 0 }];
         let mut c0 = 0;
         while c0 < t {
             let c1 = (c0 + LINEAR_CHUNK).min(t);
@@ -213,7 +236,11 @@ impl AttnLayer {
                 for i in 0..n {
                     for j in 0..dk {
                         let prev = if i == 0 { 0.0 } else { b[(i - 1) * dk + j] };
-                        b[i * dk + j] = prev + f.lg[at(c0 + i) + j];
+                        b[i * dk + j] = prev + f.lg[at(c0 + i) + j] as f64;
+                    }
+                    for v in 0..if vside { dh } else { 0 } {
+                        let prev = if i == 0 { 0.0 } else { c[(i - 1) * dh + v] };
+                        c[i * dh + v] = prev + f.lgv[((c0 + i) * h + hh) * dh + v] as f64;
                     }
                 }
                 let sh = &mut s[hh * dk * dh..(hh + 1) * dk * dh];
@@ -224,38 +251,59 @@ impl AttnLayer {
                     let oh = &mut out[((c0 + i) * h + hh) * dh..((c0 + i) * h + hh + 1) * dh];
                     // Inter-chunk: (φq ⊙ e^{b_i}) · S_start.
                     for j in 0..dk {
-                        qd[j] = fq[j] * b[i * dk + j].exp();
+                        qd[j] = fq[j] * (b[i * dk + j] as f32).exp();
                     }
                     let mut den = dot(&qd, zh);
                     weighted_rows(&qd, sh, dh, oh);
-                    // Intra-chunk: Σ_{s<=i} (Σ_j φq_i φk_s e^{b_i − b_s}) v_s.
+                    if vside {
+                        oh.iter_mut().zip(&c[i * dh..(i + 1) * dh]).for_each(|(o, ci)| *o *= (*ci as f32).exp());
+                    }
+                    // Intra-chunk: Σ_{s<=i} (Σ_j φq_i φk_s e^{b_i − b_s}) (e^{c_i − c_s} ⊙) v_s.
                     for si in 0..=i {
                         let fk = &f.fk[at(c0 + si)..at(c0 + si) + dk];
                         let mut p = 0.0f32;
                         for j in 0..dk {
-                            p += fq[j] * fk[j] * (b[i * dk + j] - b[si * dk + j]).exp();
+                            p += fq[j] * fk[j] * ((b[i * dk + j] - b[si * dk + j]) as f32).exp();
                         }
                         den += p;
                         let vs = &f.v[(c0 + si) * h * dh + hh * dh..(c0 + si) * h * dh + (hh + 1) * dh];
-                        axpy(p, vs, oh);
+                        if vside {
+                            for v in 0..dh {
+                                oh[v] += p * ((c[i * dh + v] - c[si * dh + v]) as f32).exp() * vs[v];
+                            }
+                        } else {
+                            axpy(p, vs, oh);
+                        }
                     }
                     if let Some(eps) = den_eps {
                         let inv = 1.0 / den.max(eps);
                         oh.iter_mut().for_each(|x| *x *= inv);
                     }
                 }
-                // Carry: S ← e^{b_L} S + Σ_s (φk_s ⊙ e^{b_L − b_s}) v_sᵀ.
+                // Carry: S ← e^{b_L} S + Σ_s (φk_s ⊙ e^{b_L − b_s}) v_sᵀ (two-sided: entry (j, v) also
+                // times e^{c_L[v]}, and the term of s times e^{c_L[v] − c_s[v]}).
                 let last = n - 1;
                 for j in 0..dk {
-                    let decay = b[last * dk + j].exp();
+                    let decay = (b[last * dk + j] as f32).exp();
                     let row = &mut sh[j * dh..(j + 1) * dh];
-                    row.iter_mut().for_each(|x| *x *= decay);
+                    if vside {
+                        let cl = &c[last * dh..(last + 1) * dh];
+                        row.iter_mut().zip(cl).for_each(|(x, cv)| *x *= decay * (*cv as f32).exp());
+                    } else {
+                        row.iter_mut().for_each(|x| *x *= decay);
+                    }
                     zh[j] *= decay;
                     for si in 0..n {
-                        let w = f.fk[at(c0 + si) + j] * (b[last * dk + j] - b[si * dk + j]).exp();
+                        let w = f.fk[at(c0 + si) + j] * ((b[last * dk + j] - b[si * dk + j]) as f32).exp();
                         if w != 0.0 {
                             let vs = &f.v[(c0 + si) * h * dh + hh * dh..(c0 + si) * h * dh + (hh + 1) * dh];
-                            axpy(w, vs, row);
+                            if vside {
+                                for v in 0..dh {
+                                    row[v] += w * ((c[last * dh + v] - c[si * dh + v]) as f32).exp() * vs[v];
+                                }
+                            } else {
+                                axpy(w, vs, row);
+                            }
                             zh[j] += w;
                         }
                     }
@@ -266,7 +314,8 @@ impl AttnLayer {
         Ok(out)
     }
 
-    /// Recurrent step (GLA §2, Eq. 3): `S ← diag(e^{lg}) S + φk vᵀ`, `o = Sᵀ φq`.
+    /// Recurrent step (GLA §2, Eq. 3): `S ← diag(e^{lg}) S + φk vᵀ`, `o = Sᵀ φq`; with a two-sided
+    /// gate `S ← (e^{lg} e^{lgv}ᵀ) ⊙ S + φk vᵀ` (ReGLA §2.1, Eq. 9).
     pub(super) fn linear_recurrent(
         &self,
         ll: &LinearLowering,
@@ -278,8 +327,16 @@ impl AttnLayer {
             return Err(Error::arg("state", "linear layer was given a KV-cache state"));
         };
         let den_eps = ll.denominator;
+        let vside = !f.lgv.is_empty();
+        if vside && den_eps.is_some() {
+            return Err(Error::arg("gate", "a value-axis gate takes no denominator"));
+        }
         let mut out = vec![0.0f32; h * dh];
+        let mut ev = vec![1.0f32; dh];
         for hh in 0..h {
+            if vside {
+                ev.iter_mut().zip(&f.lgv[hh * dh..(hh + 1) * dh]).for_each(|(e, l)| *e = l.exp());
+            }
             let sh = &mut s[hh * dk * dh..(hh + 1) * dk * dh];
             let zh = &mut z[hh * dk..(hh + 1) * dk];
             let fq = &f.fq[hh * dk..(hh + 1) * dk];
@@ -291,8 +348,8 @@ impl AttnLayer {
             for j in 0..dk {
                 let decay = lg[j].exp();
                 let row = &mut sh[j * dh..(j + 1) * dh];
-                for (sv, vv) in row.iter_mut().zip(vh) {
-                    *sv = decay * *sv + fk[j] * vv;
+                for ((sv, vv), e) in row.iter_mut().zip(vh).zip(&ev) {
+                    *sv = decay * e * *sv + fk[j] * vv;
                 }
                 zh[j] = decay * zh[j] + fk[j];
                 den += fq[j] * zh[j];

@@ -21,7 +21,11 @@ impl AttnLayer {
         if pos0 != 0 {
             return Err(Error::arg("trace", "attention matrices are recorded from position 0 only"));
         }
-        let (h, dk) = (self.n_heads, ll.dk);
+        let (h, dk, dh) = (self.n_heads, ll.dk, self.head_dim);
+        // A two-sided gate's value-axis decay differs per value channel; the map takes its mean over
+        // the head's channels, so row i weighs v_s by Σ_j φq φk e^{b_i − b_s} · mean_v e^{c_i − c_s}.
+        let vside = !f.lgv.is_empty();
+        let mut accv = vec![0.0f32; if vside { dh } else { 0 }];
         // Only 1+elu features keep every score positive, so only there are the normalised rows the
         // layer's exact weights; LRPE rotations can make scores (and the denominator) negative.
         let den = ll.denominator.filter(|_| ll.scores_are_positive());
@@ -34,15 +38,23 @@ impl AttnLayer {
                 let fq = &f.fq[at(i)..at(i) + dk];
                 // acc = A_i − A_s accumulated backwards from s = i.
                 acc.iter_mut().for_each(|x| *x = 0.0);
+                accv.iter_mut().for_each(|x| *x = 0.0);
                 let row = &mut m[i * t..(i + 1) * t];
                 for si in (0..=i).rev() {
                     if si < i {
                         acc.iter_mut().zip(&f.lg[at(si + 1)..at(si + 1) + dk]).for_each(|(a, l)| *a += l);
+                        if vside {
+                            let vat = ((si + 1) * h + hh) * dh;
+                            accv.iter_mut().zip(&f.lgv[vat..vat + dh]).for_each(|(a, l)| *a += l);
+                        }
                     }
                     let fk = &f.fk[at(si)..at(si) + dk];
                     let mut p = 0.0f32;
                     for j in 0..dk {
                         p += fq[j] * fk[j] * acc[j].exp();
+                    }
+                    if vside {
+                        p *= accv.iter().map(|a| a.exp()).sum::<f32>() / dh as f32;
                     }
                     row[si] = p;
                 }
@@ -70,7 +82,8 @@ impl AttnLayer {
     ) -> Option<LayerGates> {
         let (h, dk) = (self.n_heads, ll.dk);
         let (fv, g, r) = match &ll.gate {
-            Gate::LowRank { .. } | Gate::PerHead { .. } | Gate::KeyForget { .. } => {
+            // Two-sided gates: the key-axis factor σ(W_f x + b_f) (the value-axis factor is not traced).
+            Gate::LowRank { .. } | Gate::PerHead { .. } | Gate::KeyForget { .. } | Gate::TwoSided { .. } => {
                 (f.lg.iter().map(|x| x.exp()).collect(), None, None)
             }
             // F itself, without the running-max rescale folded into lg.

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod alibi;
 pub mod cope;
+pub mod fast_decay;
 pub mod fire;
 pub mod gaussian;
 pub mod gla;
@@ -166,6 +167,7 @@ catalog! {
     "lrpe" => Lrpe(lrpe::LrpeSpec),
     "gla" => Gla(gla::Gla),
     "regla" => Regla(regla::Regla),
+    "fast-decay" => FastDecay(fast_decay::FastDecay),
     "retnet" => Retnet(retnet::Retnet),
     "hgrn2" => Hgrn2(hgrn2::Hgrn2),
 }
