@@ -12,7 +12,9 @@
 //   backwards instead (contextual_map).
 // linear_map: the implied matrix of a linear layer (design.md), from captured φq, φk, log-gates:
 //   A_ij = Σ_d φq_i[d] φk_j[d] exp(Σ_{s=j+1..i} lg_s[d]), each row divided by Σ_j |A_ij| (signs
-//   kept), or by max(Σ_j A_ij, eps) for 1+elu with its denominator (exact weights).
+//   kept), or by max(Σ_j A_ij, eps) for 1+elu with its denominator (exact weights). With value-axis
+//   gates (Fast Decay) A_ij is also multiplied by the mean over the head's value channels c of
+//   exp(Σ_{s=j+1..i} lgv_s[c]), as the CPU reference's trace.
 
 // `MapParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
@@ -24,12 +26,14 @@
 @group(0) @binding(6) var<storage, read> fq: array<f32>;
 @group(0) @binding(7) var<storage, read> fk: array<f32>;
 @group(0) @binding(8) var<storage, read> lg: array<f32>;
+@group(0) @binding(9) var<storage, read> lgv: array<f32>;
 
 const MAP_WG: u32 = 64u;
 
 var<workgroup> pj: array<f32, 64>;
 var<workgroup> rowbuf: array<f32, MAX_MAP_SIDE>;
 var<workgroup> tot: array<f32, MAX_DK>;
+var<workgroup> totv: array<f32, MAX_DH>;
 
 fn query_row(b: u32) -> u32 {
     return min(mp.n - 1u, b * mp.stride + mp.stride - 1u);
@@ -222,9 +226,14 @@ fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
     let h = mp.h;
     var fqi: array<f32, MAX_DK>;
     var sfx: array<f32, MAX_DK>;
+    var sfxv: array<f32, MAX_DH>;
     for (var d = 0u; d < dk; d = d + 1u) {
         fqi[d] = fq[(i * h + hh) * dk + d];
         sfx[d] = 0.0;
+    }
+    let nv = mp.dh * mp.value_gate;
+    for (var c = 0u; c < nv; c = c + 1u) {
+        sfxv[c] = 0.0;
     }
     var total = 0.0;
     var base = i - i % MAP_WG;
@@ -240,6 +249,17 @@ fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
                 }
                 v = v + fqi[d] * fk[(j * h + hh) * dk + d] * exp(e);
             }
+            if (nv > 0u) {
+                var m = 0.0;
+                for (var c = 0u; c < nv; c = c + 1u) {
+                    var e = sfxv[c];
+                    for (var s = j + 1u; s <= bend; s = s + 1u) {
+                        e = e + lgv[(s * h + hh) * nv + c];
+                    }
+                    m = m + exp(e);
+                }
+                v = v * m / f32(nv);
+            }
         }
         pj[lid] = v;
         for (var d = lid; d < dk; d = d + MAP_WG) {
@@ -249,9 +269,19 @@ fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
             }
             tot[d] = t;
         }
+        for (var c = lid; c < nv; c = c + MAP_WG) {
+            var t = 0.0;
+            for (var s = base; s <= bend; s = s + 1u) {
+                t = t + lgv[(s * h + hh) * nv + c];
+            }
+            totv[c] = t;
+        }
         total = total + add_block(lid, base, i, mp.den == 0u);
         for (var d = 0u; d < dk; d = d + 1u) {
             sfx[d] = sfx[d] + tot[d];
+        }
+        for (var c = 0u; c < nv; c = c + 1u) {
+            sfxv[c] = sfxv[c] + totv[c];
         }
         workgroupBarrier();
         if (base == 0u) {

@@ -1,7 +1,8 @@
 // Introspection capture: copies this step's rows of an activation buffer ([rows, width], e.g. the
 // rotated q of a softmax layer or the features and log-gates of a linear layer) into a trace buffer
-// [capacity, width] at the step's absolute position, so the attention-map kernels can read every
-// position after the prefill. Only recorded into trace sessions (GpuModel::trace).
+// [capacity, width] at the step's absolute position (the rows start at word src_off of the source),
+// so the attention-map kernels can read every position after the prefill. Only recorded into trace
+// sessions (GpuModel::trace).
 
 // `CaptureParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
@@ -15,5 +16,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (idx >= st.rows * cp.width || st.pos0 + idx / cp.width >= cp.capacity) {
         return;
     }
-    dst[st.pos0 * cp.width + idx] = src[idx];
+    dst[st.pos0 * cp.width + idx] = src[cp.src_off + idx];
 }

@@ -2,14 +2,15 @@
 // FFN is decode.wgsl's ffn_block), one workgroup per head: block input, attention norm, the head's
 // q, k, v (+ biases) and gate pre-activations (GLA's low-rank gate, ReGLA's gate rows), ReGLA's
 // running key max, the feature maps (features.wgsl), one step of the gated scan
-// S ← diag(exp(lg)) S + φk vᵀ, o = φqᵀS (/ max(φq·z, den_eps)) on the head's state in `fa`, the
+// S ← diag(exp(lg)) S + φk vᵀ (Fast Decay: S[i][j] decays by exp(lg_i + gv_j)),
+// o = φqᵀS (/ max(φq·z, den_eps)) on the head's state in `fa`, the
 // output post-op of the head (RMSNorm, gain, swish output gate; a norm over all heads' channels is
 // finished in ffn_block from SS) and PA[head]. The same arithmetic as linear_features.wgsl,
 // linear_scan.wgsl (one row) and the norm / elementwise kernels of the op-by-op path.
 // Prepended: the prelude, weights.wgsl, step.wgsl, reduce.wgsl, norm_value.wgsl,
 // decode_common.wgsl, features.wgsl (FeatParams `p` at binding 0) and activations.wgsl.
 
-// ReGLA's gate rows [2a, d], or the swish output gate's rows [a, d].
+// ReGLA's (or Fast Decay's) gate rows [2a, d], or the swish output gate's rows [a, d].
 @group(0) @binding(8) var<storage, read> wextra: array<u32>;
 
 // GLA's low-rank gate activations, then the gate pre-activations of the head: ga | gr.
@@ -17,6 +18,7 @@ var<workgroup> gs: array<f32, HV>;
 var<workgroup> fqs: array<f32, MAX_DK>;
 var<workgroup> fks: array<f32, MAX_DK>;
 var<workgroup> lgs: array<f32, MAX_DK>;
+var<workgroup> lgvs: array<f32, MAX_DH>;
 
 fn dot_extra(row: u32) -> f32 {
     var acc = 0.0;
@@ -37,7 +39,7 @@ fn dot_aux(off: u32) -> f32 {
 }
 
 // The head's gate pre-activations into gs: GLA ga = up · (down · x) (gs[MAX_DH..] holds down · x);
-// ReGLA ga | gr from the gate rows.
+// ReGLA's (Fast Decay's) ga | gr from the gate rows.
 fn gate_inputs(lid: u32, hh: u32, dh: u32) {
     if (dp.gate == 1u) {
         for (var r = lid; r < dp.rank; r = r + WG) {
@@ -88,6 +90,11 @@ fn head_features(hh: u32, dh: u32, pos: u32) {
         fks[i] = o.k[i];
         lgs[i] = o.g[i];
     }
+    if (FEAT_KIND == FEAT_FAST_DECAY) {
+        for (var j = 0u; j < dh; j = j + 1u) {
+            lgvs[j] = o.gv[j];
+        }
+    }
 }
 
 // One scan step on the head's state (linear_scan.wgsl's `main` for one row); the output into
@@ -96,13 +103,17 @@ fn scan_step(lid: u32, hh: u32, dh: u32) {
     let dk = p.dk;
     for (var j = lid; j < dh; j = j + WG) {
         let v = hv[2u * dh + j];
+        var ev = 1.0;
+        if (FEAT_KIND == FEAT_FAST_DECAY) {
+            ev = exp(lgvs[j]);
+        }
         var o = 0.0;
         var den = 0.0;
         for (var i = 0u; i < dk; i = i + 1u) {
             let si = dp.s_off + (hh * dk + i) * dh + j;
             let zi = dp.z_off + (hh * dh + j) * dk + i;
             let decay = exp(lgs[i]);
-            let s = decay * fa[si] + fks[i] * v;
+            let s = decay * ev * fa[si] + fks[i] * v;
             let z = decay * fa[zi] + fks[i];
             fa[si] = s;
             fa[zi] = z;

@@ -16,6 +16,9 @@
 // FEAT_HGRN2 (Qin et al., "HGRN2: Gated Linear RNNs with State Expansion", §3): φq = swish(q)·scale,
 //   the key projection is the forget pre-activation f, lg = ln(β + (1 − β)σ(f)) with the per-channel
 //   lower bound β at aux[off_vec + h·dh + j], φk = 1 − forget gate = (1 − β)σ(−f).
+// FEAT_FAST_DECAY (ReGLA §2.1, Eqs. 9–10; Mao 2022): φq = q·scale, φk = k, key-axis lg = lnσ(ga + b_f)
+//   and value-axis gv = lnσ(gr + b_z) (b_f at aux[off_vec..], b_z at aux[off_vec + a..]): the scan
+//   decays S[i][j] by exp(lg_i + gv_j).
 // Tables are built on the CPU in f64. The including shader binds the tables `aux`.
 
 override FEAT_KIND: u32 = FEAT_ELU;
@@ -127,12 +130,14 @@ struct FeatIn {
     shift: f32,
 }
 
-// φq, φk and lg (width dk). `features` takes both by pointer: copies of these arrays are costly
-// (Mesa's llvmpipe compiles a by-value version for minutes).
+// φq, φk and lg (width dk), and the value-axis log-gate gv (width dh; FEAT_FAST_DECAY only).
+// `features` takes both by pointer: copies of these arrays are costly (Mesa's llvmpipe compiles a
+// by-value version for minutes).
 struct FeatOut {
     q: array<f32, MAX_DK>,
     k: array<f32, MAX_DK>,
     g: array<f32, MAX_DK>,
+    gv: array<f32, MAX_DH>,
 }
 
 fn features(pos: u32, hh: u32, x: ptr<function, FeatIn>, o: ptr<function, FeatOut>) {
@@ -180,6 +185,13 @@ fn features(pos: u32, hh: u32, x: ptr<function, FeatIn>, o: ptr<function, FeatOu
             let log_g = log_sigmoid(ag);
             let term = log_add_exp(log_g, LN2 + log_sigmoid(ar) + log_sigmoid(-ag));
             (*o).g[j] = min(log_g + term, 0.0) + (*x).shift;
+        }
+    } else if (FEAT_KIND == FEAT_FAST_DECAY) {
+        for (var j = 0u; j < d; j = j + 1u) {
+            (*o).q[j] = (*x).q[j] * p.scale;
+            (*o).k[j] = (*x).k[j];
+            (*o).g[j] = log_sigmoid((*x).ga[j] + aux[p.off_vec + hh * d + j]);
+            (*o).gv[j] = log_sigmoid((*x).gr[j] + aux[p.off_vec + p.a + hh * d + j]);
         }
     } else if (FEAT_KIND == FEAT_HGRN2) {
         for (var j = 0u; j < d; j = j + 1u) {

@@ -1,5 +1,6 @@
 // Linear-family feature maps (features.wgsl, prepended with the prelude and step.wgsl), one
-// invocation per (row, head); outputs are [rows, H, dk].
+// invocation per (row, head); outputs are [rows, H, dk], and Fast Decay's value-axis log-gates
+// [rows, H, dh] at lg[p.lgv_off..].
 
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
 @group(0) @binding(3) var<storage, read> gpre: array<f32>;
@@ -26,15 +27,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         x.q[j] = qkv[qb + j];
         x.k[j] = qkv[qb + p.a + j];
     }
-    if (FEAT_KIND == FEAT_GLA || FEAT_KIND == FEAT_REGLA) {
+    if (FEAT_KIND == FEAT_GLA || FEAT_KIND == FEAT_REGLA || FEAT_KIND == FEAT_FAST_DECAY) {
         for (var j = 0u; j < d; j = j + 1u) {
             x.ga[j] = gpre[gb + j];
         }
     }
-    if (FEAT_KIND == FEAT_REGLA) {
+    if (FEAT_KIND == FEAT_REGLA || FEAT_KIND == FEAT_FAST_DECAY) {
         for (var j = 0u; j < d; j = j + 1u) {
             x.gr[j] = gpre[gb + p.a + j];
         }
+    }
+    if (FEAT_KIND == FEAT_REGLA) {
         x.m_t = mrow[(r * p.h + hh) * 2u];
         x.shift = mrow[(r * p.h + hh) * 2u + 1u];
     }
@@ -45,6 +48,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         fq[ob + j] = o.q[j];
         fk[ob + j] = o.k[j];
         lg[ob + j] = o.g[j];
+    }
+    if (FEAT_KIND == FEAT_FAST_DECAY) {
+        let vb = p.lgv_off + (r * p.h + hh) * d;
+        for (var j = 0u; j < d; j = j + 1u) {
+            lg[vb + j] = o.gv[j];
+        }
     }
 }
 

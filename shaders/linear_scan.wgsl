@@ -5,7 +5,8 @@
 // read from and written back to the layer's state in `s`: S [H, dk, dh] at `s_off` and z [H, dh, dk]
 // at `z_off` (every column invocation keeps its own copy of the denominator state, so no invocation
 // reads what another writes). den_eps > 0 divides by max(φq·z, den_eps) (linear-elu, LRPE
-// denominator).
+// denominator). value_gate != 0 (Fast Decay, ReGLA §2.1 Eq. 9): column j also decays by
+// exp(lgv_t[j]), the value-axis log-gates [rows, H, dh] at lg[lgv_off..] (no denominator then).
 //
 // Chunked prefill (steps of at least 2·SCAN_C rows; entries chunk_local, chunk_carry, chunk_out)
 // splits the rows into chunks of SCAN_C and never exponentiates a positive log-decay sum:
@@ -19,7 +20,8 @@
 // 3. chunk_out, one invocation per (row, head, column): o_t[j] = o_loc_t[j] +
 //    Σ_i φq_t[i] exp(cum_t[i]) S_prev[i][j] (same for the denominator), then the division.
 // `ch` layout (offsets in the params): cum [rows, H, dk] at 0, den_loc [rows, H] at off_den,
-// S_delta / S_prev [chunks, H, dk, dh] at off_s, z_delta / z_prev [chunks, H, dh, dk] at off_z.
+// S_delta / S_prev [chunks, H, dk, dh] at off_s, z_delta / z_prev [chunks, H, dh, dk] at off_z,
+// value gates: the chunk-local cumulative lgv [rows, H, dh] at off_cv (each column writes its own).
 // MAX_DK and SCAN_C come from the prelude (shared with the host), Step from step.wgsl.
 
 // `ScanParams` is generated from its Rust twin (crates/gpu/src/params.rs).
@@ -33,6 +35,22 @@
 @group(0) @binding(8) var<storage, read_write> outp: array<f32>;
 @group(0) @binding(9) var<storage, read_write> ch: array<f32>;
 
+
+// exp(lgv_r[j]) of row r, head hh, column j (1 without value gates).
+fn value_decay(r: u32, hh: u32, j: u32) -> f32 {
+    if (p.value_gate == 0u) {
+        return 1.0;
+    }
+    return exp(lg[p.lgv_off + (r * p.h + hh) * p.dh + j]);
+}
+
+// exp of the chunk-local cumulative lgv of row r, head hh, column j (1 without value gates).
+fn value_cum_decay(r: u32, hh: u32, j: u32) -> f32 {
+    if (p.value_gate == 0u) {
+        return 1.0;
+    }
+    return exp(ch[p.off_cv + (r * p.h + hh) * p.dh + j]);
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -52,12 +70,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var r = 0u; r < st.rows; r = r + 1u) {
         let b = (r * p.h + hh) * dk;
         let v = qkv[r * 3u * p.a + 2u * p.a + hh * p.dh + j];
+        let ev = value_decay(r, hh, j);
         var o = 0.0;
         var den = 0.0;
         for (var i = 0u; i < dk; i = i + 1u) {
             let decay = exp(lg[b + i]);
             let k = fk[b + i];
-            sc[i] = decay * sc[i] + k * v;
+            sc[i] = decay * ev * sc[i] + k * v;
             zc[i] = decay * zc[i] + k;
             let q = fq[b + i];
             o = o + q * sc[i];
@@ -94,16 +113,24 @@ fn chunk_local(@builtin(global_invocation_id) gid: vec3<u32>) {
         sc[i] = 0.0;
         zc[i] = 0.0;
     }
+    var cv = 0.0;
     for (var r = r0; r < r1; r = r + 1u) {
         let b = (r * p.h + hh) * dk;
         let v = qkv[r * 3u * p.a + 2u * p.a + hh * p.dh + j];
+        var ev = 1.0;
+        if (p.value_gate != 0u) {
+            let lv = lg[p.lgv_off + (r * p.h + hh) * p.dh + j];
+            ev = exp(lv);
+            cv = cv + lv;
+            ch[p.off_cv + (r * p.h + hh) * p.dh + j] = cv;
+        }
         var o = 0.0;
         var den = 0.0;
         for (var i = 0u; i < dk; i = i + 1u) {
             let l = lg[b + i];
             let decay = exp(l);
             let k = fk[b + i];
-            sc[i] = decay * sc[i] + k * v;
+            sc[i] = decay * ev * sc[i] + k * v;
             zc[i] = decay * zc[i] + k;
             let q = fq[b + i];
             o = o + q * sc[i];
@@ -147,6 +174,7 @@ fn chunk_carry(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var c = 0u; c < n_chunks; c = c + 1u) {
         let last = min((c + 1u) * SCAN_C, st.rows) - 1u;
         let b = (last * p.h + hh) * dk;
+        let ev = value_cum_decay(last, hh, j);
         for (var i = 0u; i < dk; i = i + 1u) {
             let decay = exp(ch[b + i]);
             let si = p.off_s + ((c * p.h + hh) * dk + i) * p.dh + j;
@@ -155,7 +183,7 @@ fn chunk_carry(@builtin(global_invocation_id) gid: vec3<u32>) {
             let zd = ch[zi];
             ch[si] = sc[i];
             ch[zi] = zc[i];
-            sc[i] = decay * sc[i] + sd;
+            sc[i] = decay * ev * sc[i] + sd;
             zc[i] = decay * zc[i] + zd;
         }
     }
@@ -187,7 +215,7 @@ fn chunk_out(@builtin(global_invocation_id) gid: vec3<u32>) {
         den = den + w * ch[p.off_z + ((c * p.h + hh) * p.dh + j) * dk + i];
     }
     let oi = r * p.a + hh * p.dh + j;
-    o = o + outp[oi];
+    o = o * value_cum_decay(r, hh, j) + outp[oi];
     if (p.den_eps > 0.0) {
         den = den + ch[p.off_den + r * p.h + hh];
         o = o / max(den, p.den_eps);

@@ -246,6 +246,7 @@ variant_tests! {
     variant_lrpe => "lrpe",
     variant_gla => "gla",
     variant_regla => "regla",
+    variant_fast_decay => "fast-decay",
     variant_retnet => "retnet",
     variant_hgrn2 => "hgrn2",
 }

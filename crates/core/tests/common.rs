@@ -233,3 +233,17 @@ pub fn with_random_biases(model: &Model, seed: u64) -> (Model, usize) {
     }
     (Model::new(model.config().clone(), w).expect("model with random biases"), touched)
 }
+
+/// A random `fast-decay` model of `n` positions whose gate biases `b_f`, `b_z` are `bias` (σ(4) =
+/// 0.982 per axis: the state outlives a scan chunk, so a carry that drops either decay shows).
+pub fn mild_fast_decay(n: usize, bias: f32) -> Model {
+    let cfg = ModelConfig::preset("fast-decay", SizePreset { max_context: n, ..tiny() }).expect("preset");
+    let mut w = model(&cfg, 23).weights().clone();
+    let mut touched = 0;
+    for (_, t) in w.tensors.iter_mut().filter(|(name, _)| name.ends_with(".b_f") || name.ends_with(".b_z")) {
+        t.data.f32_mut().iter_mut().for_each(|x| *x = bias);
+        touched += 1;
+    }
+    assert_eq!(touched, 2 * cfg.n_layers, "fast-decay gate bias tensors");
+    Model::new(cfg, w).expect("fast-decay model")
+}

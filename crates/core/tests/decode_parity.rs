@@ -61,3 +61,20 @@ fn linear_state_is_constant_while_kv_cache_grows() {
         }
     }
 }
+
+/// Fast Decay with mild gates (biases +4): the state carried across the 64-row prefill chunks is
+/// decayed along both axes exactly as step-by-step decode decays it.
+#[test]
+fn two_sided_gates_carry_across_chunks() {
+    let m = mild_fast_decay(N, 4.0);
+    let v = m.config().vocab_size;
+    let toks = tokens(N, v, 7);
+    let prefill = m.session().prefill_all(&toks).expect("prefill");
+    let mut s = m.session();
+    let mut worst = 0.0f32;
+    for (t, &tok) in toks.iter().enumerate() {
+        worst = worst.max(rel_err(&prefill[t * v..(t + 1) * v], &s.step(tok).expect("step")));
+    }
+    eprintln!("mild fast-decay: {worst:e}");
+    assert!(worst <= 1e-5, "mild fast-decay: decode vs prefill relative error {worst:e}");
+}

@@ -173,7 +173,8 @@ gpu_params! {
         gpre_stride: u32,
         /// ReGLA's running key max and seen flag `[H, 2]` at this offset of `kstate`.
         k_off: u32,
-        pad1: u32,
+        /// Fast Decay: the value-axis log-gates `[rows, H, dh]` at this offset of the log-gate buffer.
+        lgv_off: u32,
         pad2: u32,
     }
 
@@ -190,8 +191,14 @@ gpu_params! {
         /// The layer's state in the session's state buffer: S at `s_off`, z at `z_off`.
         s_off: u32,
         z_off: u32,
+        /// 1: the value-axis log-gates `[rows, H, dh]` at `lgv_off` of `lg` decay S's columns too
+        /// (Fast Decay); their chunk-local cumulative sums go to the scratch at `off_cv`.
+        value_gate: u32,
+        lgv_off: u32,
+        off_cv: u32,
         pad0: u32,
         pad1: u32,
+        pad2: u32,
     }
 
     /// sample.wgsl: greedy (`main`, `vocab` only) and temperature / top-k / top-p (`sample_top`).
@@ -210,7 +217,8 @@ gpu_params! {
     struct CaptureParams {
         width: u32,
         capacity: u32,
-        pad0: u32,
+        /// First word of the step's rows in the source buffer.
+        src_off: u32,
         pad1: u32,
     }
 
@@ -225,6 +233,12 @@ gpu_params! {
         dk: u32,
         den: u32,
         den_eps: f32,
+        /// 1: value-axis log-gates `[n, H, dh]` in `lgv` (Fast Decay); the map takes the mean of
+        /// their decay over the head's value channels.
+        value_gate: u32,
+        dh: u32,
+        pad0: u32,
+        pad1: u32,
     }
 
     /// decode.wgsl: one dispatch of the fused decode. `fa_*`: offsets of the regions of the
@@ -370,6 +384,8 @@ gpu_kinds! {
         Retnet => FEAT_RETNET,
         /// swish query, key-forget gate with its lower bound, key = 1 − forget gate (HGRN2).
         Hgrn2 => FEAT_HGRN2,
+        /// Identity features, Fast Decay's two-sided gate: lnσ on the key and on the value axis.
+        FastDecay => FEAT_FAST_DECAY,
     }
 
     /// LRPE's fixed P.

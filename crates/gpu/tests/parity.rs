@@ -460,6 +460,31 @@ fn chunked_scan_is_stable_under_strong_decay() {
     }
 }
 
+/// Fast Decay with mild gates (biases +4, so the state outlives a 64-row scan chunk): the chunked
+/// prefill carries the state decayed along the key and the value axis, and decode continues from it.
+#[test]
+fn chunked_scan_carries_two_sided_gates() {
+    let Some(ctx) = context() else { return };
+    let model = common::mild_fast_decay(320, 4.0);
+    let v = model.config().vocab_size;
+    let toks = tokens(304, v, 8);
+    let mut cs = model.session();
+    let cpu_all = cs.prefill_all(&toks[..300]).expect("cpu prefill");
+    let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+    let mut gs = pollster::block_on(gm.session_with_chunk(256)).expect("session");
+    let gpu_all = pollster::block_on(gs.prefill_all(&toks[..300])).expect("gpu prefill");
+    let mut worst = 0.0f32;
+    for r in 0..300 {
+        worst = worst.max(rel_err(&cpu_all[r * v..(r + 1) * v], &gpu_all[r * v..(r + 1) * v]));
+    }
+    for &t in &toks[300..] {
+        let g = pollster::block_on(gs.step(t)).expect("gpu step");
+        worst = worst.max(rel_err(&cs.step(t).expect("cpu step"), &g));
+    }
+    eprintln!("mild fast-decay worst rel err {worst:.2e}");
+    assert!(worst <= TOL, "mild fast-decay: chunked prefill / decode rel err {worst:e}");
+}
+
 /// CoPE with its position embedding scaled ×50 (the contextual bias then moves the logits by O(1))
 /// and 5 positions (contextual positions clamp at npos − 1): every prefill row (steps of 256 + 44
 /// rows, per-row kernel) and decode steps after it match the CPU reference.

@@ -726,7 +726,16 @@ mod tests {
     /// Naive f64 reference of §5.6: `o_i = Σ_{s≤i} Σ_j φq_i[j] φk_s[j] e^{Σ_{s<u≤i} lg_u[j]} v_s`, with
     /// value-axis log-gates `lgv` (`[T, dh]`, Fast Decay) also `v_s[c]·e^{Σ_{s<u≤i} lgv_u[c]}`.
     #[allow(clippy::too_many_arguments)]
-    fn naive(fq: &[f32], fk: &[f32], v: &[f32], lg: &[f32], lgv: &[f32], t: usize, dk: usize, dh: usize) -> Vec<f64> {
+    fn naive(
+        fq: &[f32],
+        fk: &[f32],
+        v: &[f32],
+        lg: &[f32],
+        lgv: &[f32],
+        t: usize,
+        dk: usize,
+        dh: usize,
+    ) -> Vec<f64> {
         let sum = |g: &[f32], w: usize, s: usize, i: usize, c: usize| -> f64 {
             (s + 1..=i).map(|u| g.get(u * w + c).map_or(0.0, |x| *x as f64)).sum()
         };

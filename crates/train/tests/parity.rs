@@ -93,23 +93,22 @@ fn trainer_logits_match_core_for_every_variant() {
 
 #[test]
 fn learnable_position_and_gate_parameters_get_gradients() {
-    let mut configs: Vec<(String, ModelConfig)> =
-        [
-            "kerple-log",
-            "kerple-power",
-            "t5",
-            "fire",
-            "mep-param",
-            "lrpe",
-            "gla",
-            "regla",
-            "fast-decay",
-            "hgrn2",
-            "cope",
-        ]
-            .iter()
-            .map(|id| (id.to_string(), ModelConfig::preset(id, tiny()).expect("preset")))
-            .collect();
+    let mut configs: Vec<(String, ModelConfig)> = [
+        "kerple-log",
+        "kerple-power",
+        "t5",
+        "fire",
+        "mep-param",
+        "lrpe",
+        "gla",
+        "regla",
+        "fast-decay",
+        "hgrn2",
+        "cope",
+    ]
+    .iter()
+    .map(|id| (id.to_string(), ModelConfig::preset(id, tiny()).expect("preset")))
+    .collect();
     // Kerple a, p and mep-param a, p start at U(0,1)/U(0,2) and could sit below the 0.01 clamp; the
     // seeds below keep them above (asserted through non-zero gradients).
     configs.retain(|(_, c)| c.validate().is_ok());

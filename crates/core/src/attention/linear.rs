@@ -106,8 +106,15 @@ impl AttnLayer {
         };
         let zeros = vec![0.0; t * h * dk];
         let lgv = Vec::new();
-        let mut f =
-            Features { fq: zeros.clone(), fk: zeros.clone(), lg: zeros, lgv, v, g: Vec::new(), r: Vec::new() };
+        let mut f = Features {
+            fq: zeros.clone(),
+            fk: zeros.clone(),
+            lg: zeros,
+            lgv,
+            v,
+            g: Vec::new(),
+            r: Vec::new(),
+        };
         if matches!(ll.gate, Gate::Refined { .. }) {
             f.g = vec![0.0; t * a];
             f.r = vec![0.0; t * a];
@@ -256,7 +263,9 @@ impl AttnLayer {
                     let mut den = dot(&qd, zh);
                     weighted_rows(&qd, sh, dh, oh);
                     if vside {
-                        oh.iter_mut().zip(&c[i * dh..(i + 1) * dh]).for_each(|(o, ci)| *o *= (*ci as f32).exp());
+                        oh.iter_mut()
+                            .zip(&c[i * dh..(i + 1) * dh])
+                            .for_each(|(o, ci)| *o *= (*ci as f32).exp());
                     }
                     // Intra-chunk: Σ_{s<=i} (Σ_j φq_i φk_s e^{b_i − b_s}) (e^{c_i − c_s} ⊙) v_s.
                     for si in 0..=i {

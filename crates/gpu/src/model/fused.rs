@@ -75,8 +75,8 @@ fn linear_unsupported(ln: &LinearLayer<Vec<f32>>, dh: usize, h: usize) -> Option
             return Some(format!("GLA gate rank {rank} exceeds the fused kernel's {MAX_DH}"));
         }
     }
-    if let (Gate::Regla { .. }, Post::RmsNormGate { .. }) = (&ln.gate, &ln.post) {
-        return Some("ReGLA gates together with an output gate".into());
+    if let (Gate::FullRank { .. }, Post::RmsNormGate { .. }) = (&ln.gate, &ln.post) {
+        return Some("full-rank gates together with an output gate".into());
     }
     match ln.post {
         Post::RmsNorm { group, .. } | Post::RmsNormGate { group, .. } if group != dh && group != h * dh => {
@@ -98,7 +98,7 @@ fn plan_linear(ln: &LinearLayer<Vec<f32>>, dh: usize, v: &mut Vecs, p: &mut Deco
             p.off_gdown = v.push(Some(down), 0);
             p.off_gup = v.push(Some(up), 0);
         }
-        Gate::Regla { .. } => p.gate = 2,
+        Gate::FullRank { .. } => p.gate = 2,
     }
     match &ln.post {
         Post::None => {}

@@ -26,8 +26,20 @@ pub const MAX_MAP_SIDE: usize = 512;
 
 /// What one layer of a trace session captured (buffers of `capacity` rows).
 pub(super) enum Captured {
-    Softmax { layer: usize, q: wgpu::Buffer, kc: wgpu::Buffer },
-    Linear { layer: usize, fq: wgpu::Buffer, fk: wgpu::Buffer, lg: wgpu::Buffer, gpre: Option<wgpu::Buffer> },
+    Softmax {
+        layer: usize,
+        q: wgpu::Buffer,
+        kc: wgpu::Buffer,
+    },
+    Linear {
+        layer: usize,
+        fq: wgpu::Buffer,
+        fk: wgpu::Buffer,
+        lg: wgpu::Buffer,
+        gpre: Option<wgpu::Buffer>,
+        /// Fast Decay's value-axis log-gates `[capacity, H, dh]`.
+        lgv: Option<wgpu::Buffer>,
+    },
 }
 
 /// Capture ops of a trace session, recorded layer by layer while the forward pass is built.
@@ -59,7 +71,7 @@ impl Capture {
             .collect()
     }
 
-    fn copy(&self, b: &mut Builder<'_>, src: &wgpu::Buffer, width: usize) -> wgpu::Buffer {
+    fn copy(&self, b: &mut Builder<'_>, src: &wgpu::Buffer, width: usize, src_off: usize) -> wgpu::Buffer {
         let dev = &b.m.ctx.device;
         let dst = zeros(dev, "trace capture", self.capacity * width, wgpu::BufferUsages::empty());
         let params = uniform(
@@ -67,6 +79,7 @@ impl Capture {
             &CaptureParams {
                 width: width as u32,
                 capacity: self.capacity as u32,
+                src_off: src_off as u32,
                 ..CaptureParams::default()
             },
         );
@@ -77,22 +90,25 @@ impl Capture {
     /// After a softmax layer's rotary op: its rotated q (the KV cache already holds every key).
     pub(super) fn softmax(&mut self, b: &mut Builder<'_>, qkv: &wgpu::Buffer, kc: &wgpu::Buffer) {
         let a = b.m.cfg.n_heads * b.m.cfg.head_dim;
-        let q = self.copy(b, qkv, 3 * a);
+        let q = self.copy(b, qkv, 3 * a, 0);
         self.layers.push(Captured::Softmax { layer: self.layers.len(), q, kc: kc.clone() });
     }
 
-    /// After a linear layer's feature op: φq, φk, log-gates, and ReGLA's gate pre-activations.
+    /// After a linear layer's feature op: φq, φk, log-gates, ReGLA's gate pre-activations and Fast
+    /// Decay's value-axis log-gates (from word `lgv_off` of the log-gate buffer).
     pub(super) fn linear(
         &mut self,
         b: &mut Builder<'_>,
         feats: [&wgpu::Buffer; 3],
         dk: usize,
         gpre: Option<&wgpu::Buffer>,
+        lgv_off: Option<usize>,
     ) {
         let (h, a) = (b.m.cfg.n_heads, b.m.cfg.n_heads * b.m.cfg.head_dim);
-        let [fq, fk, lg] = feats.map(|f| self.copy(b, f, h * dk));
-        let gpre = gpre.map(|g| self.copy(b, g, 2 * a));
-        self.layers.push(Captured::Linear { layer: self.layers.len(), fq, fk, lg, gpre });
+        let lgv = lgv_off.map(|off| self.copy(b, feats[2], a, off));
+        let [fq, fk, lg] = feats.map(|f| self.copy(b, f, h * dk, 0));
+        let gpre = gpre.map(|g| self.copy(b, g, 2 * a, 0));
+        self.layers.push(Captured::Linear { layer: self.layers.len(), fq, fk, lg, gpre, lgv });
     }
 }
 
@@ -258,16 +274,25 @@ impl GpuModel {
                 let (lp, mp) = (uniform(dev, &sl.params), uniform(dev, &base));
                 Ok((*layer, kind, bind(self, pipe, &[&lp, &mp, q, kc, &sl.aux, out])))
             }
-            Captured::Linear { layer, fq, fk, lg, .. } => {
+            Captured::Linear { layer, fq, fk, lg, lgv, .. } => {
                 let (Some(Kind::Linear(ln)), Some(&pipe)) = (kind_of(*layer), pipes.get(*layer)) else {
                     return Err(mismatch(*layer));
                 };
                 // Only 1+elu keeps every score positive: its rows are exact weights.
                 let den = ln.feat == FeatKind::Elu && ln.den_eps > 0.0;
                 let kind = if den { AttnMatrixKind::Probabilities } else { AttnMatrixKind::SignedNormalized };
-                let mp = MapParams { dk: ln.dk as u32, den: u32::from(den), den_eps: ln.den_eps, ..base };
+                let (value_gate, dh) = (u32::from(lgv.is_some()), self.cfg.head_dim as u32);
+                let mp = MapParams {
+                    dk: ln.dk as u32,
+                    den: u32::from(den),
+                    den_eps: ln.den_eps,
+                    value_gate,
+                    dh,
+                    ..base
+                };
                 let mp = uniform(dev, &mp);
-                Ok((*layer, kind, bind(self, pipe, &[&mp, out, fq, fk, lg])))
+                let lgv = lgv.as_ref().unwrap_or(lg);
+                Ok((*layer, kind, bind(self, pipe, &[&mp, out, fq, fk, lg, lgv])))
             }
         }
     }
@@ -284,7 +309,8 @@ impl GpuModel {
             let Some(Kind::Linear(ln)) = self.layers.get(*layer).map(|l| &l.kind) else { continue };
             let dim = qk.min(ln.dk);
             let (f, g, r) = match (ln.feat, gpre) {
-                (FeatKind::Gla | FeatKind::Retnet | FeatKind::Hgrn2, _) => {
+                // Fast Decay: its key-axis factor σ(W_f x + b_f), as the CPU trace.
+                (FeatKind::Gla | FeatKind::Retnet | FeatKind::Hgrn2 | FeatKind::FastDecay, _) => {
                     let lg = read_f32(self, lg, n * h * ln.dk).await?;
                     let real = lg.chunks_exact(ln.dk).flat_map(|c| c[..dim].iter().map(|x| x.exp()));
                     (real.collect(), None, None)

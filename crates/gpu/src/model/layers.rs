@@ -79,8 +79,8 @@ pub(super) enum Gate<B> {
         up: B,
         rank: usize,
     },
-    /// `w_g | w_r` fused, `[2a, d]`.
-    Regla {
+    /// Two full-rank gate projections fused, `[2a, d]`: ReGLA's `w_g | w_r`, Fast Decay's `w_f | w_z`.
+    FullRank {
         wgr: B,
     },
 }
@@ -169,7 +169,7 @@ impl<B> Gate<B> {
                 up: f("gla up", up, Role::Matrix),
                 rank: *rank,
             },
-            Gate::Regla { wgr } => Gate::Regla { wgr: f("regla wgr", wgr, Role::Matrix) },
+            Gate::FullRank { wgr } => Gate::FullRank { wgr: f("gate rows", wgr, Role::Matrix) },
         }
     }
 }

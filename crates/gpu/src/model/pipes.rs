@@ -2,7 +2,7 @@
 //! override constants and its bindings (checked against the composed WGSL in the tests below);
 //! [`GpuModel::pipe`] builds and caches one per (spec, override values).
 
-use super::layers::{Gate, Kind};
+use super::layers::Kind;
 use super::GpuModel;
 use crate::error::{GpuError, Result};
 use crate::params::{BiasKind, FeatKind, ATTN_TILE_VEC4};
@@ -108,7 +108,7 @@ pub(super) const SOFTMAX_MAP: PipeSpec = spec(
     &[(0, U), (1, U), (2, R), (3, R), (4, R), (5, W)],
 );
 pub(super) const LINEAR_MAP: PipeSpec =
-    spec(&shaders::ATTENTION_MAP, "linear_map", &[], &[(1, U), (5, W), (6, R), (7, R), (8, R)]);
+    spec(&shaders::ATTENTION_MAP, "linear_map", &[], &[(1, U), (5, W), (6, R), (7, R), (8, R), (9, R)]);
 
 /// Every spec (the tests check that each entry point of every shader has exactly one).
 #[cfg(test)]
@@ -264,7 +264,7 @@ impl GpuModel {
         }
         let need = match &self.layers[layer].kind {
             Kind::Softmax(s) => Need::Softmax(s.bias),
-            Kind::Linear(l) => Need::Linear(l.feat, matches!(l.gate, Gate::Regla { .. })),
+            Kind::Linear(l) => Need::Linear(l.feat, l.feat == FeatKind::Regla),
         };
         match need {
             Need::Softmax(bias_kind) => {

@@ -178,7 +178,16 @@ fn linear(s: Shape, l: &LinearLowering) -> Result<LinearLayer<Vec<f32>>> {
             aux.extend_from_slice(bg);
             aux.extend_from_slice(br);
             let wgr = [unbiased(wg, "ReGLA gate")?, unbiased(wr, "ReGLA gate")?].concat();
-            (FeatKind::Regla, Gate::Regla { wgr })
+            (FeatKind::Regla, Gate::FullRank { wgr })
+        }
+        (None, lw::Gate::TwoSided { wf, bf, wz, bz }, FeatureMap::Identity) if l.dk == dh => {
+            // Fast Decay (ReGLA §2.1, Eqs. 9–10): gate rows w_f | w_z, biases b_f | b_z.
+            p.scale = l.q.scale;
+            p.gpre_stride = usize_u32("attn_dim", 2 * a)?;
+            aux.extend_from_slice(bf);
+            aux.extend_from_slice(bz);
+            let wgr = [unbiased(wf, "Fast Decay gate")?, unbiased(wz, "Fast Decay gate")?].concat();
+            (FeatKind::FastDecay, Gate::FullRank { wgr })
         }
         (Some(Rotation::Rope { inv_freq }), lw::Gate::PerHead { log_gamma }, FeatureMap::Identity) => {
             p.scale = l.q.scale;
@@ -222,6 +231,7 @@ fn gate_name(g: &lw::Gate) -> &'static str {
         lw::Gate::LowRank { .. } => "low-rank",
         lw::Gate::Refined { .. } => "refined",
         lw::Gate::KeyForget { .. } => "key-forget",
+        lw::Gate::TwoSided { .. } => "two-sided",
     }
 }
 

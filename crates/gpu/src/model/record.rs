@@ -10,8 +10,8 @@ use super::session::{Acts, BlockMem, LinearState, SessionMem};
 use super::{bind, uniform, GpuModel};
 use crate::error::{GpuError, Result};
 use crate::params::{
-    BiasKind, DecodeParams, EmbedParams, EwOp, EwParams, FeatParams, MatmulParams, NormOp, NormParams,
-    RotaryParams, SampleParams, ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
+    BiasKind, DecodeParams, EmbedParams, EwOp, EwParams, FeatKind, FeatParams, MatmulParams, NormOp,
+    NormParams, RotaryParams, SampleParams, ScanParams, ATTN_KS, ATTN_TILE_VEC4, ATTN_TQ,
 };
 use attnlab_core::config::{AbsolutePosition, FfnKind};
 use attnlab_core::ops::SIMPLE_RMS_EPS;
@@ -193,7 +193,7 @@ impl<'a> Builder<'a> {
                     let dp = uniform(dev, &DecodeParams { s_off, z_off, k_off, ..part.params });
                     let fp = uniform(dev, &ln.params);
                     let extra = match (&ln.gate, &ln.post) {
-                        (Gate::Regla { wgr }, _) => wgr,
+                        (Gate::FullRank { wgr }, _) => wgr,
                         (_, Post::RmsNormGate { out_gate, .. }) => out_gate,
                         _ => &m.dummy,
                     };
@@ -300,19 +300,22 @@ impl<'a> Builder<'a> {
         capture: Option<&mut Capture>,
     ) -> Option<&'a wgpu::Buffer> {
         let acts = &mem.acts;
-        let fp = uniform(&self.m.ctx.device, &FeatParams { k_off: st.k_off as u32, ..ln.params });
+        let lgv_off = mem.plan.lgv_off as u32;
+        let fp = uniform(&self.m.ctx.device, &FeatParams { k_off: st.k_off as u32, lgv_off, ..ln.params });
         self.linear_gates(ln, pipes, &fp, &mem.lin, mem)?;
         let bufs = [&fp, &acts.qkv, &acts.gpre, &ln.aux, &acts.mrow, &acts.fq, &acts.fk, &acts.lg];
         self.op(pipes.feat, &bufs, Disp::Threads(ln.params.h));
         if let Some(c) = capture {
-            let gpre = matches!(ln.gate, Gate::Regla { .. }).then_some(&acts.gpre);
-            c.linear(self, [&acts.fq, &acts.fk, &acts.lg], ln.dk, gpre);
+            let gpre = (ln.feat == FeatKind::Regla).then_some(&acts.gpre);
+            let lgv = (ln.feat == FeatKind::FastDecay).then_some(mem.plan.lgv_off);
+            c.linear(self, [&acts.fq, &acts.fk, &acts.lg], ln.dk, gpre, lgv);
         }
         self.linear_scan(ln, pipes, st, mem);
         Some(self.linear_post(&ln.post, mem))
     }
 
-    /// GLA's low-rank gate projection, ReGLA's gate projections and running key max.
+    /// GLA's low-rank gate projection, ReGLA's (and Fast Decay's) gate projections, ReGLA's running
+    /// key max.
     fn linear_gates(
         &mut self,
         ln: &LinearLayer<wgpu::Buffer>,
@@ -328,10 +331,12 @@ impl<'a> Builder<'a> {
                 self.matmul(&acts.h, down, &acts.glow, *rank, p.d, Out::Write);
                 self.matmul(&acts.glow, up, &acts.gpre, p.a, *rank, Out::Write);
             }
-            Gate::Regla { wgr } => {
+            Gate::FullRank { wgr } => {
                 self.matmul(&acts.h, wgr, &acts.gpre, 2 * p.a, p.d, Out::Write);
-                let bufs = [fp, &acts.qkv, &acts.mrow, kmax];
-                self.op(pipes.regla_max?, &bufs, Disp::Fixed(ln.params.h));
+                if ln.feat == FeatKind::Regla {
+                    let bufs = [fp, &acts.qkv, &acts.mrow, kmax];
+                    self.op(pipes.regla_max?, &bufs, Disp::Fixed(ln.params.h));
+                }
             }
         }
         Some(())
@@ -358,6 +363,9 @@ impl<'a> Builder<'a> {
             off_z: p.off_z as u32,
             s_off: st.s_off as u32,
             z_off: st.z_off as u32,
+            value_gate: u32::from(ln.feat == FeatKind::FastDecay),
+            lgv_off: p.lgv_off as u32,
+            off_cv: p.off_cv as u32,
             ..ScanParams::default()
         };
         let sp = uniform(&self.m.ctx.device, &sp);

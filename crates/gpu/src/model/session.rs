@@ -7,7 +7,7 @@ use super::layers::{Gate, Kind};
 use super::record::{self, Disp, Op};
 use super::{sampling, zeros, GpuModel};
 use crate::error::{GpuError, Result};
-use crate::params::{Step, ATTN_TQ, MATMUL_TILE, SCAN_C};
+use crate::params::{FeatKind, Step, ATTN_TQ, MATMUL_TILE, SCAN_C};
 use attnlab_core::Error as CoreError;
 
 /// Most greedy tokens [`GpuSession::greedy_tokens`] generates in one submission.
@@ -39,11 +39,17 @@ pub(super) struct MemPlan {
     pub rank: usize,
     /// Chunked-scan scratch: cum log decay `[rows, H, dk]` at 0, local denominators `[rows, H]` at
     /// `off_den`, chunk states S `[chunks, H, dk, dh]` at `off_s` and z `[chunks, H, dh, dk]` at
-    /// `off_z`.
+    /// `off_z`, and with value-axis gates their chunk-local cumulative sums `[rows, H, dh]` at
+    /// `off_cv`.
     pub off_den: usize,
     pub off_s: usize,
     pub off_z: usize,
+    pub off_cv: usize,
     pub scratch_len: usize,
+    /// The log-gate buffer: key-axis `[rows, H, dkmax]`, then (Fast Decay) value-axis `[rows, H, dh]`
+    /// from `lgv_off`; `lg_len` words in all.
+    pub lgv_off: usize,
+    pub lg_len: usize,
 }
 
 impl MemPlan {
@@ -67,7 +73,11 @@ impl MemPlan {
         let off_s = off_den + rows * h;
         let off_z = off_s + n_chunks * h * dkmax * dh;
         let any_linear = linear().next().is_some();
-        let scratch_len = if any_linear { off_z + n_chunks * h * dh * dkmax } else { 4 };
+        let value_gates = linear().any(|ln| ln.feat == FeatKind::FastDecay);
+        let off_cv = off_z + n_chunks * h * dh * dkmax;
+        let cv_len = if value_gates { rows * h * dh } else { 0 };
+        let scratch_len = if any_linear { off_cv + cv_len } else { 4 };
+        let lgv_off = rows * h * dkmax;
         let p = MemPlan {
             rows,
             d: cfg.d_model,
@@ -82,12 +92,16 @@ impl MemPlan {
             off_den,
             off_s,
             off_z,
+            off_cv,
             scratch_len,
+            lgv_off,
+            lg_len: lgv_off + cv_len,
         };
         let sizes = [
             ("activations qkv", rows * 3 * p.a),
             ("activations ffn", rows * p.hid),
             ("linear features", rows * h * dkmax),
+            ("linear log-gates", p.lg_len),
             ("logits", rows * p.vocab),
             ("KV cache of one layer", ctxlen * p.a),
             ("linear state of one layer", h * dkmax * dh),
@@ -186,7 +200,7 @@ impl SessionMem {
             glow: z("glow", rows * plan.rank),
             fq: z("fq", rows * hk),
             fk: z("fk", rows * hk),
-            lg: z("lg", rows * hk),
+            lg: z("lg", plan.lg_len),
             mrow: z("mrow", rows * plan.h * 2),
             logits: z("logits", rows * plan.vocab),
         };

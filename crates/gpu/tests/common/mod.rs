@@ -19,7 +19,7 @@ pub fn architecture_configs() -> Vec<(String, ModelConfig)> {
 
 // Only the import tests use these; the other test crates sharing this module do not.
 #[allow(unused_imports)]
-pub use core_common::{hf_fixtures, hf_reference, with_random_biases};
+pub use core_common::{hf_fixtures, hf_reference, mild_fast_decay, with_random_biases};
 
 /// A projection bias (`layers.i.attn.{bq,bk,bv,bo}`, `layers.i.ffn.{b_gate,b_up,b_down}`) or a
 /// LayerNorm bias (`emb_norm`, `final_norm`, `layers.i.{attn,ffn}_norm`).
