@@ -1,6 +1,5 @@
 //! The shipped configs of the variants whose presets changed (issue 14: √d embedding scale, T5
-//! `max_distance`, LRPE denominator) keep their exact meaning: they parse to the settings they were
-//! trained with, and writing them back adds none of the new options.
+//! `max_distance`, LRPE denominator) parse to the settings they were retrained with.
 
 use attnlab_core::config::{AttentionSpec, ModelConfig};
 use attnlab_core::variants::lrpe::{LrpeNormalize, LrpeP, LrpeTheta};
@@ -16,22 +15,27 @@ fn shipped(name: &str) -> (ModelConfig, String) {
     (cfg, back)
 }
 
+/// The shipped sinusoidal, T5 and LRPE models were retrained with the issue-14 fixes: embeddings
+/// scaled by √d_model (Vaswani §3.4), T5 buckets up to a quarter of the training length (MEP/NeoX),
+/// LRPE with the paper's denominator (its Householder vector is stored but not trained; `theta` is
+/// learned).
 #[test]
-fn shipped_sinusoidal_t5_and_lrpe_configs_keep_their_settings() {
-    let (sin, back) = shipped("sinusoidal");
-    assert!(!sin.scale_embeddings && sin.embedding_scale() == 1.0);
-    assert!(!back.contains("scale_embeddings"));
+fn shipped_sinusoidal_t5_and_lrpe_configs_carry_the_fixes() {
+    let (sin, _) = shipped("sinusoidal");
+    assert!(sin.scale_embeddings);
+    assert_eq!(sin.embedding_scale(), (sin.d_model as f32).sqrt());
     let (t5, _) = shipped("t5");
     for l in &t5.layers {
         let AttentionSpec::T5(t) = l else { panic!("t5 layer expected, got {}", l.variant_id()) };
-        assert_eq!((t.num_buckets, t.max_distance), (32, 128));
+        assert_eq!((t.num_buckets, t.max_distance), (32, t5.train_context / 4));
     }
-    let (lrpe, _) = shipped("lrpe");
+    let (lrpe, back) = shipped("lrpe");
     for l in &lrpe.layers {
         let AttentionSpec::Lrpe(s) = l else { panic!("lrpe layer expected, got {}", l.variant_id()) };
         assert_eq!(
             (s.p, s.theta, s.normalize),
-            (LrpeP::Householder, LrpeTheta::Learned, LrpeNormalize::Rmsnorm)
+            (LrpeP::Householder, LrpeTheta::Learned, LrpeNormalize::Denominator)
         );
     }
+    assert!(back.contains("denominator"));
 }
