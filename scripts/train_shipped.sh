@@ -17,7 +17,10 @@ DATA=${DATA:-data/brown}
 RUNS=${RUNS:-data/runs}
 LANES=${LANES:-2}
 # Order: slow (linear-family) runs interleaved with fast ones so both lanes stay busy.
-ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4 alibi-seed1 mep-seed1 alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss)
+ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4
+  fast-decay alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss
+  alibi-seed1 mep-seed1 regla-seed1 fast-decay-seed1 gla-seed1 transnormer-seed1 kerple-log-seed1 mep-param-seed1
+  linear-elu-seed1 rope-seed1)
 MODELS=("${ALL[@]}")
 [ "$#" -gt 0 ] && MODELS=("$@")
 mkdir -p "$RUNS"

@@ -755,7 +755,7 @@ fn report_writes_results_consistent_with_eval() {
 }
 
 /// Issue 3 "done means": every model in www/models/index.json loads and generates in the CLI, the
-/// default is one of them, and the folder fits the 40 MiB budget.
+/// default is one of them, and the folder fits the 80 MB budget.
 #[test]
 fn shipped_models_load_and_generate() {
     let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/models");
