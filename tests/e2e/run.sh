@@ -89,9 +89,12 @@ echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); site without 
 # with A − B, overlays and presets: 3,291,290 → 3,347,382 bytes, +56 KB, mostly the views' markup),
 # 3.355 MB since the presets' third and fourth models (TransNormer Fig. 2's softmax reference traced
 # beside A and B, B's initial checkpoint in ReGLA Fig. 4: 3,347,382 → 3,352,877 bytes, +5.5 KB after
-# sharing the trace future and the aux loads; the view markup and the new props do not fit 3.35 MB).
-if ((WASM_BYTES > 3355000)); then
-    echo "e2e: the wasm bundle is over the 3,355,000-byte budget" >&2
+# sharing the trace future and the aux loads; the view markup and the new props do not fit 3.35 MB),
+# 3.37 MB since the Fast Decay variant (issue 14 item 3: the variant, the value-axis decay of the
+# shared scan in the CPU reference and ~110 lines of WGSL carried as text: 3,352,986 → 3,365,689
+# bytes, +12.7 KB).
+if ((WASM_BYTES > 3370000)); then
+    echo "e2e: the wasm bundle is over the 3,370,000-byte budget" >&2
     exit 1
 fi
 
