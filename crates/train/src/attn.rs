@@ -122,7 +122,9 @@ fn linear_layer(
                 cm.clone()
             };
             gate = match gate {
-                Gate::PerChannel(lg) => Gate::PerChannel(lg.broadcast_add(&(prev - &cm)?)?),
+                Gate::PerChannel { lg, lgv } => {
+                    Gate::PerChannel { lg: lg.broadcast_add(&(prev - &cm)?)?, lgv }
+                }
                 _ => return Err(unsupported("a running key max needs a per-channel gate")),
             };
             k.broadcast_sub(&cm)?.exp()?
@@ -181,7 +183,7 @@ fn log_gate(
                 linear(&linear(u, m.w(&down.name)?)?, m.w(&up.name)?)?.broadcast_add(m.w(&bias.name)?)?;
             let kv = pre.dim(2)? / dh;
             let z = repeat_kv(&heads(&pre, kv, dh)?, h / kv)?;
-            (Gate::PerChannel((log_sigmoid(&z)? / *normalizer)?), None)
+            (Gate::key_axis((log_sigmoid(&z)? / *normalizer)?), None)
         }
         LwGate::Refined { wg, bg, wr, br } => {
             let (ag, ar) = (proj(&wg.name, &bg.name)?, proj(&wr.name, &br.name)?);
@@ -189,14 +191,15 @@ fn log_gate(
             // (ReGLA §3.3, Eqs. 16–18, in log space).
             let lsg = log_sigmoid(&ag)?;
             let other = ((log_sigmoid(&ar)? + log_sigmoid(&ag.neg()?)?)? + std::f64::consts::LN_2)?;
-            (Gate::PerChannel((&lsg + log_add_exp(&lsg, &other)?)?.minimum(0.0)?), None)
+            (Gate::key_axis((&lsg + log_add_exp(&lsg, &other)?)?.minimum(0.0)?), None)
         }
         LwGate::TwoSided { wf, bf, wz, bz } => {
             // Fast Decay (ReGLA §2.1, Eq. 10): lnσ(W_f x + b_f) on the key axis, lnσ(W_z x + b_z) on
             // the value axis.
             let pz = linear(u, m.w(&wz.name)?)?.broadcast_add(m.w(&bz.name)?)?;
             let z = heads(&pz, h, pz.dim(2)? / h)?;
-            (Gate::TwoSided(log_sigmoid(&proj(&wf.name, &bf.name)?)?, log_sigmoid(&z)?), None)
+            let lg = log_sigmoid(&proj(&wf.name, &bf.name)?)?;
+            (Gate::PerChannel { lg, lgv: Some(log_sigmoid(&z)?) }, None)
         }
         LwGate::KeyForget { lower_bound, learned } => {
             let beta = match learned {
@@ -222,7 +225,7 @@ fn key_forget(f: &Tensor, beta: &Tensor, unbounded: bool) -> Result<(Gate, Optio
     } else {
         log_sigmoid(f)?.exp()?.broadcast_mul(&one_minus)?.broadcast_add(beta)?.log()?.minimum(0.0)?
     };
-    Ok((Gate::PerChannel(lg), Some(key)))
+    Ok((Gate::key_axis(lg), Some(key)))
 }
 
 /// Row `row.row` of `cumsoftmax − softmax[0]` of the `[n_layers, width]` parameter, in the graph.
@@ -598,10 +601,16 @@ enum Gate {
     None,
     /// Fixed per-head log-decay (RetNet), f64.
     PerHead(Vec<f64>),
-    /// Per-token, per-channel log-gates `[B, H, T, dk]`, all `≤ 0` (GLA, ReGLA).
-    PerChannel(Tensor),
-    /// Key-axis log-gates `[B, H, T, dk]` and value-axis log-gates `[B, H, T, dh]` (Fast Decay).
-    TwoSided(Tensor, Tensor),
+    /// Per-token, per-channel log-gates `[B, H, T, dk]`, all `≤ 0` (GLA, ReGLA), and for a two-sided
+    /// gate also value-axis log-gates `[B, H, T, dh]` (Fast Decay).
+    PerChannel { lg: Tensor, lgv: Option<Tensor> },
+}
+
+impl Gate {
+    /// Per-channel log-gates on the key axis only.
+    fn key_axis(lg: Tensor) -> Gate {
+        Gate::PerChannel { lg, lgv: None }
+    }
 }
 
 /// Gated linear attention (§5.6) for features `fq, fk: [B, H, T, dk]`, values `v: [B, H, T, dh]`;
@@ -616,13 +625,14 @@ fn linear_attention(
     let (_, h, t, _) = fq.dims4()?;
     let dev = fq.device();
     let decay = match gate {
-        Gate::PerChannel(_) | Gate::TwoSided(..) if den_eps.is_some() => {
-            return Err(TrainError::Candle(candle_core::Error::Msg(
-                "per-channel gates with a denominator are not part of the catalog".into(),
-            )));
+        Gate::PerChannel { lg, lgv } => {
+            if den_eps.is_some() {
+                return Err(TrainError::Candle(candle_core::Error::Msg(
+                    "per-channel gates with a denominator are not part of the catalog".into(),
+                )));
+            }
+            return gated_chunked(fq, fk, v, lg, lgv.as_ref());
         }
-        Gate::PerChannel(lg) => return gated_chunked(fq, fk, v, lg, None),
-        Gate::TwoSided(lg, lgv) => return gated_chunked(fq, fk, v, lg, Some(lgv)),
         Gate::None => window_mask(t, Window::Causal, dev)?.reshape((1, 1, t, t))?,
         Gate::PerHead(lg) => {
             let mut d = Vec::with_capacity(h * t * t);

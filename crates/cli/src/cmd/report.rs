@@ -909,17 +909,16 @@ impl Context<'_> {
         );
     }
 
-    /// A perplexity table of the retrained ablation models `names` (name, what it is) that the index
-    /// has, seeds averaged like §1; a line saying which are missing otherwise.
+    /// A perplexity table of the retrained ablation models `names` (name, what it is), seeds averaged
+    /// like §1, when the index has all of them; otherwise a line naming the missing ones.
     fn retrained_table(&self, md: &mut String, names: &[(&str, &str)]) {
-        let present: Vec<&(&str, &str)> = names.iter().filter(|(n, _)| self.get(n).is_some()).collect();
-        if present.len() < names.len() {
-            let missing: Vec<String> =
-                names.iter().filter(|(n, _)| self.get(n).is_none()).map(|(n, _)| format!("`{n}`")).collect();
+        let missing: Vec<String> =
+            names.iter().filter(|(n, _)| self.get(n).is_none()).map(|(n, _)| format!("`{n}`")).collect();
+        if !missing.is_empty() {
             let _ = writeln!(md, "Not measured: {} not in the index.\n", missing.join(", "));
             return;
         }
-        let rows: Vec<(String, Vec<&[PplPoint]>)> = present
+        let rows: Vec<(String, Vec<&[PplPoint]>)> = names
             .iter()
             .map(|(n, what)| {
                 (format!("`{n}` ({what})"), self.seeds(n).iter().map(|s| s.ppl.as_slice()).collect())

@@ -83,6 +83,26 @@ fn apply_feature(
     }
 }
 
+/// `out[i·w..(i+1)·w] = Σ_{u≤i} src[first + u·stride..][..w]` for the `n` rows of a chunk: the
+/// chunk-local inclusive cumulative log-gates, in f64 so that their differences stay exact to f32
+/// precision even where the sums are large (strong decay).
+fn chunk_cumsum(out: &mut [f64], src: &[f32], first: usize, stride: usize, n: usize, w: usize) {
+    for i in 0..n {
+        for j in 0..w {
+            let prev = if i == 0 { 0.0 } else { out[(i - 1) * w + j] };
+            out[i * w + j] = prev + src[first + i * stride + j] as f64;
+        }
+    }
+}
+
+/// `y += a · e^{c_to − c_from} ⊙ x`: a term carried from the step of `c_from` to that of `c_to` under
+/// value-axis decay (cumulative log-gates, per value channel).
+fn axpy_value_decayed(a: f32, c_to: &[f64], c_from: &[f64], x: &[f32], y: &mut [f32]) {
+    for (((yv, xv), to), from) in y.iter_mut().zip(x).zip(c_to).zip(c_from) {
+        *yv += a * ((to - from) as f32).exp() * xv;
+    }
+}
+
 impl AttnLayer {
     /// Feature maps, log-gates and values of `t` tokens (state: the running key max of
     /// [`FeatureMap::ExpRunningMax`]).
@@ -104,8 +124,19 @@ impl AttnLayer {
         let LayerState::Linear { key_max, .. } = state else {
             return Err(Error::arg("state", "linear layer was given a KV-cache state"));
         };
+        let pre = GatePre::new(&ll.gate, x, t, self.kv_group, qk);
+        let lgv = match (&ll.gate, &pre) {
+            (Gate::TwoSided { .. }, _) if ll.denominator.is_some() => {
+                return Err(Error::arg("gate", "a value-axis gate takes no denominator"));
+            }
+            // Value axis, `[T, H·dh]` like v: lgv = lnσ(W_z x + b_z) (ReGLA Eq. 10's first factor).
+            (Gate::TwoSided { bz, .. }, GatePre::Two(_, pz)) => {
+                let hd = self.n_heads * self.head_dim;
+                pz.iter().enumerate().map(|(i, z)| log_sigmoid((z + bz[i % hd]) as f64) as f32).collect()
+            }
+            _ => Vec::new(),
+        };
         let zeros = vec![0.0; t * h * dk];
-        let lgv = Vec::new();
         let mut f = Features {
             fq: zeros.clone(),
             fk: zeros.clone(),
@@ -118,12 +149,6 @@ impl AttnLayer {
         if matches!(ll.gate, Gate::Refined { .. }) {
             f.g = vec![0.0; t * a];
             f.r = vec![0.0; t * a];
-        }
-        let pre = GatePre::new(&ll.gate, x, t, self.kv_group, qk);
-        if let (Gate::TwoSided { bz, .. }, GatePre::Two(_, pz)) = (&ll.gate, &pre) {
-            // Value axis, `[T, H·dh]` like v: lgv = lnσ(W_z x + b_z) (ReGLA Eq. 10's first factor).
-            let hd = self.n_heads * self.head_dim;
-            f.lgv = pz.iter().enumerate().map(|(i, z)| log_sigmoid((z + bz[i % hd]) as f64) as f32).collect();
         }
         let mut buf = vec![0.0f32; qk];
         for r in 0..t {
@@ -223,13 +248,10 @@ impl AttnLayer {
             return Err(Error::arg("state", "linear layer was given a KV-cache state"));
         };
         let den_eps = ll.denominator;
+        // Two-sided gates (never with a denominator: `linear_features` refuses that).
         let vside = !f.lgv.is_empty();
-        if vside && den_eps.is_some() {
-            return Err(Error::arg("gate", "a value-axis gate takes no denominator"));
-        }
         let mut out = vec![0.0f32; t * h * dh];
-        // Chunk-local cumulative log-gates in f64: their differences b_i − b_s stay exact to f32
-        // precision even where the sums themselves are large (strong decay).
+        // Chunk-local cumulative log-gates (f64, see `chunk_cumsum`).
         let mut b = vec![0.0f64; LINEAR_CHUNK * dk];
         // c_i = Σ_{u=c0..i} lgv_u, the value-axis counterpart of b (two-sided gates only).
         let mut c = vec![0.0f64; if vside { LINEAR_CHUNK * dh } else { 0 }];
@@ -239,16 +261,10 @@ impl AttnLayer {
             let n = c1 - c0;
             for hh in 0..h {
                 let at = |r: usize| (r * h + hh) * dk;
-                // b_i = Σ_{u=c0..i} lg_u (inclusive, chunk-local).
-                for i in 0..n {
-                    for j in 0..dk {
-                        let prev = if i == 0 { 0.0 } else { b[(i - 1) * dk + j] };
-                        b[i * dk + j] = prev + f.lg[at(c0 + i) + j] as f64;
-                    }
-                    for v in 0..if vside { dh } else { 0 } {
-                        let prev = if i == 0 { 0.0 } else { c[(i - 1) * dh + v] };
-                        c[i * dh + v] = prev + f.lgv[((c0 + i) * h + hh) * dh + v] as f64;
-                    }
+                // b_i = Σ_{u=c0..i} lg_u (inclusive, chunk-local); c likewise of lgv.
+                chunk_cumsum(&mut b, &f.lg, at(c0), h * dk, n, dk);
+                if vside {
+                    chunk_cumsum(&mut c, &f.lgv, (c0 * h + hh) * dh, h * dh, n, dh);
                 }
                 let sh = &mut s[hh * dk * dh..(hh + 1) * dk * dh];
                 let zh = &mut z[hh * dk..(hh + 1) * dk];
@@ -277,9 +293,13 @@ impl AttnLayer {
                         den += p;
                         let vs = &f.v[(c0 + si) * h * dh + hh * dh..(c0 + si) * h * dh + (hh + 1) * dh];
                         if vside {
-                            for v in 0..dh {
-                                oh[v] += p * ((c[i * dh + v] - c[si * dh + v]) as f32).exp() * vs[v];
-                            }
+                            axpy_value_decayed(
+                                p,
+                                &c[i * dh..(i + 1) * dh],
+                                &c[si * dh..(si + 1) * dh],
+                                vs,
+                                oh,
+                            );
                         } else {
                             axpy(p, vs, oh);
                         }
@@ -307,9 +327,8 @@ impl AttnLayer {
                         if w != 0.0 {
                             let vs = &f.v[(c0 + si) * h * dh + hh * dh..(c0 + si) * h * dh + (hh + 1) * dh];
                             if vside {
-                                for v in 0..dh {
-                                    row[v] += w * ((c[last * dh + v] - c[si * dh + v]) as f32).exp() * vs[v];
-                                }
+                                let (cl, cs) = (&c[last * dh..(last + 1) * dh], &c[si * dh..(si + 1) * dh]);
+                                axpy_value_decayed(w, cl, cs, vs, row);
                             } else {
                                 axpy(w, vs, row);
                             }
@@ -337,9 +356,6 @@ impl AttnLayer {
         };
         let den_eps = ll.denominator;
         let vside = !f.lgv.is_empty();
-        if vside && den_eps.is_some() {
-            return Err(Error::arg("gate", "a value-axis gate takes no denominator"));
-        }
         let mut out = vec![0.0f32; h * dh];
         let mut ev = vec![1.0f32; dh];
         for hh in 0..h {

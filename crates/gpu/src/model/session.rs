@@ -75,8 +75,9 @@ impl MemPlan {
         let any_linear = linear().next().is_some();
         let value_gates = linear().any(|ln| ln.feat == FeatKind::FastDecay);
         let off_cv = off_z + n_chunks * h * dh * dkmax;
-        let cv_len = if value_gates { rows * h * dh } else { 0 };
-        let scratch_len = if any_linear { off_cv + cv_len } else { 4 };
+        // Value-axis log-gates and their chunk sums: `[rows, H, dh]` each, only with value gates.
+        let value_len = if value_gates { rows * h * dh } else { 0 };
+        let scratch_len = if any_linear { off_cv + value_len } else { 4 };
         let lgv_off = rows * h * dkmax;
         let p = MemPlan {
             rows,
@@ -95,7 +96,7 @@ impl MemPlan {
             off_cv,
             scratch_len,
             lgv_off,
-            lg_len: lgv_off + cv_len,
+            lg_len: lgv_off + value_len,
         };
         let sizes = [
             ("activations qkv", rows * 3 * p.a),
