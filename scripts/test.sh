@@ -90,12 +90,12 @@ fi
 
 # attnlab-core and attnlab-gpu are checked for wasm32 here (as attnlab-web's dependencies, with
 # debug assertions) and compiled for it by the web-release build below.
-step "clippy attnlab-web (wasm32)"
-cargo clippy -p attnlab-web --target "$WASM_TARGET" -- -D warnings
+step "clippy attnlab-web and attnlab-tune (wasm32)"
+cargo clippy -p attnlab-web -p attnlab-tune --target "$WASM_TARGET" -- -D warnings
 
 # The page's own profile, the one attnlab-site builds by default: its cargo build below is a no-op.
-step "build attnlab-web for wasm32 (web-release profile)"
-cargo build -p attnlab-web --target "$WASM_TARGET" --profile web-release
+step "build attnlab-web and attnlab-tune for wasm32 (web-release profile)"
+cargo build -p attnlab-web -p attnlab-tune --target "$WASM_TARGET" --profile web-release
 
 step "end-to-end browser tests (attnlab-site build + headless Chromium)"
 # The test step built both binaries (their integration tests run them).

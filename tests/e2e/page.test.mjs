@@ -2051,3 +2051,72 @@ test("a link with a stale or bad model B names it and opens a working page witho
     await context.close();
   }
 });
+
+const TUNE_TEXT =
+  "The jury said the city had no evidence of any irregularities. The jury said the river ran through the city. " +
+  "The history of the city is the history of the river, and the jury said so in its report to the court.";
+
+/** The zoomed heatmap's first `rows` rows (CSV strings) of the current model, once its trace is drawn. */
+async function heatmapRows(page, rows) {
+  await page.waitForSelector("#heatmap canvas");
+  const csv = parseCsv((await download(page, "#heatmap-export-csv")).bytes.toString("utf8"));
+  return csv.slice(1, 1 + rows).map((r) => r.slice(1).join(","));
+}
+
+test("train on this text: the loss falls over a few steps in the worker, every view then shows the fine-tuned model, Stop keeps the steps done, bad input is named", async () => {
+  const { page, context, errors } = await open("?backend=cpu&tab=attention");
+  const before = await heatmapRows(page, 5);
+  // Bad input first: a text too short, with the text kept in its box.
+  await page.fill("#tune-text", "The city");
+  await page.click("#tune-start");
+  await page.waitForSelector('#tune-status[data-state="failed"]');
+  assert.match(await page.textContent("#tune-status"), /has \d+ tokens; fine-tuning needs at least 9/);
+  assert.equal(await page.inputValue("#tune-text"), "The city");
+  await page.fill("#tune-steps", "0");
+  await page.click("#tune-start");
+  await page.waitForFunction(() => /steps: enter a whole number/.test(document.querySelector("#tune-status")?.textContent ?? ""));
+  await page.fill("#tune-steps", "12");
+  // A file over 1 MB is refused by name (the text stays); a .txt file fills the box.
+  await page.setInputFiles("#tune-file", { name: "big.txt", mimeType: "text/plain", buffer: Buffer.alloc(1_200_000, 97) });
+  await page.waitForFunction(() => /big\.txt: 1\.2 MB; the panel reads text files of up to 1 MB/.test(document.querySelector("#tune-status")?.textContent ?? ""));
+  assert.equal(await page.inputValue("#tune-text"), "The city");
+  await page.setInputFiles("#tune-file", { name: "text.txt", mimeType: "text/plain", buffer: Buffer.from(TUNE_TEXT) });
+  await page.waitForFunction((t) => document.querySelector("#tune-text")?.value === t, TUNE_TEXT);
+  // A dozen steps on the text: the batch loss and the loss on the whole text fall.
+  await page.fill("#tune-lr", "0.005");
+  await page.click("#tune-start");
+  await page.waitForSelector('#tune-status[data-state="done"]', { timeout: 180_000 });
+  const num = async (sel, name) => Number(await attr(page, sel, name));
+  const [lossBefore, lossAfter] = [await num("#tune-setup", "data-loss-before"), await num("#tune-status", "data-loss-after")];
+  const [first, last] = [await num("#tune-status", "data-loss-first"), await num("#tune-status", "data-loss-last")];
+  assert.equal(await num("#tune-status", "data-steps"), 12);
+  assert.ok(lossAfter < lossBefore - 0.2, `loss on the text ${lossBefore} → ${lossAfter}`);
+  assert.ok(last < first, `batch loss ${first} → ${last}`);
+  const plotted = numbers(await attr(page, '#tune-loss g.series[data-label="batch loss"]', "data-values"));
+  assert.equal(plotted.length, 12, "one point per step");
+  assert.match(await page.textContent("#status"), /\+tuned: fine-tuned on the text, ready/);
+  // The views trace the fine-tuned model: the attention rows change.
+  let after = before;
+  for (let k = 0; k < 50 && after.join() === before.join(); k++) {
+    await page.waitForTimeout(100);
+    after = await heatmapRows(page, 5);
+  }
+  assert.notEqual(after.join("|"), before.join("|"), "the heatmap shows the fine-tuned model");
+  await page.screenshot({ path: join(SHOTS, "tune.png"), fullPage: true });
+  // Generation runs on the fine-tuned model.
+  await page.fill("#max-tokens", "8");
+  await page.click("#generate");
+  await page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, { timeout: 60_000 });
+  // Stop: a long fine-tune ends after the current step and keeps the steps done.
+  await page.fill("#tune-steps", "2000");
+  await page.click("#tune-start");
+  await page.waitForFunction(() => Number(document.querySelector("#tune-status")?.dataset.steps ?? 0) >= 2, null, { timeout: 60_000 });
+  await page.click("#tune-stop");
+  await page.waitForSelector('#tune-status[data-state="done"]', { timeout: 30_000 });
+  const stopped = await page.textContent("#tune-status");
+  const done = await num("#tune-status", "data-steps");
+  assert.match(stopped, new RegExp(`trained ${done} steps \\(stopped\\)`));
+  assert.ok(done >= 2 && done < 2000, `${done} steps`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

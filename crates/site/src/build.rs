@@ -1,5 +1,6 @@
-//! `attnlab-site build`: compiles `attnlab-web` for wasm32, runs wasm-bindgen on it and writes the
-//! static site (page, content-hashed glue, wasm and stylesheet, models, held-out text, results).
+//! `attnlab-site build`: compiles `attnlab-web` (and the fine-tune module `attnlab-tune`) for wasm32,
+//! runs wasm-bindgen on them and writes the static site (page, content-hashed glue, wasm and
+//! stylesheet, models, held-out text, results).
 
 use std::ffi::OsString;
 use std::fs;
@@ -15,6 +16,8 @@ use crate::html::{self, Assets, TemplateError};
 pub const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// The web crate and its binary (also the stem of the glue and wasm file names).
 const WEB_PACKAGE: &str = "attnlab-web";
+/// The fine-tune module's crate (a cdylib; the stem of its glue and wasm file names).
+const TUNE_PACKAGE: &str = "attnlab-tune";
 /// Written into every built site; `build` replaces an existing folder only when it holds this file.
 pub const SITE_MARKER: &str = ".attnlab-site";
 /// Files and folders copied into the site: (source relative to the root, name in the site).
@@ -67,10 +70,10 @@ pub enum BuildError {
     MissingInput(PathBuf),
     #[error("cannot run cargo ({program:?}): {source}")]
     SpawnCargo { program: OsString, source: io::Error },
-    #[error("cargo build of {WEB_PACKAGE} for {WASM_TARGET} failed ({0})")]
-    Cargo(ExitStatus),
-    #[error("cargo built {WEB_PACKAGE} but reported no .wasm file for its binary")]
-    NoWasmArtifact,
+    #[error("cargo build of {0} for {WASM_TARGET} failed ({1})")]
+    Cargo(&'static str, ExitStatus),
+    #[error("cargo built {0} but reported no .wasm file for it")]
+    NoWasmArtifact(&'static str),
     #[error("wasm-bindgen failed on {}: {message}", wasm.display())]
     Bindgen { wasm: PathBuf, message: String },
     #[error("index.html: {0}")]
@@ -90,8 +93,9 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> BuildError + '_ {
 pub struct Site {
     pub dist: PathBuf,
     pub assets: Assets,
-    /// Size of the wasm module in the site, in bytes.
+    /// Size of the page's wasm module, and of the fine-tune module, in bytes.
     pub wasm_bytes: u64,
+    pub tune_wasm_bytes: u64,
 }
 
 /// Builds the site: cargo, wasm-bindgen, page, copies. The new site is assembled beside `dist`
@@ -102,13 +106,15 @@ pub fn build(opts: &BuildOptions) -> Result<Site, BuildError> {
         path: template_path.clone(),
         source: io::Error::new(io::ErrorKind::InvalidData, e),
     })?;
-    let wasm = cargo_build_wasm(&opts.root, opts.profile)?;
+    let wasm = cargo_build_wasm(&opts.root, opts.profile, WEB_PACKAGE, "bin")?;
+    let tune_wasm = cargo_build_wasm(&opts.root, opts.profile, TUNE_PACKAGE, "cdylib")?;
 
     let staging = sibling(&opts.dist, ".partial");
     prepare_empty(&staging)?;
     fs::write(staging.join(SITE_MARKER), "built by attnlab-site\n").map_err(io_err(&staging))?;
 
-    let (js, wasm_name) = run_bindgen(&wasm, &staging)?;
+    let (js, wasm_name) = run_bindgen(&wasm, WEB_PACKAGE, &staging)?;
+    let (tune_js, tune_wasm) = run_bindgen(&tune_wasm, TUNE_PACKAGE, &staging)?;
     let css_src = opts.root.join("www/style.css");
     let css = hashed_name(
         "style",
@@ -117,7 +123,7 @@ pub fn build(opts: &BuildOptions) -> Result<Site, BuildError> {
     );
     fs::copy(&css_src, staging.join(&css)).map_err(io_err(&css_src))?;
 
-    let mut assets = Assets { css, js, wasm: wasm_name, worker: String::new() };
+    let mut assets = Assets { css, js, wasm: wasm_name, worker: String::new(), tune_js, tune_wasm };
     let worker = html::worker_script(&assets);
     assets.worker = hashed_name("worker", worker.as_bytes(), ".js");
     fs::write(staging.join(&assets.worker), worker).map_err(io_err(&staging))?;
@@ -130,9 +136,10 @@ pub fn build(opts: &BuildOptions) -> Result<Site, BuildError> {
         }
         copy_tree(&src, &staging.join(to), 0)?;
     }
-    let wasm_bytes = fs::metadata(staging.join(&assets.wasm)).map_err(io_err(&staging))?.len();
+    let size = |name: &str| fs::metadata(staging.join(name)).map(|m| m.len()).map_err(io_err(&staging));
+    let (wasm_bytes, tune_wasm_bytes) = (size(&assets.wasm)?, size(&assets.tune_wasm)?);
     replace_dir(&staging, &opts.dist)?;
-    Ok(Site { dist: opts.dist.clone(), assets, wasm_bytes })
+    Ok(Site { dist: opts.dist.clone(), assets, wasm_bytes, tune_wasm_bytes })
 }
 
 /// Reads an input of the site; a missing one is `MissingInput` (usually: not run from the root).
@@ -159,43 +166,54 @@ struct CargoTarget {
     kind: Vec<String>,
 }
 
-/// Runs `cargo build -p attnlab-web --target wasm32-unknown-unknown --profile <p>` in `root`
-/// (diagnostics go to the terminal) and returns the path of the binary's .wasm, as cargo reports it.
-fn cargo_build_wasm(root: &Path, profile: Profile) -> Result<PathBuf, BuildError> {
+/// Runs `cargo build -p <package> --target wasm32-unknown-unknown --profile <p>` (its binary of
+/// the same name, or its library for a cdylib) in `root` (diagnostics go to the terminal) and
+/// returns the path of the .wasm of target kind `kind`, as cargo reports it.
+fn cargo_build_wasm(
+    root: &Path,
+    profile: Profile,
+    package: &'static str,
+    kind: &str,
+) -> Result<PathBuf, BuildError> {
     let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let spawn_err = |source| BuildError::SpawnCargo { program: program.clone(), source };
+    let which: &[&str] = if kind == "bin" { &["--bin", package] } else { &["--lib"] };
     let mut child = Command::new(&program)
         .current_dir(root)
-        .args(["build", "-p", WEB_PACKAGE, "--bin", WEB_PACKAGE, "--target", WASM_TARGET])
+        .args(["build", "-p", package])
+        .args(which)
+        .args(["--target", WASM_TARGET])
         .args(["--profile", profile.cargo_name(), "--message-format=json-render-diagnostics"])
         .stdout(Stdio::piped())
         .spawn()
         .map_err(spawn_err)?;
     let stdout = child.stdout.take().ok_or_else(|| spawn_err(io::Error::other("no stdout pipe")))?;
     let mut wasm = None;
+    // Cargo names the library target with underscores.
+    let target_name = if kind == "bin" { package.to_string() } else { package.replace('-', "_") };
     for line in BufReader::new(stdout).lines() {
         let line = line.map_err(spawn_err)?;
         // Lines that are not artifact messages (or not JSON) are of no interest here.
         let Ok(msg) = serde_json::from_str::<CargoMessage>(&line) else { continue };
-        let is_web_bin =
-            msg.target.as_ref().is_some_and(|t| t.name == WEB_PACKAGE && t.kind.iter().any(|k| k == "bin"));
-        if msg.reason == "compiler-artifact" && is_web_bin {
+        let ours =
+            msg.target.as_ref().is_some_and(|t| t.name == target_name && t.kind.iter().any(|k| k == kind));
+        if msg.reason == "compiler-artifact" && ours {
             wasm = msg.filenames.into_iter().find(|f| f.extension().is_some_and(|e| e == "wasm"));
         }
     }
     let status = child.wait().map_err(spawn_err)?;
     if !status.success() {
-        return Err(BuildError::Cargo(status));
+        return Err(BuildError::Cargo(package, status));
     }
-    wasm.ok_or(BuildError::NoWasmArtifact)
+    wasm.ok_or(BuildError::NoWasmArtifact(package))
 }
 
-/// wasm-bindgen (`--target web`, no TypeScript) on `wasm`, writing `attnlab-web-<hash>.js`,
-/// `attnlab-web-<hash>_bg.wasm` (and `snippets/` if the app had inline JS) into `out`. The hash is
+/// wasm-bindgen (`--target web`, no TypeScript) on `wasm`, writing `<stem>-<hash>.js`,
+/// `<stem>-<hash>_bg.wasm` (and `snippets/` if the module had inline JS) into `out`. The hash is
 /// of the input module: the pinned bindgen makes the same glue and module from the same input.
-fn run_bindgen(wasm: &Path, out: &Path) -> Result<(String, String), BuildError> {
+fn run_bindgen(wasm: &Path, stem: &str, out: &Path) -> Result<(String, String), BuildError> {
     let input = fs::read(wasm).map_err(io_err(wasm))?;
-    let stem = hashed_name(WEB_PACKAGE, &input, "");
+    let stem = hashed_name(stem, &input, "");
     let bindgen_err = |e: Box<dyn std::error::Error + Send + Sync>| BuildError::Bindgen {
         wasm: wasm.to_path_buf(),
         message: error_chain(&*e),

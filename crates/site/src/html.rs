@@ -23,12 +23,22 @@ pub struct Assets {
     pub wasm: String,
     /// The model's worker script (it imports `js` and runs the same wasm in a Web Worker).
     pub worker: String,
+    /// The fine-tune module's glue and wasm (`attnlab-tune`), which the worker fetches only when
+    /// the user trains.
+    pub tune_js: String,
+    pub tune_wasm: String,
 }
 
-/// The worker script: a module that starts the wasm glue; the module's `main` finds itself in a
-/// worker and runs the model's side (crates/web `worker.rs`).
+/// The worker script: a module that defines the fine-tune module's loader (`__attnlabLoadTune`:
+/// imports its glue and starts its wasm, on the first call) and starts the wasm glue; the module's
+/// `main` finds itself in a worker and runs the model's side (crates/web `worker.rs`).
 pub fn worker_script(a: &Assets) -> String {
-    format!("import init from \"./{}\";\nawait init({{ module_or_path: \"./{}\" }});\n", a.js, a.wasm)
+    format!(
+        "globalThis.__attnlabLoadTune = async () => {{ const m = await import(\"./{}\"); \
+         await m.default({{ module_or_path: \"./{}\" }}); return m; }};\n\
+         import init from \"./{}\";\nawait init({{ module_or_path: \"./{}\" }});\n",
+        a.tune_js, a.tune_wasm, a.js, a.wasm
+    )
 }
 
 /// Renders the page: every line of `template` is kept except the marker line, which becomes the
@@ -85,6 +95,8 @@ mod tests {
             js: "app-2.js".into(),
             wasm: "app-2_bg.wasm".into(),
             worker: "worker-3.js".into(),
+            tune_js: "tune-4.js".into(),
+            tune_wasm: "tune-4_bg.wasm".into(),
         }
     }
 
@@ -102,7 +114,9 @@ mod tests {
         let worker = worker_script(&assets());
         assert_eq!(
             worker,
-            "import init from \"./app-2.js\";\nawait init({ module_or_path: \"./app-2_bg.wasm\" });\n"
+            "globalThis.__attnlabLoadTune = async () => { const m = await import(\"./tune-4.js\"); \
+             await m.default({ module_or_path: \"./tune-4_bg.wasm\" }); return m; };\n\
+             import init from \"./app-2.js\";\nawait init({ module_or_path: \"./app-2_bg.wasm\" });\n"
         );
         assert!(!page.contains(ASSETS_MARKER));
         assert!(!page.contains("href=\"/"), "only relative URLs");

@@ -57,13 +57,15 @@ fn main() -> ExitCode {
 fn run_build(dist: PathBuf, profile: Profile) -> Result<(), Box<dyn std::error::Error>> {
     let site = build::build(&BuildOptions { root: PathBuf::from("."), dist, profile })?;
     println!(
-        "attnlab-site: built {} ({} profile): {}, {} ({} bytes), {}",
+        "attnlab-site: built {} ({} profile): {}, {} ({} bytes), {}; fine-tune module {} ({} bytes)",
         site.dist.display(),
         profile.cargo_name(),
         site.assets.js,
         site.assets.wasm,
         site.wasm_bytes,
-        site.assets.css
+        site.assets.css,
+        site.assets.tune_wasm,
+        site.tune_wasm_bytes
     );
     Ok(())
 }

@@ -184,6 +184,7 @@ pub struct PrepareSummary {
     pub heldout_bytes: Option<usize>,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Prepare `out/`: `{train,valid,test}.txt` (documents separated by a blank line), the matching
 /// `.u32` token files, `tokenizer.json` (byte-level BPE of `vocab_size` trained on the train split)
 /// and `meta.json`. With `heldout`, whole test documents (≤ [`HELDOUT_MAX_BYTES`]) are written there.

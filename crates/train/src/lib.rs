@@ -6,12 +6,14 @@
 //! * [`optim`]: AdamW with serialisable moments, warmup + cosine schedule, global-norm clipping.
 //! * [`data`]: Brown corpus preparation (`attnlab data brown`) and token datasets.
 //! * [`trainer`]: the training loop with validation, checkpoints, resume and `history.json`.
+//! * [`finetune`]: a step-at-a-time fine-tune on one text, without files (the page's worker).
 //!
 //! The parity tests pin the trainer's logits to the core CPU reference for every variant.
 
 mod attn;
 pub mod data;
 pub mod error;
+pub mod finetune;
 pub mod model;
 pub mod optim;
 pub mod trainer;

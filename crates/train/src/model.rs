@@ -12,6 +12,7 @@ use attnlab_core::weights::{Tensor as CoreTensor, Weights};
 use attnlab_core::Model;
 use candle_core::{DType, Device, Tensor, Var, D};
 use std::collections::BTreeMap;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 /// A model whose every tensor is a trainable candle `Var` (CPU, f32).
@@ -58,6 +59,7 @@ impl TrainModel {
         TrainModel::from_core(&Model::random(cfg, seed)?)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// Load a model folder (`config.json` + `model.safetensors`) with the core's validation.
     pub fn load_dir(dir: &Path) -> Result<TrainModel> {
         TrainModel::from_core(&Model::load_dir(dir)?)
@@ -98,6 +100,7 @@ impl TrainModel {
         Ok(Model::new(self.cfg.clone(), self.to_weights()?)?)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// Write `config.json` and `model.safetensors` through the core (metadata `{"format":"attnlab"}`).
     pub fn save_dir(&self, dir: &Path) -> Result<()> {
         Ok(self.to_core()?.save_dir(dir)?)

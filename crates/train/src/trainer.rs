@@ -17,11 +17,15 @@
 use crate::data::TokenData;
 use crate::error::{Result, TrainError};
 use crate::model::TrainModel;
-use crate::optim::{clip_factor, lr_at, AdamW, AdamWConfig};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::optim::lr_at;
+use crate::optim::{clip_factor, AdamW, AdamWConfig};
 use attnlab_core::rng::SplitMix64;
+#[cfg(not(target_arch = "wasm32"))]
 use attnlab_core::Tokenizer;
 use candle_core::Tensor;
 use std::path::{Path, PathBuf};
+#[cfg(not(target_arch = "wasm32"))]
 use std::time::Instant;
 
 /// Options of one training run.
@@ -108,6 +112,7 @@ pub struct History {
 }
 
 /// `checkpoint/state.json`.
+#[cfg(not(target_arch = "wasm32"))]
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct State {
     step: usize,
@@ -194,6 +199,32 @@ pub fn batch_for_step(data: &[u32], opts: &TrainOptions, step: usize) -> Vec<u32
     out
 }
 
+/// One optimizer step (number `step`, 1-based, for the error) on a `[batch, seq_len + 1]` token
+/// batch: loss, backward pass, global-norm clipping to `grad_clip` (0: none) and an AdamW update
+/// at `lr`. Returns the batch loss and the gradient norm before clipping; a non-finite loss or
+/// gradient leaves the model untouched and is an error.
+pub fn optimizer_step(
+    model: &TrainModel,
+    opt: &mut AdamW,
+    batch: &Tensor,
+    lr: f64,
+    grad_clip: f64,
+    step: usize,
+) -> Result<(f32, f64)> {
+    let loss = model.loss(batch)?;
+    let lv = loss.to_scalar::<f32>()?;
+    if !lv.is_finite() {
+        return Err(TrainError::NonFiniteLoss { step, loss: lv });
+    }
+    let grads = loss.backward()?;
+    let (gnorm, factor) = clip_factor(&model.named_vars(), &grads, grad_clip)?;
+    if !gnorm.is_finite() {
+        return Err(TrainError::NonFiniteLoss { step, loss: f32::NAN });
+    }
+    opt.step(model, &grads, lr, factor)?;
+    Ok((lv, gnorm))
+}
+
 /// Mean validation loss over up to `val_batches` batches of consecutive windows.
 pub fn validate(model: &TrainModel, data: &[u32], opts: &TrainOptions) -> Result<f32> {
     let w = opts.seq_len + 1;
@@ -210,16 +241,19 @@ pub fn validate(model: &TrainModel, data: &[u32], opts: &TrainOptions) -> Result
     Ok((total / n.max(1) as f64) as f32)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
     let s = serde_json::to_string_pretty(v).map_err(|e| TrainError::bad_file(path, e.to_string()))?;
     std::fs::write(path, s + "\n").map_err(|e| TrainError::io(path, e))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let s = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
     serde_json::from_str(&s).map_err(|e| TrainError::bad_file(path, e.to_string()))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Write the checkpoint of `step` (see the module docs for the layout).
 fn save_checkpoint(
     out: &Path,
@@ -264,6 +298,7 @@ pub fn find_checkpoint(out: &Path) -> Option<PathBuf> {
     ["checkpoint", "checkpoint.old"].iter().map(|n| out.join(n)).find(|p| p.join("state.json").is_file())
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Train `model` on `data`, writing checkpoints into `out`. With `resume` and a checkpoint in
 /// `out`, the model, optimizer moments, step and history are restored from it (the given `model`
 /// then only has to have the same config) and training continues to `opts.steps`.
@@ -332,20 +367,8 @@ pub fn train(
         let lr = lr_at(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_ratio);
         let batch = batch_for_step(&data.train, opts, step);
         let batch = Tensor::from_vec(batch, (opts.batch, opts.seq_len + 1), model.device())?;
-        let loss = model.loss(&batch)?;
-        let lv = loss.to_scalar::<f32>()?;
-        if !lv.is_finite() {
-            bar.abandon();
-            return Err(TrainError::NonFiniteLoss { step: step + 1, loss: lv });
-        }
-        let grads = loss.backward()?;
-        let vars = model.named_vars();
-        let (gnorm, factor) = clip_factor(&vars, &grads, opts.grad_clip)?;
-        if !gnorm.is_finite() {
-            bar.abandon();
-            return Err(TrainError::NonFiniteLoss { step: step + 1, loss: f32::NAN });
-        }
-        opt.step(&model, &grads, lr, factor)?;
+        let (lv, gnorm) = optimizer_step(&model, &mut opt, &batch, lr, opts.grad_clip, step + 1)
+            .inspect_err(|_| bar.abandon())?;
         step += 1;
         let dt = t0.elapsed().as_secs_f64().max(1e-9);
         let tps = tokens_per_step as f64 / dt;

@@ -23,11 +23,14 @@ use crate::loader;
 use crate::local;
 use crate::models;
 use crate::panels::{
-    files_of, BackendBadge, GenReport, Generator, LabPanel, ModelPicker, OpenModel, OpenState,
+    files_of, BackendBadge, GenReport, Generator, LabPanel, ModelPicker, OpenModel, OpenState, TunePanel,
 };
-use crate::protocol::{FromWorker, LoadReport, ModelMeta, Opened, ToWorker};
+use crate::protocol::{FromWorker, LoadReport, ModelMeta, Opened, ToWorker, Tuned};
 use crate::share::{self, Share};
 use crate::url_state::UrlState;
+
+/// Appended to the name of a model fine-tuned in the page.
+const TUNED_SUFFIX: &str = "+tuned";
 
 /// Where the current model stands.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -89,6 +92,7 @@ struct Links {
     choose: Callback<Choice>,
     retry_gpu: Callback<()>,
     open_files: Callback<Vec<web_sys::File>>,
+    tuned: Callback<Tuned>,
 }
 
 pub enum Msg {
@@ -104,6 +108,8 @@ pub enum Msg {
     DismissError,
     /// Files picked or dropped for "Open model…".
     OpenFiles(Vec<web_sys::File>),
+    /// "Train on this text" finished: its model is the worker's page model now.
+    Tuned(Tuned),
     /// A dropped folder could not be read.
     OpenFailed(String),
     /// A parameter of the opened link that a view could not use.
@@ -242,6 +248,19 @@ impl App {
         self.status = format!("model {name} opened from local files: ready");
     }
 
+    /// The fine-tuned model becomes the page's model, as an opened one does; the link keeps the
+    /// name of the model it was tuned from.
+    fn on_tuned(&mut self, tuned: Tuned) {
+        let base = self.model.clone().unwrap_or_default();
+        let name = if base.ends_with(TUNED_SUFFIX) { base } else { format!("{base}{TUNED_SUFFIX}") };
+        self.host.adopt_open();
+        self.load_seq = None;
+        self.model = Some(name.clone());
+        self.on_loaded(tuned.meta, LoadReport::default());
+        self.load_report = None;
+        self.status = format!("model {name}: fine-tuned on the text, ready");
+    }
+
     /// A message of the worker that no view took.
     fn on_worker(&mut self, msg: FromWorker) -> bool {
         let is = |slot: Option<u32>, seq: u32| slot == Some(seq) && self.host.is_latest(seq);
@@ -359,6 +378,7 @@ impl Component for App {
                 choose: on_host.reform(HostMsg::Choose),
                 retry_gpu: on_host.reform(|()| HostMsg::RetryGpu),
                 open_files: link.callback(Msg::OpenFiles),
+                tuned: link.callback(Msg::Tuned),
             },
             share,
             url_warnings: warnings.iter().map(ToString::to_string).collect(),
@@ -391,6 +411,7 @@ impl Component for App {
             Msg::BiasEdited(edit) => return self.host.request_edit(edit),
             Msg::DismissError => self.error = None,
             Msg::OpenFiles(files) => self.start_open(files),
+            Msg::Tuned(tuned) => self.on_tuned(tuned),
             Msg::OpenFailed(e) => {
                 self.open = OpenState::Failed;
                 self.error = Some(format!("Could not open the model: {e}"));
@@ -457,6 +478,8 @@ impl Component for App {
                         <OpenModel state={self.open.clone()} on_files={self.links.open_files.clone()} />
                         <Generator runner={self.host.runner()} model={model.clone()} load={load.clone()}
                             autorun={self.autorun} on_report={self.links.generator.clone()} />
+                        <TunePanel model={self.host.lab_model().map(|m| m.trained)} generator_text={self.trace_text.clone()}
+                            load={load.clone()} on_tuned={self.links.tuned.clone()} />
                     </div>
                     <div class="views-column" id="views-column">
                         <LabPanel model={self.host.lab_model()} name={model} initial={self.initial_of()} load={load}

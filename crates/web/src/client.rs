@@ -1,5 +1,6 @@
 //! The page's side of the model's worker (`worker.rs`): it starts the worker, queues messages until
-//! the worker says Ready, and routes what comes back: a run's events to its generator, an analysis'
+//! the worker says Ready, and routes what comes back: a run's events to its generator, a
+//! fine-tune's to the training panel, an analysis'
 //! answer to the view that asked (as a future), the loads of the models beside the page's model
 //! (the initial checkpoint, compare mode's model B) to the lab, and the
 //! rest to the root component. Tokens are handed on once per animation frame (the latest text of
@@ -17,7 +18,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{ErrorEvent, File, MessageEvent, Worker, WorkerOptions, WorkerType};
 use yew::Callback;
 
-use crate::protocol::{self, Answer, FromWorker, ModelId, RunEvent, ToWorker};
+use crate::protocol::{self, Answer, FromWorker, ModelId, RunEvent, ToWorker, TuneEvent};
 
 /// The view channel of model B's perplexity sweeps (compare mode).
 pub const SWEEP_CHANNEL_B: &str = "ppl-b";
@@ -49,6 +50,8 @@ struct Inner {
     answers: RefCell<HashMap<u32, AnswerSlot>>,
     sweeps: RefCell<HashMap<u32, SweepProgress>>,
     runs: RefCell<HashMap<u32, Callback<RunEvent>>>,
+    /// Where each fine-tune's events go.
+    tunes: RefCell<HashMap<u32, Callback<TuneEvent>>>,
     /// The latest token of each run, waiting for the next animation frame.
     tokens: RefCell<HashMap<u32, RunEvent>>,
     frame_pending: Cell<bool>,
@@ -80,6 +83,7 @@ impl WorkerClient {
             answers: RefCell::new(HashMap::new()),
             sweeps: RefCell::new(HashMap::new()),
             runs: RefCell::new(HashMap::new()),
+            tunes: RefCell::new(HashMap::new()),
             tokens: RefCell::new(HashMap::new()),
             frame_pending: Cell::new(false),
             channels: RefCell::new(HashMap::new()),
@@ -112,6 +116,12 @@ impl WorkerClient {
     /// Start run `run`; its events go to `events` (tokens at most once per animation frame).
     pub fn generate(&self, msg: ToWorker, run: u32, events: Callback<RunEvent>) {
         self.0.runs.borrow_mut().insert(run, events);
+        self.send(&msg);
+    }
+
+    /// Start fine-tune `tune` (a [`ToWorker::Tune`]); its events go to `events`.
+    pub fn tune(&self, msg: ToWorker, tune: u32, events: Callback<TuneEvent>) {
+        self.0.tunes.borrow_mut().insert(tune, events);
         self.send(&msg);
     }
 
@@ -224,6 +234,16 @@ impl WorkerClient {
                     if matches!(event, RunEvent::Finished(_)) {
                         inner.runs.borrow_mut().remove(&run);
                     }
+                    events.emit(event);
+                }
+            }
+            FromWorker::Tune { tune, event } => {
+                let events = if matches!(event, TuneEvent::Finished(_)) {
+                    inner.tunes.borrow_mut().remove(&tune)
+                } else {
+                    inner.tunes.borrow().get(&tune).cloned()
+                };
+                if let Some(events) = events {
                     events.emit(event);
                 }
             }

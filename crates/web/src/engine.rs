@@ -114,6 +114,24 @@ impl Engine {
         Ok(Engine { model, tokenizer, eos, info, trained })
     }
 
+    /// The model as its two files, `config.json` text and `model.safetensors` bytes (as stored):
+    /// what the page's fine-tune module (`attnlab-tune`) starts from.
+    pub fn model_files(&self) -> Result<(String, Vec<u8>), String> {
+        let weights = self.model.weights().to_safetensors(None).map_err(|e| e.to_string())?;
+        Ok((self.model.config().to_json(), weights))
+    }
+
+    /// This engine with the weights `safetensors` (a fine-tune of its model, same config): the same
+    /// tokenizer, name and description.
+    pub fn with_weights(&self, safetensors: &[u8]) -> Result<Engine, String> {
+        let model =
+            Model::from_bytes(&self.model.config().to_json(), safetensors).map_err(|e| e.to_string())?;
+        let mut engine = Engine::from_model(model, self.tokenizer.clone(), self.info.architecture.clone())?;
+        engine.info.name = self.info.name.clone();
+        engine.info.description = self.info.description.clone();
+        Ok(engine)
+    }
+
     /// Shown as the model's name when its config has none (an imported checkpoint).
     pub fn name_if_unnamed(&mut self, name: &str) {
         if self.model.config().name.is_empty() {
@@ -435,6 +453,27 @@ mod tests {
             ids.push(out.id);
         }
         assert_eq!(ids, whole);
+    }
+
+    #[test]
+    fn a_fine_tune_through_the_module_changes_what_the_engine_predicts_and_keeps_its_tokenizer() {
+        let e = engine(64);
+        let text = "The jury said the city had no evidence. The jury said the river ran through the city.";
+        let ids = e.encode(text).expect("encode");
+        let (config, weights) = e.model_files().expect("files");
+        let options = r#"{"steps":8,"lr":0.005,"batch":2,"seq_len":16,"seed":0}"#;
+        let mut tuner = attnlab_tune::Tuner::new(&config, &weights, &ids, options).expect("tuner");
+        let before = tuner.text_loss().expect("loss");
+        while !tuner.finished() {
+            tuner.step().expect("step");
+        }
+        assert!(tuner.text_loss().expect("loss") < before);
+        let tuned = e.with_weights(&tuner.weights().expect("weights")).expect("engine");
+        assert_eq!(tuned.info().name, e.info().name);
+        assert_eq!(tuned.encode(text).expect("encode"), ids);
+        let logits = |x: &Engine| x.model.session().prefill_all(&ids).expect("prefill");
+        assert_ne!(logits(&tuned), logits(&e), "the tuned weights are in use");
+        assert!(e.with_weights(&weights[..64]).is_err(), "truncated weights are refused");
     }
 
     #[test]

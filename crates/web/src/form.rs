@@ -1,8 +1,9 @@
-//! The generator's form as typed: the prompt and the sampling settings as strings (so a half-typed
+//! The generator's form (and the fine-tune panel's) as typed: the prompt and the sampling settings as strings (so a half-typed
 //! number stays in its box), parsed into [`GenSettings`] when Generate is pressed. Plain Rust,
 //! compiled and tested natively.
 
 use crate::engine::GenSettings;
+use attnlab_train::finetune::TuneOptions;
 
 /// Largest `max tokens` the form accepts.
 pub const MAX_TOKENS_LIMIT: usize = 4096;
@@ -110,6 +111,34 @@ pub fn parse_seed(text: &str) -> Result<u64, String> {
     text.trim().parse().map_err(|_| "seed: enter a whole number from 0 to 18446744073709551615".to_string())
 }
 
+/// Most steps one fine-tune may take.
+pub const MAX_TUNE_STEPS: usize = 2000;
+
+/// The fine-tune panel's numbers as typed ("train on this text").
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuneForm {
+    pub steps: String,
+    pub lr: String,
+}
+
+impl Default for TuneForm {
+    fn default() -> Self {
+        let d = TuneOptions::default();
+        TuneForm { steps: d.steps.to_string(), lr: d.lr.to_string() }
+    }
+}
+
+impl TuneForm {
+    /// The options (the trainer's defaults for the rest), or the first field out of range.
+    pub fn options(&self) -> Result<TuneOptions, String> {
+        let steps = self.steps.trim().parse().ok().filter(|n| (1..=MAX_TUNE_STEPS).contains(n));
+        let steps = steps.ok_or_else(|| format!("steps: enter a whole number from 1 to {MAX_TUNE_STEPS}"))?;
+        let lr = self.lr.trim().parse().ok().filter(|x: &f64| x.is_finite() && *x > 0.0 && *x <= 0.1);
+        let lr = lr.ok_or_else(|| "learning rate: enter a number in (0, 0.1]".to_string())?;
+        Ok(TuneOptions { steps, lr, ..TuneOptions::default() })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +187,24 @@ mod tests {
         starts(with(Field::TopP, "1.5"), "top-p:");
         starts(with(Field::Seed, "-3"), "seed:");
         starts(with(Field::Seed, "1e3"), "seed:");
+    }
+
+    #[test]
+    fn the_fine_tune_form_parses_and_names_bad_fields() {
+        assert_eq!(TuneForm::default().options(), Ok(TuneOptions::default()));
+        let form = |steps: &str, lr: &str| TuneForm { steps: steps.into(), lr: lr.into() }.options();
+        assert_eq!(form(" 7 ", "0.01").map(|o| (o.steps, o.lr)), Ok((7, 0.01)));
+        for (steps, lr, prefix) in [
+            ("0", "0.001", "steps:"),
+            ("2001", "0.001", "steps:"),
+            ("x", "0.001", "steps:"),
+            ("5", "0", "learning rate:"),
+            ("5", "NaN", "learning rate:"),
+            ("5", "0.5", "learning rate:"),
+        ] {
+            let e = form(steps, lr).expect_err("refused");
+            assert!(e.starts_with(prefix), "{steps} {lr}: {e}");
+        }
     }
 
     #[test]

@@ -15,9 +15,11 @@
 //! - `host`: the page's one interface to the model (load tickets, bias edits, backend, runs);
 //! - `worker`: the worker (models, WebGPU device and backend, generation, analyses);
 //! - `generate`: the generation tasks in the worker (CPU and WebGPU, chunked prefill);
+//! - `tuner`: the worker's handle on the fine-tune module (`attnlab-tune`, fetched on first use);
 //! - `loader`: model files from the browser cache or the network, and the page's other files;
 //! - `local`: a model from the user's own files ("Open model…"; `open` decides what it needs);
-//! - `panels`: the backend badge, the model picker, the generator and the lab tabs;
+//! - `panels`: the backend badge, the model picker, the generator, "train on this text" and the
+//!   lab tabs;
 //! - `views`: the lab views (kernels, perplexity, attention, LAA, gates);
 //! - `share`: the page's state in its address (`url_state`), shared by the panels;
 //! - `heatmap`, `plot`: canvas heatmaps and SVG charts; `export`: clipboard and downloads; `gpu`,
@@ -68,6 +70,8 @@ mod plot;
 mod share;
 #[cfg(target_arch = "wasm32")]
 mod store;
+#[cfg(target_arch = "wasm32")]
+mod tuner;
 #[cfg(target_arch = "wasm32")]
 mod views;
 #[cfg(target_arch = "wasm32")]

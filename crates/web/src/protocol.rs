@@ -10,6 +10,7 @@
 use attnlab_core::analysis::{GateStats, KernelCurve, PplPoint};
 use attnlab_core::attention::AttnStage;
 use attnlab_core::AttentionSpec;
+use attnlab_train::finetune::{TuneOptions, TuneStep};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Active, BackendState, Choice};
@@ -126,6 +127,41 @@ pub enum RunEvent {
     Finished(Result<String, String>),
 }
 
+/// What a fine-tune ("train on this text") reports, in order: its setup, each finished step, and
+/// the end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TuneEvent {
+    /// The text is `tokens` tokens, trained in windows of `seq_len`; `loss_before` is the text's
+    /// mean next-token loss before any step.
+    Started { tokens: usize, seq_len: usize, steps: usize, params: usize, loss_before: f32 },
+    /// A step finished in `ms` milliseconds of the worker.
+    Step { step: TuneStep, ms: f64 },
+    /// The fine-tuned model is the page's model now; or why not (the model stays as it was).
+    Finished(Result<Box<Tuned>, String>),
+}
+
+/// A finished (or stopped) fine-tune: the model after its last finished step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tuned {
+    pub meta: ModelMeta,
+    pub summary: TuneSummary,
+}
+
+/// How a fine-tune went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuneSummary {
+    pub steps: usize,
+    /// Stopped before the last step (by Stop, or for `note`).
+    pub stopped: bool,
+    /// Why training ended early other than by Stop (a non-finite loss), if it did.
+    pub note: Option<String>,
+    /// The text's mean next-token loss before the first and after the last step.
+    pub loss_before: f32,
+    pub loss_after: f32,
+    /// Training tokens per second of the worker.
+    pub tokens_per_s: f64,
+}
+
 /// A model opened from the user's files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Opened {
@@ -219,6 +255,17 @@ pub enum ToWorker {
     Cancel {
         req: u32,
     },
+    /// Fine-tune the trained page model `of` on `text`; the result becomes the page's model.
+    Tune {
+        tune: u32,
+        of: ModelId,
+        text: String,
+        options: TuneOptions,
+    },
+    /// Stop fine-tune `tune` after its current step (the model keeps the steps done).
+    StopTune {
+        tune: u32,
+    },
 }
 
 /// From the worker to the page.
@@ -283,6 +330,10 @@ pub enum FromWorker {
     Memory {
         bytes: u64,
     },
+    Tune {
+        tune: u32,
+        event: TuneEvent,
+    },
 }
 
 /// Why a message could not be read (a bug, never user input: both ends are this crate).
@@ -317,6 +368,13 @@ mod tests {
         let requests = [
             ToWorker::Load { seq: 3, name: "mep".into() },
             ToWorker::Generate { run: 9, model: 2, prompt: "Ünïcode ✓".into(), settings },
+            ToWorker::Tune {
+                tune: 4,
+                of: 2,
+                text: "Ünïcode ✓".into(),
+                options: TuneOptions { steps: 30, lr: 3e-3, batch: 2, seq_len: 48, seed: 5 },
+            },
+            ToWorker::StopTune { tune: 4 },
             ToWorker::Edit {
                 of: 1,
                 edit: BiasEdit { slope_scale: 0.25, uniform_slope: Some(1.0 / 128.0), mix: None },

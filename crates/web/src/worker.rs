@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use attnlab_gpu::GpuContext;
+use attnlab_train::finetune::TuneOptions;
 use js_sys::{Array, Uint8Array};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
@@ -29,7 +30,11 @@ use crate::lab::{self, BiasEdit};
 use crate::loader;
 use crate::local;
 use crate::open;
-use crate::protocol::{self, Answer, Aux, FromWorker, ModelId, ModelMeta, RunEvent, Task, ToWorker};
+use crate::protocol::{
+    self, Answer, Aux, FromWorker, ModelId, ModelMeta, RunEvent, Task, ToWorker, TuneEvent, TuneSummary,
+    Tuned,
+};
+use crate::tuner::RemoteTuner;
 use crate::yield_now::yield_now;
 
 /// An engine the worker holds, under the id the page knows it by.
@@ -61,8 +66,9 @@ struct State {
     probes: u32,
     gpu_ctx: Option<Rc<GpuContext>>,
     gpu_slot: GpuSlot,
-    /// Stop flags of the runs in flight.
+    /// Stop flags of the runs in flight, and of the fine-tunes.
     runs: HashMap<u32, Rc<Cell<bool>>>,
+    tunes: HashMap<u32, Rc<Cell<bool>>>,
     /// Requests the page no longer wants.
     cancelled: HashSet<u32>,
 }
@@ -108,6 +114,7 @@ pub fn start() {
         gpu_ctx: None,
         gpu_slot: GpuSlot::default(),
         runs: HashMap::new(),
+        tunes: HashMap::new(),
         cancelled: HashSet::new(),
     }));
     let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
@@ -161,6 +168,12 @@ fn handle(shared: &Shared, msg: ToWorker, files: Vec<(String, File)>) {
         ToWorker::Analyze { req, model, task } => analyze(shared, req, model, task),
         ToWorker::Cancel { req } => {
             shared.borrow_mut().cancelled.insert(req);
+        }
+        ToWorker::Tune { tune, of, text, options } => tune_run(shared, tune, of, text, options),
+        ToWorker::StopTune { tune } => {
+            if let Some(stop) = shared.borrow().tunes.get(&tune) {
+                stop.set(true);
+            }
         }
     }
 }
@@ -566,4 +579,74 @@ async fn sweep(
             return None;
         }
     }
+}
+
+/// Fine-tune `tune`: train the trained page model `of` on `text` a step at a time (yielding between
+/// steps, so Stop and the page's other requests are heard), then make the model after the last
+/// finished step the page's model, unless another model became the page's model meanwhile.
+fn tune_run(shared: &Shared, tune: u32, of: ModelId, text: String, options: TuneOptions) {
+    let events = move |event| post(&FromWorker::Tune { tune, event });
+    let (engine, stop) = {
+        let mut s = shared.borrow_mut();
+        let Some(trained) = s.trained.clone().filter(|t| t.id == of) else {
+            return events(TuneEvent::Finished(Err("that model is no longer loaded".to_string())));
+        };
+        let stop = Rc::new(Cell::new(false));
+        s.tunes.insert(tune, stop.clone());
+        (trained.engine, stop)
+    };
+    let shared = shared.clone();
+    spawn_local(async move {
+        let result = match tune_steps(&engine, &text, &options, &stop, &events).await {
+            Ok(_) if shared.borrow().trained.as_ref().map(|t| t.id) != Some(of) => {
+                Err("another model was loaded meanwhile; the fine-tuned model was dropped".to_string())
+            }
+            Ok((tuned, summary)) => Ok(Box::new(Tuned { meta: set_loaded(&shared, tuned), summary })),
+            Err(e) => Err(e),
+        };
+        shared.borrow_mut().tunes.remove(&tune);
+        events(TuneEvent::Finished(result));
+    });
+}
+
+/// The steps of a fine-tune (in the fine-tune module, `crate::tuner`), each reported; returns the
+/// engine of the model after the last finished step. A failing step ends training with the steps
+/// before it kept.
+async fn tune_steps(
+    engine: &Engine,
+    text: &str,
+    options: &TuneOptions,
+    stop: &Cell<bool>,
+    events: &dyn Fn(TuneEvent),
+) -> Result<(Engine, TuneSummary), String> {
+    let tokens = engine.encode(text)?;
+    let (config, weights) = engine.model_files()?;
+    let tuner = RemoteTuner::new(&config, &weights, &tokens, options).await?;
+    let loss_before = tuner.text_loss()?;
+    let (seq_len, params) = (tuner.seq_len()?, engine.info().params);
+    let steps = options.steps;
+    events(TuneEvent::Started { tokens: tokens.len(), seq_len, steps, params, loss_before });
+    yield_now().await;
+    let (mut note, mut busy_ms, mut done) = (None, 0.0, 0);
+    while !tuner.finished()? && !stop.get() {
+        let t0 = now_ms();
+        match tuner.step() {
+            Ok(step) => {
+                let ms = now_ms() - t0;
+                (busy_ms, done) = (busy_ms + ms, step.step);
+                events(TuneEvent::Step { step, ms });
+            }
+            Err(e) => {
+                note = Some(e);
+                break;
+            }
+        }
+        yield_now().await;
+    }
+    let loss_after = tuner.text_loss()?;
+    let tuned = engine.with_weights(&tuner.weights()?)?;
+    let tokens_per_s = (done * options.batch * seq_len) as f64 * 1000.0 / busy_ms.max(1e-3);
+    let summary =
+        TuneSummary { steps: done, stopped: done < steps, note, loss_before, loss_after, tokens_per_s };
+    Ok((tuned, summary))
 }
