@@ -18,7 +18,7 @@ RUNS=${RUNS:-data/runs}
 LANES=${LANES:-2}
 # Order: slow (linear-family) runs interleaved with fast ones so both lanes stay busy.
 ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4
-  fast-decay alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss
+  fast-decay alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss lrpe-theta-fixed
   alibi-seed1 mep-seed1 regla-seed1 fast-decay-seed1 gla-seed1 transnormer-seed1 kerple-log-seed1 mep-param-seed1
   linear-elu-seed1 rope-seed1)
 MODELS=("${ALL[@]}")
@@ -40,7 +40,7 @@ train_one() {
       fi
       args=(--init "$RUNS/$name-init") ;;
     *-seed[0-9]*) args=(--variant "${name%-seed*}"); seed=${name##*-seed} ;;  # seed K of NAME
-    # Ablations with their own config (MEP Table 4 uniform slopes, Table 3 kernel mixes).
+    # Ablations with their own config (MEP Table 4 uniform slopes, Table 3 kernel mixes, LRPE θ fixed).
     *) if [ -f "scripts/configs/$name.json" ]; then args=(--config "scripts/configs/$name.json")
        else args=(--variant "$name"); fi ;;
   esac

@@ -179,6 +179,23 @@ impl Default for SizePreset {
     }
 }
 
+impl SizePreset {
+    /// Two layers of two 16-wide heads, d_model 32, FFN 64, trained at 32 tokens, over
+    /// `vocab_size` ids: a model the tests train in a fraction of a second.
+    pub fn tiny(vocab_size: usize) -> SizePreset {
+        SizePreset {
+            vocab_size,
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 2,
+            head_dim: 16,
+            ffn_hidden: 64,
+            train_context: 32,
+            max_context: 256,
+        }
+    }
+}
+
 impl ModelConfig {
     /// A whole-model config for one catalog variant, every layer that variant's preset spec
     /// ([`crate::variants::Variant::preset_layer`]); the `sinusoidal` preset scales the token

@@ -39,3 +39,18 @@ fn shipped_sinusoidal_t5_and_lrpe_configs_carry_the_fixes() {
     }
     assert!(back.contains("denominator"));
 }
+
+/// The LRPE ablation differs from the shipped lrpe only in θ: fixed instead of learned (and its
+/// name and description), so their perplexity gap is θ's doing.
+#[test]
+fn the_lrpe_ablation_differs_from_lrpe_only_in_theta() {
+    let (lrpe, _) = shipped("lrpe");
+    let (mut fixed, _) = shipped("lrpe-theta-fixed");
+    for l in &mut fixed.layers {
+        let AttentionSpec::Lrpe(s) = l else { panic!("lrpe layer expected, got {}", l.variant_id()) };
+        assert_eq!(s.theta, LrpeTheta::Fixed);
+        s.theta = LrpeTheta::Learned;
+    }
+    (fixed.name, fixed.description) = (lrpe.name.clone(), lrpe.description.clone());
+    assert_eq!(fixed, lrpe);
+}

@@ -165,18 +165,8 @@ mod tests {
     use attnlab_core::config::{ModelConfig, SizePreset};
 
     fn tiny() -> Model {
-        let size = SizePreset {
-            vocab_size: 64,
-            d_model: 32,
-            n_layers: 2,
-            n_heads: 2,
-            head_dim: 16,
-            ffn_hidden: 64,
-            train_context: 32,
-            max_context: 128,
-        };
-        Model::random(ModelConfig::preset("alibi", size).expect("alibi is in the catalog"), 7)
-            .expect("random")
+        let cfg = ModelConfig::preset("alibi", SizePreset::tiny(64)).expect("alibi is in the catalog");
+        Model::random(cfg, 7).expect("random")
     }
 
     fn text(n: usize, vocab: usize) -> Vec<u32> {

@@ -11,17 +11,7 @@ use attnlab_train::{TrainError, TrainModel};
 use std::path::PathBuf;
 
 fn tiny_cfg(vocab: usize) -> ModelConfig {
-    let size = SizePreset {
-        vocab_size: vocab,
-        d_model: 32,
-        n_layers: 2,
-        n_heads: 2,
-        head_dim: 16,
-        ffn_hidden: 64,
-        train_context: 32,
-        max_context: 256,
-    };
-    let mut cfg = ModelConfig::preset("regla", size).expect("preset");
+    let mut cfg = ModelConfig::preset("regla", SizePreset::tiny(vocab)).expect("preset");
     cfg.layers[1] = AttentionSpec::Alibi(attnlab_core::variants::alibi::Alibi { slopes: None });
     cfg
 }

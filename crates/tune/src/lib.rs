@@ -69,16 +69,7 @@ mod tests {
     use attnlab_train::finetune::TuneStep;
 
     fn files() -> (String, Vec<u8>, Model) {
-        let size = SizePreset {
-            vocab_size: 64,
-            d_model: 32,
-            n_layers: 2,
-            n_heads: 2,
-            head_dim: 16,
-            ffn_hidden: 64,
-            train_context: 32,
-            max_context: 128,
-        };
+        let size = SizePreset::tiny(64);
         let model = Model::random(ModelConfig::preset("regla", size).expect("preset"), 3).expect("model");
         let bytes = model.weights().to_safetensors(None).expect("safetensors");
         (model.config().to_json(), bytes, model)

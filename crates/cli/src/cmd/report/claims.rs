@@ -187,7 +187,19 @@ impl Context<'_> {
             ("Position information helps: NoPE is worse than RoPE (Table 2: 35.38 vs 33.15)", "rope", "nope"),
         ]
         .map(|(claim, a, b)| self.ppl_claim(claim, a, b, 1, BEATS))
-        .to_vec()
+        .into_iter()
+        .chain([Self::because(
+            self.ppl_claim(
+                "Ablation (ours, not the paper's): LRPE's length explosion comes from learning θ — with θ fixed \
+                 it extrapolates better",
+                "lrpe-theta-fixed",
+                "lrpe",
+                self.longest(),
+                BEATS,
+            ),
+            "train `lrpe-theta-fixed` (scripts/configs/lrpe-theta-fixed.json) and list it in the index",
+        )])
+        .collect()
     }
 
     /// A claim on the `attnlab bench` numbers of transnormer and alibi (shortest and longest point).
