@@ -2103,6 +2103,31 @@ test("train on this text: the loss falls over a few steps in the worker, every v
   }
   assert.notEqual(after.join("|"), before.join("|"), "the heatmap shows the fine-tuned model");
   await page.screenshot({ path: join(SHOTS, "tune.png"), fullPage: true });
+  // Download: the three files of the fine-tuned model, which Open model… reads back as the same model.
+  const dir = mkdtempSync(join(tmpdir(), "attnlab-tuned-"));
+  const saved = [];
+  const saving = new Promise((resolve) =>
+    page.on("download", async (d) => {
+      await d.saveAs(join(dir, d.suggestedFilename()));
+      saved.push(d.suggestedFilename());
+      if (saved.length === 3) resolve();
+    }),
+  );
+  await page.click("#tune-download");
+  await saving;
+  assert.deepEqual(saved.sort(), ["config.json", "model.safetensors", "tokenizer.json"]);
+  await page.waitForSelector('#tune-download-status[data-state="done"]');
+  const tuned = readSafetensors(join(dir, "model.safetensors"))["tok_emb.weight"].data;
+  const original = readSafetensors(join(SITE, "models/alibi/model.safetensors"))["tok_emb.weight"].data;
+  assert.equal(tuned.length, original.length);
+  assert.ok(tuned.some((v, k) => v !== original[k]), "the downloaded weights are the tuned ones");
+  assert.equal(await openLocal(page, dir, { files: true }), "done");
+  let reopened = before;
+  for (let k = 0; k < 50 && reopened.join() !== after.join(); k++) {
+    await page.waitForTimeout(100);
+    reopened = await heatmapRows(page, 5);
+  }
+  assert.deepEqual(reopened, after, "the reopened download traces exactly as the fine-tuned model");
   // Generation runs on the fine-tuned model.
   await page.fill("#max-tokens", "8");
   await page.click("#generate");

@@ -62,6 +62,8 @@ pub enum Finish {
 pub struct Engine {
     pub(crate) model: Model,
     pub(crate) tokenizer: Tokenizer,
+    /// The tokenizer's file as it was read (a fine-tuned model's download carries it).
+    pub(crate) tokenizer_json: std::rc::Rc<str>,
     /// Id of `<|endoftext|>`, when the tokenizer has it: generation stops there.
     pub(crate) eos: Option<u32>,
     pub(crate) info: ModelInfo,
@@ -77,14 +79,15 @@ impl Engine {
             std::str::from_utf8(config_json).map_err(|e| format!("config.json: not valid UTF-8 ({e})"))?;
         let model = Model::from_bytes(config_text, safetensors).map_err(|e| e.to_string())?;
         let tokenizer = Tokenizer::from_bytes(tokenizer_json).map_err(|e| e.to_string())?;
-        Engine::from_model(model, tokenizer, None)
+        Engine::from_model(model, tokenizer, String::from_utf8_lossy(tokenizer_json).into_owned(), None)
     }
 
-    /// A loaded model with its tokenizer; `architecture` names the Hugging Face class it was
-    /// imported from, if any. The tokenizer must fit the model's vocabulary.
+    /// A loaded model with its tokenizer (parsed, and its file's text); `architecture` names the
+    /// Hugging Face class it was imported from, if any. The tokenizer must fit the model's vocabulary.
     pub fn from_model(
         model: Model,
         tokenizer: Tokenizer,
+        tokenizer_json: String,
         architecture: Option<String>,
     ) -> Result<Engine, String> {
         let cfg = model.config();
@@ -111,7 +114,7 @@ impl Engine {
         };
         let eos = tokenizer.token_to_id(EOS_TOKEN);
         let trained = cfg.layers.clone();
-        Ok(Engine { model, tokenizer, eos, info, trained })
+        Ok(Engine { model, tokenizer, tokenizer_json: tokenizer_json.into(), eos, info, trained })
     }
 
     /// The model as its two files, `config.json` text and `model.safetensors` bytes (as stored):
@@ -121,12 +124,18 @@ impl Engine {
         Ok((self.model.config().to_json(), weights))
     }
 
+    /// The tokenizer's file (`tokenizer.json`) as it was read.
+    pub fn tokenizer_json(&self) -> &str {
+        &self.tokenizer_json
+    }
+
     /// This engine with the weights `safetensors` (a fine-tune of its model, same config): the same
     /// tokenizer, name and description.
     pub fn with_weights(&self, safetensors: &[u8]) -> Result<Engine, String> {
         let model =
             Model::from_bytes(&self.model.config().to_json(), safetensors).map_err(|e| e.to_string())?;
-        let mut engine = Engine::from_model(model, self.tokenizer.clone(), self.info.architecture.clone())?;
+        let (tokenizer, json) = (self.tokenizer.clone(), self.tokenizer_json.to_string());
+        let mut engine = Engine::from_model(model, tokenizer, json, self.info.architecture.clone())?;
         engine.info.name = self.info.name.clone();
         engine.info.description = self.info.description.clone();
         Ok(engine)
@@ -474,6 +483,12 @@ mod tests {
         let logits = |x: &Engine| x.model.session().prefill_all(&ids).expect("prefill");
         assert_ne!(logits(&tuned), logits(&e), "the tuned weights are in use");
         assert!(e.with_weights(&weights[..64]).is_err(), "truncated weights are refused");
+        // The downloaded folder of the tuned model loads as the same engine.
+        let (config, weights) = tuned.model_files().expect("files");
+        assert_eq!(tuned.tokenizer_json(), e.tokenizer_json());
+        let reloaded = Engine::load(config.as_bytes(), &weights, tuned.tokenizer_json().as_bytes())
+            .expect("the files load");
+        assert_eq!(logits(&reloaded), logits(&tuned));
     }
 
     #[test]

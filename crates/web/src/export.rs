@@ -43,7 +43,19 @@ pub fn download_text(name: &str, mime: &str, text: &str) -> Result<(), String> {
     let parts = js_sys::Array::of1(&JsValue::from_str(text));
     let options = BlobPropertyBag::new();
     options.set_type(mime);
-    let blob = Blob::new_with_str_sequence_and_options(&parts, &options).map_err(|e| js_error_text(&e))?;
+    download_blob(name, Blob::new_with_str_sequence_and_options(&parts, &options))
+}
+
+/// Offer `bytes` as the download `name` (binary).
+pub fn download_bytes(name: &str, bytes: &[u8]) -> Result<(), String> {
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(bytes));
+    let options = BlobPropertyBag::new();
+    options.set_type("application/octet-stream");
+    download_blob(name, Blob::new_with_u8_array_sequence_and_options(&parts, &options))
+}
+
+fn download_blob(name: &str, blob: Result<Blob, JsValue>) -> Result<(), String> {
+    let blob = blob.map_err(|e| js_error_text(&e))?;
     let url = Url::create_object_url_with_blob(&blob).map_err(|e| js_error_text(&e))?;
     let result = download_url(name, &url);
     // The download has its bytes once started; the URL is released a little later.

@@ -124,6 +124,14 @@ impl ModelRef {
         }
     }
 
+    /// The model's three files.
+    pub async fn files(&self) -> Result<crate::protocol::ModelFiles, String> {
+        match self.client.analyze("files", self.meta.id, Task::Files).await? {
+            Answer::Files(f) => Ok(f),
+            _ => Err(wrong("model files")),
+        }
+    }
+
     /// Perplexity against context length on `text`; `progress` hears the fraction done and the
     /// lengths finished. A newer sweep cancels this one.
     pub async fn ppl_sweep(

@@ -175,6 +175,7 @@ impl Engine {
         Ok(Engine {
             model,
             tokenizer: self.tokenizer.clone(),
+            tokenizer_json: self.tokenizer_json.clone(),
             eos: self.eos,
             info: self.info.clone(),
             trained: self.trained.clone(),

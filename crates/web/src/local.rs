@@ -135,8 +135,8 @@ pub async fn open_model(
     let name = folder.name.clone().unwrap_or_else(|| open::fallback_name(&config, &kind));
     let need = measure(&folder, &kind, &config, &weights).await?;
     need.check(&name)?;
-    let tokenizer = folder.text(TOKENIZER).await?.unwrap_or_default();
-    let tokenizer = fitting_tokenizer(&config, &tokenizer)?;
+    let tokenizer_json = folder.text(TOKENIZER).await?.unwrap_or_default();
+    let tokenizer = (fitting_tokenizer(&config, &tokenizer_json)?, tokenizer_json);
     let shards = read_weights(&folder, &weights, need.file_bytes, &progress, &alive).await?;
     let mut engine = build(&config, index.as_deref(), shards, &kind, tokenizer, &progress, &alive).await?;
     engine.name_if_unnamed(&name);
@@ -194,13 +194,14 @@ async fn read_weights(
     Ok(shards)
 }
 
-/// Convert (a Hugging Face checkpoint) and build the model, with a rendered status before each step.
+/// Convert (a Hugging Face checkpoint) and build the model, with a rendered status before each step;
+/// the tokenizer comes parsed and as its file's text.
 async fn build(
     config: &str,
     index: Option<&str>,
     shards: Vec<(String, Vec<u8>)>,
     kind: &Kind,
-    tokenizer: Tokenizer,
+    (tokenizer, tokenizer_json): (Tokenizer, String),
     progress: &impl Fn(String, Option<f64>),
     alive: &impl Fn() -> bool,
 ) -> Result<Engine, String> {
@@ -230,7 +231,7 @@ async fn build(
         Kind::HuggingFace(a) => Some(a.clone()),
         Kind::Attnlab => None,
     };
-    Engine::from_model(model, tokenizer, arch)
+    Engine::from_model(model, tokenizer, tokenizer_json, arch)
 }
 
 /// The File System entries of a drop (`DataTransferItem.webkitGetAsEntry`), taken while the drop

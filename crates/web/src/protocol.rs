@@ -195,6 +195,8 @@ pub enum Task {
     KernelCurves { layer: usize, n: usize },
     /// Perplexity against context length on `text` (progress comes as [`FromWorker::Sweep`]).
     PplSweep { text: String },
+    /// The model's three files (a fine-tuned model's download).
+    Files,
 }
 
 /// The answer to a [`Task`].
@@ -204,6 +206,15 @@ pub enum Answer {
     Gates(Vec<GateStats>),
     Curves(Vec<KernelCurve>),
     Sweep(Vec<PplPoint>),
+    Files(ModelFiles),
+}
+
+/// A model as its folder's files: `config.json`, `model.safetensors`, `tokenizer.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFiles {
+    pub config: String,
+    pub weights: Vec<u8>,
+    pub tokenizer: String,
 }
 
 /// From the page to the worker.

@@ -534,6 +534,10 @@ fn analyze(shared: &Shared, req: u32, model: ModelId, task: Task) {
             Task::Trace { text, stage } => engine.trace(&text, stage).map(Answer::Trace),
             Task::GateStats { text } => engine.gate_stats(&text).map(Answer::Gates),
             Task::KernelCurves { layer, n } => engine.kernel_curves(layer, n).map(Answer::Curves),
+            Task::Files => engine.model_files().map(|(config, weights)| {
+                let tokenizer = engine.tokenizer_json().to_string();
+                Answer::Files(protocol::ModelFiles { config, weights, tokenizer })
+            }),
             Task::PplSweep { text } => match sweep(&shared, req, &engine, &text).await {
                 Some(r) => r.map(Answer::Sweep),
                 None => return,

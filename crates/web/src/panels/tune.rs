@@ -3,13 +3,15 @@
 //! fine-tune module `attnlab-tune`: candle on the CPU, AdamW, warmup + cosine, clipping). The loss is drawn as the steps arrive; Stop ends
 //! training after the current step and keeps the steps done. The result becomes the page's model
 //! (reported to the root through `on_tuned`), so every view shows it; the page's link still names
-//! the model as loaded (a reload shows the original).
+//! the model as loaded (a reload shows the original); "download the fine-tuned model" saves its
+//! folder's three files.
 
 use std::rc::Rc;
 
 use web_sys::{HtmlInputElement, HtmlTextAreaElement};
 use yew::prelude::*;
 
+use crate::export;
 use crate::form::{TuneForm, MAX_TUNE_STEPS};
 use crate::host::{LoadTicket, ModelRef};
 use crate::open::group;
@@ -40,6 +42,8 @@ pub enum TuneMsg {
     Start,
     Stop,
     Event { tune: u32, event: TuneEvent },
+    Download,
+    Downloaded(Result<(), String>),
 }
 
 /// What the text was set up as when training started.
@@ -63,6 +67,8 @@ pub struct TunePanel {
     losses: Vec<(f64, f64)>,
     last_ms: f64,
     outcome: Option<Result<TuneSummary, String>>,
+    /// Where the download of the fine-tuned model stands (`None`: not asked).
+    download: Option<Result<(), String>>,
 }
 
 impl TunePanel {
@@ -80,6 +86,7 @@ impl TunePanel {
         self.setup = None;
         self.losses.clear();
         self.outcome = None;
+        self.download = None;
         let events = ctx.link().callback(move |event| TuneMsg::Event { tune, event });
         let msg = ToWorker::Tune { tune, of: model.id(), text: self.text.clone(), options };
         model.client().tune(msg, tune, events);
@@ -140,6 +147,7 @@ impl Component for TunePanel {
             losses: Vec::new(),
             last_ms: 0.0,
             outcome: None,
+            download: None,
         }
     }
 
@@ -176,6 +184,11 @@ impl Component for TunePanel {
             TuneMsg::Start => return false,
             TuneMsg::Stop => self.stop(),
             TuneMsg::Event { tune, event } => return self.on_event(ctx, tune, event),
+            TuneMsg::Download => {
+                let Some(model) = ctx.props().model.clone() else { return false };
+                ctx.link().send_future(async move { TuneMsg::Downloaded(download_model(&model).await) });
+            }
+            TuneMsg::Downloaded(result) => self.download = Some(result),
         }
         true
     }
@@ -229,6 +242,7 @@ impl Component for TunePanel {
                     <button id="tune-stop" disabled={!running} onclick={link.callback(|_| TuneMsg::Stop)}>{ "Stop" }</button>
                 </div>
                 { self.view_progress() }
+                { self.view_download(ctx) }
                 { self.view_chart(ctx) }
             </section>
         }
@@ -280,6 +294,30 @@ impl TunePanel {
         }
     }
 
+    /// After a fine-tune: download the model as its folder's three files.
+    fn view_download(&self, ctx: &Context<Self>) -> Html {
+        if !matches!(self.outcome, Some(Ok(_))) {
+            return html! {};
+        }
+        let (state, line) = match &self.download {
+            None => ("none", String::new()),
+            Some(Ok(())) => (
+                "done",
+                "saved config.json, model.safetensors (F32) and tokenizer.json: put them in one \
+                                     folder; Open model… reads it back"
+                    .to_string(),
+            ),
+            Some(Err(e)) => ("failed", format!("download failed: {e}")),
+        };
+        html! {
+            <p class="tune-download">
+                <button id="tune-download" onclick={ctx.link().callback(|_| TuneMsg::Download)}>
+                    { "download the fine-tuned model" }</button>
+                { " " }<span id="tune-download-status" class="muted" data-state={state}>{ line }</span>
+            </p>
+        }
+    }
+
     /// Batch loss against step, drawn as the steps arrive.
     fn view_chart(&self, ctx: &Context<Self>) -> Html {
         if self.losses.is_empty() {
@@ -307,6 +345,14 @@ impl TunePanel {
             })} model={AttrValue::from(name)} />
         }
     }
+}
+
+/// The model's folder as three downloads (the names "Open model…" expects).
+async fn download_model(model: &ModelRef) -> Result<(), String> {
+    let files = model.files().await?;
+    export::download_text("config.json", "application/json", &files.config)?;
+    export::download_bytes("model.safetensors", &files.weights)?;
+    export::download_text("tokenizer.json", "application/json", &files.tokenizer)
 }
 
 /// "trained 100 steps: loss on the text 4.812 → 3.106 (1,234 tok/s)", with why it stopped early.
