@@ -6,8 +6,10 @@
 //! Nothing here touches the DOM or the clock, so it compiles and is tested natively as well; the
 //! analyses of the lab views (bias steering, perplexity, traces) extend [`Engine`] in `lab.rs`.
 
+use attnlab_core::model::tensor_specs;
 use attnlab_core::sampling::{Sampler, SamplingConfig};
 use attnlab_core::tokenizer::{Tokenizer, EOS_TOKEN};
+use attnlab_core::weights::Weights;
 use attnlab_core::{Model, Session};
 
 /// What the UI shows about the loaded model (read once from its config).
@@ -132,8 +134,10 @@ impl Engine {
     /// This engine with the weights `safetensors` (a fine-tune of its model, same config): the same
     /// tokenizer, name and description.
     pub fn with_weights(&self, safetensors: &[u8]) -> Result<Engine, String> {
-        let model =
-            Model::from_bytes(&self.model.config().to_json(), safetensors).map_err(|e| e.to_string())?;
+        let cfg = self.model.config().clone();
+        let weights =
+            Weights::from_safetensors(safetensors, &tensor_specs(&cfg)).map_err(|e| e.to_string())?;
+        let model = Model::new(cfg, weights).map_err(|e| e.to_string())?;
         let (tokenizer, json) = (self.tokenizer.clone(), self.tokenizer_json.to_string());
         let mut engine = Engine::from_model(model, tokenizer, json, self.info.architecture.clone())?;
         engine.info.name = self.info.name.clone();

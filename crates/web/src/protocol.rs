@@ -131,13 +131,25 @@ pub enum RunEvent {
 /// the end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TuneEvent {
-    /// The text is `tokens` tokens, trained in windows of `seq_len`; `loss_before` is the text's
-    /// mean next-token loss before any step.
-    Started { tokens: usize, seq_len: usize, steps: usize, params: usize, loss_before: f32 },
+    Started(TuneSetup),
     /// A step finished in `ms` milliseconds of the worker.
-    Step { step: TuneStep, ms: f64 },
+    Step {
+        step: TuneStep,
+        ms: f64,
+    },
     /// The fine-tuned model is the page's model now; or why not (the model stays as it was).
     Finished(Result<Box<Tuned>, String>),
+}
+
+/// How a fine-tune was set up: the text is `tokens` tokens, trained in windows of `seq_len`;
+/// `loss_before` is the text's mean next-token loss before any step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TuneSetup {
+    pub tokens: usize,
+    pub seq_len: usize,
+    pub steps: usize,
+    pub params: usize,
+    pub loss_before: f32,
 }
 
 /// A finished (or stopped) fine-tune: the model after its last finished step.

@@ -31,8 +31,8 @@ use crate::loader;
 use crate::local;
 use crate::open;
 use crate::protocol::{
-    self, Answer, Aux, FromWorker, ModelId, ModelMeta, RunEvent, Task, ToWorker, TuneEvent, TuneSummary,
-    Tuned,
+    self, Answer, Aux, FromWorker, ModelId, ModelMeta, RunEvent, Task, ToWorker, TuneEvent, TuneSetup,
+    TuneSummary, Tuned,
 };
 use crate::tuner::RemoteTuner;
 use crate::yield_now::yield_now;
@@ -629,7 +629,7 @@ async fn tune_steps(
     let loss_before = tuner.text_loss()?;
     let (seq_len, params) = (tuner.seq_len()?, engine.info().params);
     let steps = options.steps;
-    events(TuneEvent::Started { tokens: tokens.len(), seq_len, steps, params, loss_before });
+    events(TuneEvent::Started(TuneSetup { tokens: tokens.len(), seq_len, steps, params, loss_before }));
     yield_now().await;
     let (mut note, mut busy_ms, mut done) = (None, 0.0, 0);
     while !tuner.finished()? && !stop.get() {

@@ -16,7 +16,7 @@ use crate::form::{TuneForm, MAX_TUNE_STEPS};
 use crate::host::{LoadTicket, ModelRef};
 use crate::open::group;
 use crate::plot::{Figure, LineChart, Series, LINE, PALETTE};
-use crate::protocol::{ToWorker, TuneEvent, TuneSummary, Tuned};
+use crate::protocol::{ToWorker, TuneEvent, TuneSetup, TuneSummary, Tuned};
 
 /// The largest text file the panel reads (bytes).
 const MAX_TEXT_FILE_BYTES: f64 = 1_000_000.0;
@@ -46,23 +46,13 @@ pub enum TuneMsg {
     Downloaded(Result<(), String>),
 }
 
-/// What the text was set up as when training started.
-#[derive(Clone, Copy)]
-struct Setup {
-    tokens: usize,
-    seq_len: usize,
-    steps: usize,
-    params: usize,
-    loss_before: f32,
-}
-
 pub struct TunePanel {
     text: String,
     form: TuneForm,
     /// The fine-tune in flight: its id and the load it started under.
     running: Option<(u32, LoadTicket, ModelRef)>,
     next_id: u32,
-    setup: Option<Setup>,
+    setup: Option<TuneSetup>,
     /// (step, batch loss) of the shown fine-tune.
     losses: Vec<(f64, f64)>,
     last_ms: f64,
@@ -113,9 +103,7 @@ impl TunePanel {
             return true;
         }
         match event {
-            TuneEvent::Started { tokens, seq_len, steps, params, loss_before } => {
-                self.setup = Some(Setup { tokens, seq_len, steps, params, loss_before })
-            }
+            TuneEvent::Started(setup) => self.setup = Some(setup),
             TuneEvent::Step { step, ms } => {
                 self.losses.push((step.step as f64, step.loss as f64));
                 self.last_ms = ms;
