@@ -17,6 +17,7 @@ mod error;
 mod model;
 mod params;
 pub mod shaders;
+pub mod train;
 
 pub use context::{GpuCaps, GpuContext, Traffic};
 pub use error::{GpuError, Result};

@@ -23,7 +23,7 @@ use wgpu::util::DeviceExt;
 mod fused;
 mod introspect;
 mod layers;
-mod pipes;
+pub(crate) mod pipes;
 mod plan;
 mod record;
 mod sampling;
@@ -188,7 +188,7 @@ fn storage_bytes(dev: &wgpu::Device, label: &str, bytes: &[u8]) -> wgpu::Buffer 
 }
 
 /// A uniform buffer holding the parameter block `value`.
-fn uniform<T: Pod>(dev: &wgpu::Device, value: &T) -> wgpu::Buffer {
+pub(crate) fn uniform<T: Pod>(dev: &wgpu::Device, value: &T) -> wgpu::Buffer {
     dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
         label: Some("params"),
         contents: &uniform_bytes(value),

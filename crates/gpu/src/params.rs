@@ -241,6 +241,79 @@ gpu_params! {
         pad1: u32,
     }
 
+    /// gemm.wgsl (the trainer's strided, batched matrix product): `C_z(i, j) (+)= alpha·Σ_k A_z(i, k)
+    /// B_z(k, j)`, `z = z1·nh + z2`, each operand at `off + z1·s1 + z2·s2 + row·rs + col·cs`.
+    struct GemmParams {
+        m: u32,
+        n: u32,
+        k: u32,
+        /// Inner batch count (heads): `z2 = z mod nh`.
+        nh: u32,
+        a_rs: u32,
+        a_cs: u32,
+        a_s1: u32,
+        a_s2: u32,
+        b_rs: u32,
+        b_cs: u32,
+        b_s1: u32,
+        b_s2: u32,
+        c_rs: u32,
+        c_cs: u32,
+        c_s1: u32,
+        c_s2: u32,
+        a_off: u32,
+        b_off: u32,
+        c_off: u32,
+        /// Add to C instead of writing it.
+        accumulate: u32,
+        alpha: f32,
+        pad0: u32,
+        pad1: u32,
+        pad2: u32,
+    }
+
+    /// train.wgsl: the trainer's row, attention and loss kernels (each kernel's comment says which
+    /// fields it reads).
+    struct TrainParams {
+        rows: u32,
+        width: u32,
+        /// Sequence length.
+        t: u32,
+        h: u32,
+        dh: u32,
+        /// Row stride of a q/k/v buffer.
+        a: u32,
+        /// A count: vocabulary, table length, rotated pairs, values.
+        n: u32,
+        /// A kernel's switch (accumulate, inverse rotation, add a table or a position row).
+        flag: u32,
+        scale: f32,
+        eps: f32,
+        /// Offset into the flat parameter or gradient buffer (softmax: the Diag block, 0 = causal).
+        off0: u32,
+        pad0: u32,
+    }
+
+    /// train.wgsl's `adamw`: one AdamW update of the flat parameter buffer.
+    struct AdamParams {
+        n: u32,
+        /// The first `n_decay` values get weight decay.
+        n_decay: u32,
+        lr: f32,
+        b1: f32,
+        b2: f32,
+        /// Bias corrections `1 − β^t`.
+        bc1: f32,
+        bc2: f32,
+        eps: f32,
+        /// `1 − lr·weight_decay`.
+        decay: f32,
+        /// Gradient factor of global-norm clipping.
+        clip: f32,
+        pad0: u32,
+        pad1: u32,
+    }
+
     /// decode.wgsl: one dispatch of the fused decode. `fa_*`: offsets of the regions of the
     /// decode activations `fa`; `off_*`: offsets of vectors in the layer's `aux` (norm gains and
     /// biases, projection biases). The `norm_*` fields describe the attention norm (the final norm
@@ -546,6 +619,9 @@ mod tests {
             twin::<SampleParams>(&[&s::SAMPLE]),
             twin::<CaptureParams>(&[&s::CAPTURE]),
             twin::<MapParams>(&[&s::ATTENTION_MAP]),
+            twin::<GemmParams>(&[&s::GEMM]),
+            twin::<TrainParams>(&[&s::TRAIN]),
+            twin::<AdamParams>(&[&s::TRAIN]),
         ]
     }
 

@@ -115,6 +115,11 @@ pub static CAPTURE: Shader = Shader::new(wgsl!("capture.wgsl"), false, &[STEP]);
 pub static ATTENTION_MAP: Shader =
     Shader::new(wgsl!("attention_map.wgsl"), true, &[REDUCE, ATTENTION_COMMON]);
 
+/// The trainer's strided, batched matrix product.
+pub static GEMM: Shader = Shader::new(wgsl!("gemm.wgsl"), false, &[]);
+/// The trainer's row, attention, loss and AdamW kernels.
+pub static TRAIN: Shader = Shader::new(wgsl!("train.wgsl"), false, &[REDUCE, ACTIVATIONS]);
+
 /// Every shader module.
 pub static SHADERS: &[&Shader] = &[
     &MATMUL,
@@ -130,6 +135,8 @@ pub static SHADERS: &[&Shader] = &[
     &DECODE_LINEAR,
     &CAPTURE,
     &ATTENTION_MAP,
+    &GEMM,
+    &TRAIN,
 ];
 
 /// Every shader's own file, as written (without prelude and snippets).

@@ -394,7 +394,9 @@ fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Option<Tensor>
                 .collect();
             const_f64(v, &[h, t, t], dev)?
         }
-        Bias::Table { learned: Some(lt), .. } => learned_table(m, lt, &delta, t)?,
+        Bias::Table { learned: Some(lt), .. } => {
+            learned_table(m, lt, &delta)?.reshape((m.config().n_heads, t, t))?
+        }
         Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {
             // FIRE (Li et al., 2023; mcleish7/arithmetic `FIRE`): u = ψ(i − j)/(ψ(max(i, |l_mult·L|)) + 1e−6),
             // ψ(x) = ln(1 + |c·x|), then the MLP.
@@ -415,13 +417,14 @@ fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Option<Tensor>
     }))
 }
 
-/// A distance table from learned per-head parameters, in the graph (`delta`: `i − j`, 0 above the
-/// diagonal).
-fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64], t: usize) -> Result<Tensor> {
+/// A distance table from learned per-head parameters, in the graph: `[H, n]`, the bias of each head
+/// at the `n` distances `delta` (the attention's `i − j`, 0 above the diagonal, or `0..T` for the GPU
+/// trainer's distance table).
+pub(crate) fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64]) -> Result<Tensor> {
     let cfg = m.config();
-    let (h, dev) = (cfg.n_heads, m.device());
-    let dmat = const_f64(delta.to_vec(), &[1, t, t], dev)?;
-    let per_head = |name: &str| -> Result<Tensor> { Ok(m.w(name)?.reshape((h, 1, 1))?) };
+    let (h, n, dev) = (cfg.n_heads, delta.len(), m.device());
+    let dmat = const_f64(delta.to_vec(), &[1, n], dev)?;
+    let per_head = |name: &str| -> Result<Tensor> { Ok(m.w(name)?.reshape((h, 1))?) };
     // −p·ln(1 + a·δ) with a, p ≥ 0.01.
     let kerple_log = |a: &str, p: &str| -> Result<Tensor> {
         let a = per_head(a)?.maximum(bias::KERPLE_MIN)?;
@@ -429,14 +432,13 @@ fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64], t: usize) -> 
         Ok(p.broadcast_mul(&(a.broadcast_mul(&dmat)? + 1.0)?.log()?)?.neg()?)
     };
     Ok(match lt {
-        LearnedTable::KerpleLog { a, p } => kerple_log(a, p)?.broadcast_as((h, t, t))?.contiguous()?,
+        LearnedTable::KerpleLog { a, p } => kerple_log(a, p)?.broadcast_as((h, n))?.contiguous()?,
         // −a·δ^p with a ≥ 0.01, p ∈ [0.01, 2], and B(0) = 0; δ^p = exp(p·ln max(δ, 1)).
         LearnedTable::KerplePower { a, p } => {
             let a = per_head(a)?.maximum(bias::KERPLE_MIN)?;
             let p = per_head(p)?.clamp(bias::KERPLE_MIN, bias::KERPLE_POWER_MAX_P)?;
-            let ln_d = const_f64(delta.iter().map(|&x| x.max(1.0).ln()).collect(), &[1, t, t], dev)?;
-            let nz =
-                const_f64(delta.iter().map(|&x| f64::from(u8::from(x > 0.0))).collect(), &[1, t, t], dev)?;
+            let ln_d = const_f64(delta.iter().map(|&x| x.max(1.0).ln()).collect(), &[1, n], dev)?;
+            let nz = const_f64(delta.iter().map(|&x| f64::from(u8::from(x > 0.0))).collect(), &[1, n], dev)?;
             a.broadcast_mul(&p.broadcast_mul(&ln_d)?.exp()?.broadcast_mul(&nz)?)?.neg()?
         }
         // W[bucket(δ), h]·scale: the bucket index is fixed, the table is gathered in the graph.
@@ -445,8 +447,8 @@ fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64], t: usize) -> 
                 .iter()
                 .map(|&d| bias::t5_bucket(d as usize, *num_buckets, *max_distance) as u32)
                 .collect();
-            let g = m.w(table)?.index_select(&Tensor::from_vec(idx, t * t, dev)?, 0)?; // [T·T, H]
-            (g.t()?.contiguous()?.reshape((h, t, t))? * *scale)?
+            let g = m.w(table)?.index_select(&Tensor::from_vec(idx, n, dev)?, 0)?; // [n, H]
+            (g.t()?.contiguous()? * *scale)?
         }
         // LSE[ln w_K − p·ln(1 + a·δ), ln w_G − g_h·δ²]; a term with weight ≤ 0 is dropped.
         LearnedTable::MepParam { a, p, kerple_weight, gaussian_weight, gaussian_slopes } => {
@@ -457,15 +459,15 @@ fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64], t: usize) -> 
                     .iter()
                     .flat_map(|g| delta.iter().map(move |&d| gaussian_weight.ln() - (g.max(0.0) * d) * d))
                     .collect();
-                Some(const_f64(v, &[h, t, t], dev)?)
+                Some(const_f64(v, &[h, n], dev)?)
             } else {
                 None
             };
             match (kerple, gauss) {
-                (Some(a), Some(b)) => log_add_exp(&a.broadcast_as((h, t, t))?.contiguous()?, &b)?,
-                (Some(a), None) => a.broadcast_as((h, t, t))?.contiguous()?,
+                (Some(a), Some(b)) => log_add_exp(&a.broadcast_as((h, n))?.contiguous()?, &b)?,
+                (Some(a), None) => a.broadcast_as((h, n))?.contiguous()?,
                 (None, Some(b)) => b,
-                (None, None) => Tensor::zeros((h, t, t), DType::F32, dev)?,
+                (None, None) => Tensor::zeros((h, n), DType::F32, dev)?,
             }
         }
     })

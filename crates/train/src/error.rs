@@ -24,6 +24,11 @@ pub enum TrainError {
     /// An option value is out of range or inconsistent with the model.
     #[error("invalid option `{name}`: {reason}")]
     InvalidOption { name: String, reason: String },
+    /// The GPU trainer failed or refused the model (no adapter, an unsupported layer, a device
+    /// error).
+    #[cfg(feature = "gpu")]
+    #[error("GPU training: {0}")]
+    Gpu(#[from] attnlab_gpu::GpuError),
     /// The loss became NaN or infinite.
     #[error("loss is not finite ({loss}) at step {step}; stopping (lower --lr or check the data)")]
     NonFiniteLoss { step: usize, loss: f32 },

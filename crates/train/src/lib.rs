@@ -7,6 +7,8 @@
 //! * [`data`]: Brown corpus preparation (`attnlab data brown`) and token datasets.
 //! * [`trainer`]: the training loop with validation, checkpoints, resume and `history.json`.
 //! * [`finetune`]: a step-at-a-time fine-tune on one text, without files (the page's worker).
+//! * `gpu` (feature `gpu`): the same step on the GPU (`attnlab_gpu::train`), host-owned learned
+//!   distance tables differentiated here.
 //!
 //! The parity tests pin the trainer's logits to the core CPU reference for every variant.
 
@@ -14,6 +16,8 @@ mod attn;
 pub mod data;
 pub mod error;
 pub mod finetune;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod model;
 pub mod optim;
 pub mod trainer;

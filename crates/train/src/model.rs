@@ -122,6 +122,14 @@ impl TrainModel {
         self.lowerings.get(i).ok_or_else(|| TrainError::option("layer", format!("no layer {i}")))
     }
 
+    /// The trainable variable `name`.
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    pub(crate) fn var(&self, name: &str) -> Result<&Var> {
+        self.vars
+            .get(name)
+            .ok_or_else(|| TrainError::Core(attnlab_core::Error::MissingTensor(name.to_string())))
+    }
+
     /// The tensor `name` (a bug if absent: names come from `tensor_specs`).
     pub(crate) fn w(&self, name: &str) -> Result<&Tensor> {
         self.vars

@@ -75,6 +75,21 @@ impl AdamW {
         Ok(())
     }
 
+    /// The moments `(m, v)` by tensor name.
+    pub fn moments(&self) -> (&BTreeMap<String, Tensor>, &BTreeMap<String, Tensor>) {
+        (&self.m, &self.v)
+    }
+
+    /// An optimizer after `t` updates with these moments (a GPU run's, for its checkpoint).
+    pub fn from_moments(
+        cfg: AdamWConfig,
+        t: usize,
+        m: BTreeMap<String, Tensor>,
+        v: BTreeMap<String, Tensor>,
+    ) -> AdamW {
+        AdamW { cfg, t, m, v }
+    }
+
     /// Save the moments (`m.<name>`, `v.<name>`) as safetensors at `path`.
     pub fn save(&self, path: &Path) -> Result<()> {
         let mut all: HashMap<String, Tensor> = HashMap::new();

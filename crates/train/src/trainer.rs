@@ -57,6 +57,20 @@ pub struct TrainOptions {
     /// schedule still runs to `steps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_at: Option<usize>,
+    /// Where the steps run.
+    #[serde(default)]
+    pub device: TrainDevice,
+}
+
+/// Where `attnlab train` runs its steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrainDevice {
+    /// candle on the CPU.
+    #[default]
+    Cpu,
+    /// `attnlab_gpu::train` on the first adapter (feature `gpu`).
+    Gpu,
 }
 
 impl Default for TrainOptions {
@@ -74,6 +88,7 @@ impl Default for TrainOptions {
             val_every: 200,
             val_batches: 8,
             stop_at: None,
+            device: TrainDevice::Cpu,
         }
     }
 }
@@ -225,20 +240,116 @@ pub fn optimizer_step(
     Ok((lv, gnorm))
 }
 
+/// [`optimizer_step`] on `rows` windows given as a flat slice of `rows × (seq_len + 1)` ids.
+pub fn optimizer_step_windows(
+    model: &TrainModel,
+    opt: &mut AdamW,
+    windows: &[u32],
+    rows: usize,
+    lr: f64,
+    grad_clip: f64,
+    step: usize,
+) -> Result<(f32, f64)> {
+    let w = windows.len() / rows.max(1);
+    let batch = Tensor::from_vec(windows.to_vec(), (rows, w), model.device())?;
+    optimizer_step(model, opt, &batch, lr, grad_clip, step)
+}
+
 /// Mean validation loss over up to `val_batches` batches of consecutive windows.
 pub fn validate(model: &TrainModel, data: &[u32], opts: &TrainOptions) -> Result<f32> {
+    validate_with(data, opts, |flat, rows| {
+        let t = Tensor::from_vec(flat.to_vec(), (rows, opts.seq_len + 1), model.device())?;
+        Ok(model.loss(&t)?.to_scalar::<f32>()?)
+    })
+}
+
+/// [`validate`] with `loss(windows, rows)` giving the mean loss of `rows` windows.
+fn validate_with(
+    data: &[u32],
+    opts: &TrainOptions,
+    mut loss: impl FnMut(&[u32], usize) -> Result<f32>,
+) -> Result<f32> {
     let w = opts.seq_len + 1;
     let windows: Vec<&[u32]> = data.chunks_exact(w).take(opts.val_batches.max(1) * opts.batch).collect();
     let mut total = 0.0f64;
     let mut n = 0usize;
     for chunk in windows.chunks(opts.batch) {
         let flat: Vec<u32> = chunk.iter().flat_map(|c| c.iter().copied()).collect();
-        let t = Tensor::from_vec(flat, (chunk.len(), w), model.device())?;
-        let l = model.loss(&t)?.to_scalar::<f32>()?;
+        let l = loss(&flat, chunk.len())?;
         total += l as f64 * chunk.len() as f64;
         n += chunk.len();
     }
     Ok((total / n.max(1) as f64) as f32)
+}
+
+/// The model and optimizer of a run, on the device that steps them (one per run: its size does not
+/// matter).
+#[cfg(not(target_arch = "wasm32"))]
+#[allow(clippy::large_enum_variant)]
+enum Stepper {
+    Cpu {
+        model: TrainModel,
+        opt: AdamW,
+    },
+    #[cfg(feature = "gpu")]
+    Gpu(crate::gpu::GpuTrain),
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Stepper {
+    fn new(model: TrainModel, opt: AdamW, opts: &TrainOptions) -> Result<Stepper> {
+        match opts.device {
+            TrainDevice::Cpu => Ok(Stepper::Cpu { model, opt }),
+            #[cfg(feature = "gpu")]
+            TrainDevice::Gpu => {
+                let mut g = crate::gpu::GpuTrain::new(&model, opts.batch, opts.seq_len, opts.adamw)?;
+                g.restore_optimizer(&opt)?;
+                Ok(Stepper::Gpu(g))
+            }
+            #[cfg(not(feature = "gpu"))]
+            TrainDevice::Gpu => {
+                Err(TrainError::option("device", "this build has no GPU trainer (feature `gpu`)"))
+            }
+        }
+    }
+
+    /// The device, for the progress line.
+    fn name(&self) -> String {
+        match self {
+            Stepper::Cpu { .. } => "cpu".into(),
+            #[cfg(feature = "gpu")]
+            Stepper::Gpu(g) => g.device(),
+        }
+    }
+
+    fn step(&mut self, windows: Vec<u32>, lr: f64, opts: &TrainOptions, step: usize) -> Result<(f32, f64)> {
+        match self {
+            Stepper::Cpu { model, opt } => {
+                optimizer_step_windows(model, opt, &windows, opts.batch, lr, opts.grad_clip, step)
+            }
+            #[cfg(feature = "gpu")]
+            Stepper::Gpu(g) => g.step(&windows, lr, opts.grad_clip, step),
+        }
+    }
+
+    fn validate(&mut self, data: &[u32], opts: &TrainOptions) -> Result<f32> {
+        match self {
+            Stepper::Cpu { model, .. } => validate(model, data, opts),
+            #[cfg(feature = "gpu")]
+            Stepper::Gpu(g) => validate_with(data, opts, |flat, rows| g.loss(flat, rows)),
+        }
+    }
+
+    /// Write the checkpoint of `state` (a GPU run reads its model and moments back first).
+    fn save(&self, out: &Path, state: &State, history: &History, tokenizer_json: &str) -> Result<()> {
+        match self {
+            Stepper::Cpu { model, opt } => save_checkpoint(out, model, opt, state, history, tokenizer_json),
+            #[cfg(feature = "gpu")]
+            Stepper::Gpu(g) => {
+                save_checkpoint(out, &g.to_model()?, &g.optimizer()?, state, history, tokenizer_json)
+            }
+        }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -346,6 +457,7 @@ pub fn train(
         }
     }
     let resumed_from = step;
+    let mut stepper = Stepper::new(model, opt, opts)?;
     let bar = if progress {
         let b = indicatif::ProgressBar::new(opts.steps as u64);
         b.set_style(
@@ -357,6 +469,9 @@ pub fn train(
     } else {
         indicatif::ProgressBar::hidden()
     };
+    if progress {
+        bar.println(format!("training on {}", stepper.name()));
+    }
     let tokens_per_step = opts.batch * opts.seq_len;
     let mut last_val = history.valid.last().map(|v| v.loss);
     let seg_start = Instant::now();
@@ -366,9 +481,7 @@ pub fn train(
         let t0 = Instant::now();
         let lr = lr_at(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_ratio);
         let batch = batch_for_step(&data.train, opts, step);
-        let batch = Tensor::from_vec(batch, (opts.batch, opts.seq_len + 1), model.device())?;
-        let (lv, gnorm) = optimizer_step(&model, &mut opt, &batch, lr, opts.grad_clip, step + 1)
-            .inspect_err(|_| bar.abandon())?;
+        let (lv, gnorm) = stepper.step(batch, lr, opts, step + 1).inspect_err(|_| bar.abandon())?;
         step += 1;
         let dt = t0.elapsed().as_secs_f64().max(1e-9);
         let tps = tokens_per_step as f64 / dt;
@@ -378,7 +491,7 @@ pub fn train(
         bar.set_message(format!("loss {lv:.3}{val_msg} lr {lr:.2e} {tps:.0} tok/s"));
         bar.set_position(step as u64);
         if step.is_multiple_of(opts.val_every) || step == end {
-            let vl = validate(&model, &data.valid, opts)?;
+            let vl = stepper.validate(&data.valid, opts)?;
             if !vl.is_finite() {
                 bar.abandon();
                 return Err(TrainError::NonFiniteLoss { step, loss: vl });
@@ -387,7 +500,7 @@ pub fn train(
             history.valid.push(ValRecord { step, loss: vl, perplexity: (vl as f64).exp() });
             history.seconds = seconds_before + seg_start.elapsed().as_secs_f64();
             let state = State { step, options: opts.clone() };
-            save_checkpoint(out, &model, &opt, &state, &history, &data.tokenizer_json)?;
+            stepper.save(out, &state, &history, &data.tokenizer_json)?;
         }
     }
     bar.finish();

@@ -35,6 +35,19 @@ pub struct BenchArgs {
     /// Also write the JSON report to this file
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Measure training steps instead: candle on the CPU and the GPU trainer, side by side (same
+    /// weights and batches), tokens/s and the ratio
+    #[arg(long)]
+    pub train: bool,
+    /// With --train: sequences per batch
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub train_batch: usize,
+    /// With --train: tokens per sequence
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub train_seq_len: usize,
+    /// With --train: measured steps per device (after one warm-up step; the median is reported)
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub train_steps: usize,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -230,6 +243,14 @@ fn core_vs_candle(model: &attnlab_core::Model, tokens: &[u32], repeats: usize) -
 pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     let n = a.decode_tokens as usize;
     let model = a.model.load_any_backend()?;
+    if a.train {
+        let b = super::train_bench::TrainBench {
+            batch: a.train_batch,
+            seq_len: a.train_seq_len,
+            steps: a.train_steps,
+        };
+        return super::train_bench::run(&model, &a.model.dir(), &b, json, a.out.as_deref());
+    }
     let cfg = model.config();
     let max = cfg.max_context;
     let contexts = contexts_to_measure(&a, max, n)?;

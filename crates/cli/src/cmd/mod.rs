@@ -12,3 +12,4 @@ pub mod init;
 pub mod kernels;
 pub mod report;
 pub mod train;
+pub mod train_bench;

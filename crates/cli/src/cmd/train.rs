@@ -3,12 +3,13 @@
 use crate::common::{out, parse_variant, print_json, to_value, CliError, CliResult};
 use attnlab_core::config::{ModelConfig, SizePreset};
 use attnlab_train::data::TokenData;
-use attnlab_train::trainer::{self, TrainOptions};
+use attnlab_train::trainer::{self, TrainDevice, TrainOptions};
 use attnlab_train::{TrainError, TrainModel};
 use clap::{ArgGroup, Args};
 use std::path::PathBuf;
 
-/// Train with AdamW, warmup + cosine schedule and gradient clipping on the CPU (candle).
+/// Train with AdamW, warmup + cosine schedule and gradient clipping, on the CPU (candle) or the GPU
+/// (`--device gpu`).
 ///
 /// The model comes from --variant (the default size preset, overridable per field), --config FILE
 /// (a config.json; weights are initialised like `attnlab init`) or --init DIR (an existing model
@@ -71,6 +72,10 @@ pub struct TrainArgs {
     /// Stop after step N (checkpointed; continue later with --resume)
     #[arg(long, value_name = "N")]
     pub stop_at: Option<usize>,
+    /// Where the steps run: cpu (candle) or gpu (the WGSL trainer on the first adapter; the
+    /// softmax-family variants without FIRE/CoPE so far)
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
     /// With --variant: residual width [default: 128]
     #[arg(long, value_name = "N")]
     pub d_model: Option<usize>,
@@ -92,6 +97,13 @@ pub struct TrainArgs {
     /// With --variant: longest context the runtime accepts [default: 8192]
     #[arg(long, value_name = "N")]
     pub max_context: Option<usize>,
+}
+
+/// `--device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Device {
+    Cpu,
+    Gpu,
 }
 
 fn train_error(e: TrainError) -> CliError {
@@ -159,6 +171,10 @@ pub fn run(a: TrainArgs, json: bool) -> CliResult<()> {
         val_every: a.val_every,
         val_batches: a.val_batches,
         stop_at: a.stop_at,
+        device: match a.device {
+            Device::Cpu => TrainDevice::Cpu,
+            Device::Gpu => TrainDevice::Gpu,
+        },
     };
     let progress = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     if a.resume && trainer::find_checkpoint(&a.out).is_none() {

@@ -10,7 +10,7 @@ use crate::shaders::{self, Shader};
 
 /// How a binding is bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Bind {
+pub(crate) enum Bind {
     Uniform,
     /// `var<storage, read>`.
     Read,
@@ -22,14 +22,14 @@ use Bind::{Read as R, Uniform as U, Write as W};
 
 /// A compute entry point with its override constants (set by the caller, in this order) and its
 /// group-0 bindings.
-pub(super) struct PipeSpec {
+pub(crate) struct PipeSpec {
     pub shader: &'static Shader,
     pub entry: &'static str,
     pub overrides: &'static [&'static str],
     pub slots: &'static [(u32, Bind)],
 }
 
-const fn spec(
+pub(crate) const fn spec(
     shader: &'static Shader,
     entry: &'static str,
     overrides: &'static [&'static str],
@@ -310,7 +310,7 @@ impl GpuModel {
     }
 }
 
-pub(super) fn bind_group_layout(
+pub(crate) fn bind_group_layout(
     dev: &wgpu::Device,
     label: &str,
     slots: &[(u32, Bind)],
@@ -381,7 +381,7 @@ mod tests {
     /// its override constants exist in the shader.
     #[test]
     fn every_pipeline_layout_matches_its_entry_point() {
-        for spec in ALL {
+        for spec in ALL.iter().copied().chain(crate::train::SPECS) {
             let (module, info) = module(spec);
             let mut slots = spec.slots.to_vec();
             slots.sort();
@@ -403,7 +403,12 @@ mod tests {
             let src = shader.source();
             let module = naga::front::wgsl::parse_str(&src).expect("parses");
             for e in &module.entry_points {
-                let n = ALL.iter().filter(|s| s.shader.name == shader.name && s.entry == e.name).count();
+                let n = ALL
+                    .iter()
+                    .copied()
+                    .chain(crate::train::SPECS)
+                    .filter(|s| s.shader.name == shader.name && s.entry == e.name)
+                    .count();
                 assert_eq!(n, 1, "{}:{} has {n} pipeline specs", shader.name, e.name);
             }
         }

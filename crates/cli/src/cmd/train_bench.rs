@@ -1,0 +1,128 @@
+//! `attnlab bench --train`: training-step throughput of one model on the CPU (candle) and on the
+//! GPU (`attnlab_gpu::train`), side by side in one run, same weights and batches.
+
+use crate::common::{out, print_json, table, write_file, CliError, CliResult};
+use attnlab_core::Model;
+use attnlab_train::gpu::GpuTrain;
+use attnlab_train::optim::{AdamW, AdamWConfig};
+use attnlab_train::trainer::optimizer_step_windows;
+use attnlab_train::TrainModel;
+use serde_json::json;
+use std::path::Path;
+use std::time::Instant;
+
+/// Shape of the measured steps.
+pub struct TrainBench {
+    pub batch: usize,
+    pub seq_len: usize,
+    /// Measured steps per device (after one warm-up step).
+    pub steps: usize,
+}
+
+/// Seconds of each of `steps` calls of `step` after one warm-up call, and their losses.
+fn time_steps<E>(
+    steps: usize,
+    mut step: impl FnMut(usize) -> Result<f32, E>,
+) -> Result<(Vec<f64>, Vec<f32>), E> {
+    step(0)?;
+    let mut secs = Vec::with_capacity(steps);
+    let mut losses = Vec::with_capacity(steps);
+    for s in 1..=steps {
+        let t0 = Instant::now();
+        losses.push(step(s)?);
+        secs.push(t0.elapsed().as_secs_f64());
+    }
+    Ok((secs, losses))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Fixed pseudo-random windows of step `s`.
+fn windows(b: &TrainBench, vocab: usize, s: usize) -> Vec<u32> {
+    let mut x = (s as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..b.batch * (b.seq_len + 1))
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((x >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Option<&Path>) -> CliResult<()> {
+    let err = |e: attnlab_train::TrainError| CliError::runtime(e.to_string());
+    let cfg = model.config();
+    if b.seq_len == 0 || b.batch == 0 || b.steps == 0 || b.seq_len > cfg.max_context {
+        return Err(CliError::usage(format!(
+            "--train-batch, --train-seq-len and --train-steps must be > 0 and the length ≤ max_context {}",
+            cfg.max_context
+        )));
+    }
+    let (lr, clip, vocab) = (1e-3, 1.0, cfg.vocab_size);
+    let cpu = TrainModel::from_core(model).map_err(err)?;
+    let mut opt = AdamW::new(&cpu, AdamWConfig::default()).map_err(err)?;
+    let (cpu_s, cpu_loss) = time_steps(b.steps, |s| {
+        optimizer_step_windows(&cpu, &mut opt, &windows(b, vocab, s), b.batch, lr, clip, s + 1).map(|r| r.0)
+    })
+    .map_err(err)?;
+    let fresh = TrainModel::from_core(model).map_err(err)?;
+    let gpu_result = GpuTrain::new(&fresh, b.batch, b.seq_len, AdamWConfig::default()).and_then(|mut g| {
+        let device = g.device();
+        let (secs, losses) =
+            time_steps(b.steps, |s| g.step(&windows(b, vocab, s), lr, clip, s + 1).map(|r| r.0))?;
+        Ok((device, secs, losses))
+    });
+    let tokens = (b.batch * b.seq_len) as f64;
+    let cpu_tps = tokens / median(cpu_s);
+    let max_diff =
+        |losses: &[f32]| cpu_loss.iter().zip(losses).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    let gpu = match &gpu_result {
+        Ok((device, s, losses)) => {
+            let tps = tokens / median(s.clone());
+            json!({
+                "device": device, "tokens_per_s": tps, "gpu_over_cpu": tps / cpu_tps,
+                "max_loss_difference": max_diff(losses),
+            })
+        }
+        Err(e) => json!({ "error": e.to_string() }),
+    };
+    let report = json!({
+        "model": { "path": dir.display().to_string(), "name": cfg.name, "params": model.weights().num_params() },
+        "batch": b.batch, "seq_len": b.seq_len, "steps": b.steps,
+        "cpu": { "device": "candle (CPU)", "tokens_per_s": cpu_tps },
+        "gpu": gpu,
+    });
+    if let Some(path) = out_file {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| CliError::runtime(format!("cannot serialize the report: {e}")))?;
+        write_file(path, (text + "\n").as_bytes())?;
+    }
+    if json {
+        return print_json(&report);
+    }
+    let mut rows =
+        vec![vec!["candle (CPU)".to_string(), format!("{cpu_tps:.0}"), "1.00".into(), String::new()]];
+    match gpu_result {
+        Ok((device, s, losses)) => {
+            let tps = tokens / median(s);
+            rows.push(vec![
+                device,
+                format!("{tps:.0}"),
+                format!("{:.2}", tps / cpu_tps),
+                format!("{:.1e}", max_diff(&losses)),
+            ]);
+        }
+        Err(e) => rows.push(vec!["GPU".into(), "—".into(), "—".into(), e.to_string()]),
+    }
+    out(&format!(
+        "training steps of `{}` ({} parameters), batch {} × {} tokens, median of {} steps\n{}",
+        cfg.name,
+        model.weights().num_params(),
+        b.batch,
+        b.seq_len,
+        b.steps,
+        table(&["device", "tokens/s", "÷ CPU", "max |Δ loss|"], &rows, &[0, 3])
+    ))
+}

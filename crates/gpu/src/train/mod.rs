@@ -1,0 +1,570 @@
+//! Training on the GPU (issue 14 item 1): the forward pass, its backward pass and AdamW for a
+//! batch of `[B, T]` windows, in WGSL (shaders/gemm.wgsl, shaders/train.wgsl), on the same layer
+//! lowering the CPU reference, the GPU runtime and the candle trainer run.
+//!
+//! [`GpuTrainer`] keeps the parameters, their gradients and the AdamW moments in three flat f32
+//! buffers (tensors with weight decay first, so one dispatch updates them all), and every
+//! activation the backward pass reads. One training step is two submissions:
+//! [`GpuTrainer::forward_backward`] (loss, every gradient, the partial sums of the gradient norm and
+//! the gradients of learned distance tables, read back together) and [`GpuTrainer::update`] (clip
+//! factor and AdamW). What it trains so far: the softmax family with no bias or a distance table
+//! (constant, or learned: the table's gradient goes back to the host, which owns the table's
+//! parameters and their chain rule, `attnlab_train::gpu`), RoPE, causal or block windows; RMSNorm,
+//! SwiGLU, tied or untied head, no or sinusoidal absolute positions. Anything else is refused by
+//! name ([`GpuError::Unsupported`]).
+
+mod kernels;
+mod record;
+
+#[cfg(test)]
+pub(crate) use kernels::SPECS;
+
+use crate::context::GpuContext;
+use crate::error::{GpuError, Result};
+use crate::params::AdamParams;
+use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
+use attnlab_core::lowering::{Bias, LearnedTable, Lowering};
+use attnlab_core::model::tensor_specs;
+use attnlab_core::variants::LowerCtx;
+use attnlab_core::weights::{Tensor as CoreTensor, Weights};
+use attnlab_core::Model;
+use kernels::{threads, Kernels, Op, K};
+use std::collections::{BTreeMap, HashMap};
+use wgpu::util::DeviceExt;
+
+/// AdamW settings of the GPU update (the candle trainer's `AdamWConfig`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamSettings {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+/// One tensor's place in the flat parameter buffer.
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    shape: Vec<usize>,
+    off: usize,
+    len: usize,
+}
+
+/// The flat layout of the GPU-owned parameters: decayed tensors first, each group in the core's
+/// canonical order.
+#[derive(Debug)]
+struct Layout {
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+    n_decay: usize,
+    total: usize,
+}
+
+impl Layout {
+    fn new(cfg: &ModelConfig, host: &[String], decays: &dyn Fn(&str, usize) -> bool) -> Layout {
+        let specs: Vec<_> = tensor_specs(cfg).into_iter().filter(|s| !host.contains(&s.name)).collect();
+        let (decayed, other): (Vec<_>, Vec<_>) =
+            specs.into_iter().partition(|s| decays(&s.name, s.shape.len()));
+        let mut entries = Vec::new();
+        let mut off = 0;
+        let mut n_decay = 0;
+        for (group, list) in [decayed, other].into_iter().enumerate() {
+            for s in list {
+                let len = s.shape.iter().product();
+                entries.push(Entry { name: s.name, shape: s.shape, off, len });
+                off += len;
+            }
+            if group == 0 {
+                n_decay = off;
+            }
+        }
+        let by_name = entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
+        Layout { entries, by_name, n_decay, total: off }
+    }
+
+    /// Offset of tensor `name` (a bug if absent: names come from `tensor_specs`).
+    fn off(&self, name: &str) -> Result<usize> {
+        self.by_name
+            .get(name)
+            .map(|&i| self.entries[i].off)
+            .ok_or_else(|| GpuError::Unsupported(format!("tensor {name} is not trained on the GPU")))
+    }
+}
+
+/// A learned distance table of one layer: the host writes its values, the GPU its gradient.
+#[derive(Debug, Clone)]
+pub struct LearnedSlot {
+    /// The layer.
+    pub layer: usize,
+    /// How the table comes from the layer's parameters (host-owned tensors).
+    pub table: LearnedTable,
+}
+
+/// What [`GpuTrainer::forward_backward`] read back.
+#[derive(Debug, Clone)]
+pub struct StepGrads {
+    /// Mean next-token cross-entropy of the batch.
+    pub loss: f32,
+    /// Σ g² over every GPU-owned gradient (f64 sum of f32 partial sums).
+    pub sumsq: f64,
+    /// dL/dB_h(d), `[H, T]`, of each learned table in [`GpuTrainer::learned`] order.
+    pub table_grads: Vec<Vec<f32>>,
+}
+
+/// Shapes of a training step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dims {
+    pub b: usize,
+    pub t: usize,
+    pub r: usize,
+    pub d: usize,
+    pub h: usize,
+    pub dh: usize,
+    pub a: usize,
+    pub f: usize,
+    pub v: usize,
+}
+
+/// Forward, backward and AdamW of one model on the GPU.
+pub struct GpuTrainer {
+    ctx: GpuContext,
+    cfg: ModelConfig,
+    dims: Dims,
+    layout: Layout,
+    kernels: Kernels,
+    params: wgpu::Buffer,
+    grads: wgpu::Buffer,
+    moments: [wgpu::Buffer; 2],
+    /// Inputs of a step: token ids `[R]`, targets `[R]`, rows grouped by token (`[V + 1 + R]`).
+    tok: wgpu::Buffer,
+    tgt: wgpu::Buffer,
+    csr: wgpu::Buffer,
+    /// Values of each learned table `[H, T]` (written by the host before a step).
+    learned_tables: Vec<wgpu::Buffer>,
+    learned: Vec<LearnedSlot>,
+    recorded: record::Recorded,
+    adam_uniform: wgpu::Buffer,
+    adam_op: Op,
+    /// AdamW updates done.
+    t: usize,
+    adam: AdamSettings,
+}
+
+impl GpuTrainer {
+    /// Upload `model` for training on `[batch, seq_len]` windows. `decays(name, rank)` says which
+    /// tensors get weight decay. The tensors that feed learned distance tables stay on the host
+    /// ([`GpuTrainer::host_tensors`]).
+    pub async fn new(
+        ctx: &GpuContext,
+        model: &Model,
+        batch: usize,
+        seq_len: usize,
+        adam: AdamSettings,
+        decays: &dyn Fn(&str, usize) -> bool,
+    ) -> Result<GpuTrainer> {
+        let cfg = model.config().clone();
+        check_config(&cfg)?;
+        let lowerings = (0..cfg.n_layers)
+            .map(|layer| {
+                cfg.layers[layer].variant().lower(&LowerCtx { cfg: &cfg, layer, weights: model.weights() })
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| GpuError::Unsupported(e.to_string()))?;
+        let learned: Vec<LearnedSlot> = lowerings
+            .iter()
+            .enumerate()
+            .filter_map(|(layer, l)| match l {
+                Lowering::Softmax(s) => match &s.bias {
+                    Bias::Table { learned: Some(table), .. } => {
+                        Some(LearnedSlot { layer, table: table.clone() })
+                    }
+                    _ => None,
+                },
+                Lowering::Linear(_) => None,
+            })
+            .collect();
+        let host = host_tensors(&learned);
+        let layout = Layout::new(&cfg, &host, decays);
+        let dims = Dims {
+            b: batch,
+            t: seq_len,
+            r: batch * seq_len,
+            d: cfg.d_model,
+            h: cfg.n_heads,
+            dh: cfg.head_dim,
+            a: cfg.n_heads * cfg.head_dim,
+            f: cfg.ffn.hidden,
+            v: cfg.vocab_size,
+        };
+        if batch == 0 || seq_len == 0 || seq_len > cfg.max_context {
+            return Err(GpuError::Unsupported(format!(
+                "batch {batch} × seq-len {seq_len} (max_context {})",
+                cfg.max_context
+            )));
+        }
+        ctx.check_size("training scores", (4 * dims.b * dims.h * dims.t * dims.t) as u64)?;
+        ctx.check_size("logits", (4 * dims.r * dims.v) as u64)?;
+        ctx.check_size("parameters", (4 * layout.total) as u64)?;
+        let dev = &ctx.device;
+        let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
+        let oom = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let kernels = Kernels::new(dev);
+        let mut flat = vec![0.0f32; layout.total.max(1)];
+        for e in &layout.entries {
+            let t = model.weights().tensor(&e.name).map_err(|err| GpuError::Unsupported(err.to_string()))?;
+            flat[e.off..e.off + e.len].copy_from_slice(&t.data.to_f32());
+        }
+        let params = init_storage(dev, "train params", &flat);
+        let [grads, m, v] = ["grads", "adam m", "adam v"].map(|l| zeroed(dev, l, layout.total));
+        let (tok, tgt) = (zeroed(dev, "tokens", dims.r), zeroed(dev, "targets", dims.r));
+        let csr = zeroed(dev, "rows by token", dims.v + 1 + dims.r);
+        let learned_tables: Vec<_> =
+            learned.iter().map(|_| zeroed(dev, "learned table", dims.h * dims.t)).collect();
+        let mut trainer_parts = record::Parts {
+            kernels: &kernels,
+            dims,
+            layout: &layout,
+            params: &params,
+            grads: &grads,
+            dev,
+            eps: cfg.norm.eps as f32,
+        };
+        let recorded =
+            record::record(&mut trainer_parts, &cfg, &lowerings, &learned_tables, [&tok, &tgt, &csr])?;
+        let adam_uniform = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("adam params"),
+            size: std::mem::size_of::<AdamParams>() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let adam_op =
+            kernels.op_on(K::Adamw, &adam_uniform, &[&grads, &params, &m, &v], threads(layout.total));
+        let (o, s) = (oom.pop().await, scope.pop().await);
+        if let Some(e) = o.or(s) {
+            return Err(GpuError::Validation(format!("training setup: {e}")));
+        }
+        Ok(GpuTrainer {
+            ctx: ctx.clone(),
+            cfg,
+            dims,
+            layout,
+            kernels,
+            params,
+            grads,
+            moments: [m, v],
+            tok,
+            tgt,
+            csr,
+            learned_tables,
+            learned,
+            recorded,
+            adam_uniform,
+            adam_op,
+            t: 0,
+            adam,
+        })
+    }
+
+    /// The learned distance tables whose values the host writes ([`GpuTrainer::set_table`]) and
+    /// whose gradients come back in [`StepGrads::table_grads`], in that order.
+    pub fn learned(&self) -> &[LearnedSlot] {
+        &self.learned
+    }
+
+    /// Names of the tensors the host owns (the parameters of learned distance tables), each once
+    /// (layers may share them: `pos.*`).
+    pub fn host_tensors(&self) -> Vec<String> {
+        host_tensors(&self.learned)
+    }
+
+    /// Number of GPU-owned parameters.
+    pub fn num_params(&self) -> usize {
+        self.layout.total
+    }
+
+    /// Write learned table `i`'s values `[H, T]` (`B_h(d)` at `h·T + d`) for the next step.
+    pub fn set_table(&self, i: usize, values: &[f32]) -> Result<()> {
+        let buf = self
+            .learned_tables
+            .get(i)
+            .ok_or_else(|| GpuError::Unsupported(format!("no learned table {i}")))?;
+        if values.len() != self.dims.h * self.dims.t {
+            return Err(GpuError::Unsupported(format!(
+                "table {i}: {} values, expected {} heads × {} distances",
+                values.len(),
+                self.dims.h,
+                self.dims.t
+            )));
+        }
+        self.ctx.queue.write_buffer(buf, 0, bytemuck::cast_slice(values));
+        Ok(())
+    }
+
+    /// Loss and gradients of one `[B, T + 1]` batch of token windows (inputs `[:, :-1]`, targets
+    /// `[:, 1:]`), as the candle trainer's `TrainModel::loss`.
+    pub async fn forward_backward(&mut self, windows: &[u32]) -> Result<StepGrads> {
+        let Dims { r, h, t, .. } = self.dims;
+        let rec = &self.recorded;
+        let tables: Vec<&wgpu::Buffer> = rec.table_grads.iter().collect();
+        let out = self.run(windows, false, &[(&rec.partial, rec.partials)], &tables, h * t).await?;
+        let f = |w: &[u32]| -> Vec<f32> { w.iter().map(|&x| f32::from_bits(x)).collect() };
+        let loss = f(&out[..r]).iter().map(|&x| f64::from(x)).sum::<f64>() / r as f64;
+        let sumsq = f(&out[r..r + rec.partials]).iter().map(|&x| f64::from(x)).sum();
+        let table_grads = out[r + rec.partials..].chunks(h * t).map(f).collect();
+        Ok(StepGrads { loss: loss as f32, sumsq, table_grads })
+    }
+
+    /// The next-token loss of every input position `[B·T]` of a batch (forward pass only).
+    pub async fn position_losses(&mut self, windows: &[u32]) -> Result<Vec<f32>> {
+        let out = self.run(windows, true, &[], &[], 0).await?;
+        Ok(out.into_iter().map(f32::from_bits).collect())
+    }
+
+    /// Write a batch, run the step (or its forward part) and read back the per-row losses followed
+    /// by `extra` buffers (with their word counts) and `tables` (`table_words` each).
+    async fn run(
+        &self,
+        windows: &[u32],
+        forward_only: bool,
+        extra: &[(&wgpu::Buffer, usize)],
+        tables: &[&wgpu::Buffer],
+        table_words: usize,
+    ) -> Result<Vec<u32>> {
+        let Dims { b, t, r, v, .. } = self.dims;
+        if windows.len() != b * (t + 1) {
+            return Err(GpuError::Unsupported(format!(
+                "a batch of {} tokens, expected {b} windows of {}",
+                windows.len(),
+                t + 1
+            )));
+        }
+        if let Some(&bad) = windows.iter().find(|&&id| id as usize >= v) {
+            return Err(GpuError::Unsupported(format!("token id {bad} is outside the vocabulary of {v}")));
+        }
+        let mut inp = Vec::with_capacity(r);
+        let mut tgt = Vec::with_capacity(r);
+        for w in windows.chunks_exact(t + 1) {
+            inp.extend_from_slice(&w[..t]);
+            tgt.extend_from_slice(&w[1..]);
+        }
+        let q = &self.ctx.queue;
+        q.write_buffer(&self.tok, 0, bytemuck::cast_slice(&inp));
+        q.write_buffer(&self.tgt, 0, bytemuck::cast_slice(&tgt));
+        q.write_buffer(&self.csr, 0, bytemuck::cast_slice(&rows_by_token(&inp, v)));
+        let rec = &self.recorded;
+        let words = r + extra.iter().map(|e| e.1).sum::<usize>() + tables.len() * table_words;
+        let staging = readback(&self.ctx.device, words);
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        rec.encode(&self.kernels, &mut enc, forward_only);
+        let mut at = 0u64;
+        let sources = std::iter::once((&rec.loss, r))
+            .chain(extra.iter().copied())
+            .chain(tables.iter().map(|&b| (b, table_words)));
+        for (buf, n) in sources {
+            enc.copy_buffer_to_buffer(buf, 0, &staging, at, (4 * n) as u64);
+            at += (4 * n) as u64;
+        }
+        self.ctx.count_dispatches(rec.dispatches(forward_only) as u64);
+        self.ctx.submit(enc.finish()).await?;
+        self.ctx.read_words(&staging, words).await
+    }
+
+    /// One AdamW update of the GPU-owned parameters at learning rate `lr`, every gradient scaled by
+    /// `clip` (global-norm clipping), with the gradients of the last [`GpuTrainer::forward_backward`].
+    pub async fn update(&mut self, lr: f64, clip: f64) -> Result<()> {
+        self.t += 1;
+        let a = self.adam;
+        let p = AdamParams {
+            n: self.layout.total as u32,
+            n_decay: self.layout.n_decay as u32,
+            lr: lr as f32,
+            b1: a.beta1 as f32,
+            b2: a.beta2 as f32,
+            bc1: (1.0 - a.beta1.powi(self.t as i32)) as f32,
+            bc2: (1.0 - a.beta2.powi(self.t as i32)) as f32,
+            eps: a.eps as f32,
+            decay: (1.0 - lr * a.weight_decay) as f32,
+            clip: clip as f32,
+            ..AdamParams::default()
+        };
+        self.ctx.queue.write_buffer(&self.adam_uniform, 0, &crate::params::uniform_bytes(&p));
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        self.kernels.encode(&mut enc, &[&self.adam_op]);
+        self.ctx.count_dispatches(1);
+        self.ctx.submit(enc.finish()).await
+    }
+
+    /// The gradients of the last [`GpuTrainer::forward_backward`], by tensor name.
+    pub async fn gradients(&self) -> Result<BTreeMap<String, Vec<f32>>> {
+        self.read_flat(&self.grads).await
+    }
+
+    /// The GPU-owned parameters as core tensors (the host merges its own).
+    pub async fn weights(&self) -> Result<Weights> {
+        let mut tensors = BTreeMap::new();
+        for (name, data) in self.read_flat(&self.params).await? {
+            let shape = self.layout.entries[self.layout.by_name[&name]].shape.clone();
+            tensors.insert(name, CoreTensor::f32(shape, data));
+        }
+        Ok(Weights { tensors })
+    }
+
+    /// The AdamW moments `(m, v)` by tensor name, and the number of updates done.
+    pub async fn moments(&self) -> Result<(BTreeMap<String, Vec<f32>>, BTreeMap<String, Vec<f32>>, usize)> {
+        let [m, v] = &self.moments;
+        Ok((self.read_flat(m).await?, self.read_flat(v).await?, self.t))
+    }
+
+    /// The adapter it runs on.
+    pub fn adapter(&self) -> String {
+        self.ctx.caps().adapter.clone()
+    }
+
+    /// Restore AdamW moments by tensor name (every GPU-owned tensor) after `t` updates.
+    pub fn set_moments(
+        &mut self,
+        m: &BTreeMap<String, Vec<f32>>,
+        v: &BTreeMap<String, Vec<f32>>,
+        t: usize,
+    ) -> Result<()> {
+        for (buf, values) in self.moments.iter().zip([m, v]) {
+            for e in &self.layout.entries {
+                let data = values.get(&e.name).filter(|d| d.len() == e.len).ok_or_else(|| {
+                    GpuError::Unsupported(format!("no moment of {} values for {}", e.len, e.name))
+                })?;
+                self.ctx.queue.write_buffer(buf, (4 * e.off) as u64, bytemuck::cast_slice(data));
+            }
+        }
+        self.t = t;
+        Ok(())
+    }
+
+    /// The model's config.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    async fn read_flat(&self, buf: &wgpu::Buffer) -> Result<BTreeMap<String, Vec<f32>>> {
+        let n = self.layout.total;
+        let staging = readback(&self.ctx.device, n);
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(buf, 0, &staging, 0, (4 * n) as u64);
+        self.ctx.submit(enc.finish()).await?;
+        let words = self.ctx.read_words(&staging, n).await?;
+        Ok(self
+            .layout
+            .entries
+            .iter()
+            .map(|e| {
+                (e.name.clone(), words[e.off..e.off + e.len].iter().map(|&w| f32::from_bits(w)).collect())
+            })
+            .collect())
+    }
+}
+
+/// Refuse, by name, what the GPU trainer does not train yet.
+fn check_config(cfg: &ModelConfig) -> Result<()> {
+    let no = |what: &str| Err(GpuError::Unsupported(format!("the GPU trainer does not train {what} yet")));
+    if cfg.norm.kind != NormKind::Rmsnorm {
+        return no("LayerNorm");
+    }
+    if cfg.ffn.kind != FfnKind::Swiglu {
+        return no("a GELU feed-forward");
+    }
+    if !cfg.biases.is_none() {
+        return no("projection biases");
+    }
+    if cfg.kv_heads() != cfg.n_heads || cfg.key_head_dim() != cfg.head_dim {
+        return no("grouped-query attention or a key width other than head_dim");
+    }
+    if cfg.parallel_residual || cfg.embedding_norm {
+        return no("a parallel residual or an embedding norm");
+    }
+    if cfg.absolute_position == AbsolutePosition::Learned {
+        return no("learned absolute positions");
+    }
+    Ok(())
+}
+
+/// The host-owned tensors of these tables, each once, in first-use order.
+fn host_tensors(learned: &[LearnedSlot]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in learned.iter().flat_map(|s| table_tensors(&s.table)) {
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// The host-owned tensors a learned table is computed from.
+fn table_tensors(t: &LearnedTable) -> Vec<String> {
+    match t {
+        LearnedTable::KerpleLog { a, p }
+        | LearnedTable::KerplePower { a, p }
+        | LearnedTable::MepParam { a, p, .. } => {
+            vec![a.clone(), p.clone()]
+        }
+        LearnedTable::Buckets { table, .. } => vec![table.clone()],
+    }
+}
+
+/// Rows grouped by token id: `start[v]` for `v ≤ V` (V + 1 entries), then the rows in token order
+/// (a counting sort; the embedding backward sums each token's rows without atomics).
+fn rows_by_token(tokens: &[u32], vocab: usize) -> Vec<u32> {
+    let mut start = vec![0u32; vocab + 1];
+    for &t in tokens {
+        start[t as usize + 1] += 1;
+    }
+    for v in 0..vocab {
+        start[v + 1] += start[v];
+    }
+    let mut next = start.clone();
+    let mut order = vec![0u32; tokens.len()];
+    for (r, &t) in tokens.iter().enumerate() {
+        order[next[t as usize] as usize] = r as u32;
+        next[t as usize] += 1;
+    }
+    start.extend(order);
+    start
+}
+
+/// A storage buffer of `n` zeroed f32/u32 words (at least 4).
+pub(crate) fn zeroed(dev: &wgpu::Device, label: &str, n: usize) -> wgpu::Buffer {
+    dev.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: (4 * n.max(4)) as u64,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    })
+}
+
+/// A storage buffer holding `data`.
+pub(crate) fn init_storage(dev: &wgpu::Device, label: &str, data: &[f32]) -> wgpu::Buffer {
+    dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some(label),
+        contents: bytemuck::cast_slice(data),
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+    })
+}
+
+/// A mappable buffer of `n` words to copy results into.
+fn readback(dev: &wgpu::Device, n: usize) -> wgpu::Buffer {
+    dev.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("train readback"),
+        size: (4 * n.max(4)) as u64,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rows_by_token;
+
+    #[test]
+    fn rows_are_grouped_by_token_in_order() {
+        // Tokens 2, 0, 2, 1 over a vocabulary of 4: starts 0, 1, 2, 4, 4; rows 1 | 3 | 0, 2.
+        assert_eq!(rows_by_token(&[2, 0, 2, 1], 4), vec![0, 1, 2, 4, 4, 1, 3, 0, 2]);
+    }
+}

@@ -1,0 +1,361 @@
+// The trainer's kernels (crates/gpu/src/train): forward and backward of the embedding, RMSNorm,
+// SwiGLU, RoPE and the softmax-family attention row, the cross-entropy loss, the gradient norm and
+// AdamW. Matrix products are gemm.wgsl's. reduce.wgsl and activations.wgsl are prepended.
+//
+// Every kernel binds `tp` and a subset of the generic buffers below; each kernel's comment says
+// what they hold. Offsets into the flat parameter and gradient buffers come in `off0`.
+// Rows are `rows = B·T` positions of a batch, row r at position r % t of sequence r / t.
+
+// `TrainParams` and `AdamParams` are generated from their Rust twins (crates/gpu/src/params.rs).
+
+@group(0) @binding(0) var<uniform> tp: TrainParams;
+@group(0) @binding(1) var<storage, read> src0: array<f32>;
+@group(0) @binding(2) var<storage, read> src1: array<f32>;
+@group(0) @binding(3) var<storage, read> src2: array<f32>;
+@group(0) @binding(4) var<storage, read> ids: array<u32>;
+@group(0) @binding(5) var<storage, read_write> dst0: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dst1: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dst2: array<f32>;
+@group(0) @binding(8) var<uniform> ap: AdamParams;
+
+// The flat index of an invocation of a 64-wide kernel on a 2-D grid (the host folds large
+// counts into y), and the flat index of a workgroup.
+fn flat(wg: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wg.y * nwg.x + wg.x) * 64u + lid;
+}
+
+fn group(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wg.y * nwg.x + wg.x;
+}
+
+// x[r, c] = emb[tok_r, c]·scale (+ pe[r mod t, c]).  src0 params (emb at off0), src1 pe [t, width]
+// (flag 1: add it), ids tokens, dst0 x.
+@compute @workgroup_size(64)
+fn embed_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    let r = e / tp.width;
+    let c = e % tp.width;
+    var v = src0[tp.off0 + ids[r] * tp.width + c] * tp.scale;
+    if (tp.flag != 0u) {
+        v = v + src1[(r % tp.t) * tp.width + c];
+    }
+    dst0[e] = v;
+}
+
+// d emb[v, c] (+)= scale · Σ_{r: tok_r = v} dx[r, c], over the rows grouped by token on the host:
+// ids = start [n + 1] then the rows in token order. src0 dx, dst0 gradients (emb at off0);
+// flag 1: add to what is there (the tied head's gradient).
+@compute @workgroup_size(64)
+fn embed_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n * tp.width) {
+        return;
+    }
+    let v = e / tp.width;
+    let c = e % tp.width;
+    var s = 0.0;
+    for (var q = ids[v]; q < ids[v + 1u]; q = q + 1u) {
+        s = s + src0[ids[tp.n + 1u + q] * tp.width + c];
+    }
+    let o = tp.off0 + e;
+    var g = tp.scale * s;
+    if (tp.flag != 0u) {
+        g = g + dst0[o];
+    }
+    dst0[o] = g;
+}
+
+// RMSNorm of one row per workgroup: y = x·rstd·w, rstd = 1/√(mean x² + eps).  src0 x, src1 params
+// (w at off0), dst0 y, dst1 rstd [rows].
+@compute @workgroup_size(64)
+fn rms_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let r = group(wg, nwg);
+    if (r >= tp.rows) {
+        return;
+    }
+    let base = r * tp.width;
+    var ss = 0.0;
+    for (var c = lid; c < tp.width; c = c + 64u) {
+        ss = ss + src0[base + c] * src0[base + c];
+    }
+    let rstd = 1.0 / sqrt(reduce_sum(lid, ss) / f32(tp.width) + tp.eps);
+    for (var c = lid; c < tp.width; c = c + 64u) {
+        dst0[base + c] = src0[base + c] * rstd * src1[tp.off0 + c];
+    }
+    if (lid == 0u) {
+        dst1[r] = rstd;
+    }
+}
+
+// RMSNorm backward of one row per workgroup: with g = dy ⊙ w,
+//   dx = rstd·g − x·rstd³·(g·x)/width,
+// added to dst0 (flag 1) or written.  src0 dy, src1 x, src2 params (w at off0), dst0 dx.
+@compute @workgroup_size(64)
+fn rms_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let r = group(wg, nwg);
+    if (r >= tp.rows) {
+        return;
+    }
+    let base = r * tp.width;
+    var ss = 0.0;
+    var gx = 0.0;
+    for (var c = lid; c < tp.width; c = c + 64u) {
+        let x = src1[base + c];
+        ss = ss + x * x;
+        gx = gx + src0[base + c] * src2[tp.off0 + c] * x;
+    }
+    let rstd = 1.0 / sqrt(reduce_sum(lid, ss) / f32(tp.width) + tp.eps);
+    let k = reduce_sum(lid, gx) * rstd * rstd * rstd / f32(tp.width);
+    for (var c = lid; c < tp.width; c = c + 64u) {
+        var d = rstd * src0[base + c] * src2[tp.off0 + c] - src1[base + c] * k;
+        if (tp.flag != 0u) {
+            d = d + dst0[base + c];
+        }
+        dst0[base + c] = d;
+    }
+}
+
+// RMSNorm gain gradient, one column per invocation: dw_c = Σ_r dy[r, c]·x[r, c]·rstd_r.
+// src0 dy, src1 x, src2 rstd, dst0 gradients (w at off0).
+@compute @workgroup_size(64)
+fn rms_dw(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let c = flat(wg, nwg, lid);
+    if (c >= tp.width) {
+        return;
+    }
+    var s = 0.0;
+    for (var r = 0u; r < tp.rows; r = r + 1u) {
+        s = s + src0[r * tp.width + c] * src1[r * tp.width + c] * src2[r];
+    }
+    dst0[tp.off0 + c] = s;
+}
+
+// SwiGLU: h = silu(g)·u.  src0 g, src1 u, dst0 h (rows·width values).
+@compute @workgroup_size(64)
+fn swiglu_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    dst0[e] = silu(src0[e]) * src1[e];
+}
+
+// SwiGLU backward: dg = dh·u·σ(g)(1 + g(1 − σ(g))), du = dh·silu(g).  src0 g, src1 u, src2 dh,
+// dst0 dg, dst1 du.
+@compute @workgroup_size(64)
+fn swiglu_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    let g = src0[e];
+    let sg = 1.0 / (1.0 + exp(min(-g, 80.0)));
+    dst0[e] = src2[e] * src1[e] * sg * (1.0 + g * (1.0 - sg));
+    dst1[e] = src2[e] * g * sg;
+}
+
+// RoPE on adjacent channel pairs (2k, 2k + 1), k < n, of every head of dst0 ([rows, a], heads of
+// dh at h·dh), in place: (x0 c − x1 s, x1 c + x0 s); flag 1 rotates back (the backward pass).
+// src0 the table [t, n, 2] of (cos, sin) at each position.
+@compute @workgroup_size(64)
+fn rotate(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.h * tp.n) {
+        return;
+    }
+    let k = e % tp.n;
+    let hh = (e / tp.n) % tp.h;
+    let r = e / (tp.n * tp.h);
+    let cs = src0[((r % tp.t) * tp.n + k) * 2u];
+    var sn = src0[((r % tp.t) * tp.n + k) * 2u + 1u];
+    if (tp.flag != 0u) {
+        sn = -sn;
+    }
+    let i = r * tp.a + hh * tp.dh + 2u * k;
+    let x0 = dst0[i];
+    let x1 = dst0[i + 1u];
+    dst0[i] = x0 * cs - x1 * sn;
+    dst0[i + 1u] = x1 * cs + x0 * sn;
+}
+
+// Whether query i may see key j: causal, or within the query's block of off0 (TransNormer Diag).
+fn visible(i: u32, j: u32) -> bool {
+    if (j > i) {
+        return false;
+    }
+    return tp.off0 == 0u || j >= i - i % tp.off0;
+}
+
+// Attention probabilities of one score row per workgroup, in place: row (z, i) of dst0
+// ([B·H, t, t]: the scaled scores q·k), plus the bias table B_h(i − j) (flag 1: src0 [h, n]), softmax
+// over the visible keys, 0 elsewhere.
+@compute @workgroup_size(64)
+fn softmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let i = row % tp.t;
+    let hh = (row / tp.t) % tp.h;
+    let base = row * tp.t;
+    var mx = -3.0e38;
+    for (var j = lid; j < tp.t; j = j + 64u) {
+        if (visible(i, j)) {
+            var s = dst0[base + j];
+            if (tp.flag != 0u) {
+                s = s + src0[hh * tp.n + i - j];
+            }
+            dst0[base + j] = s;
+            mx = max(mx, s);
+        }
+    }
+    mx = reduce_max(lid, mx);
+    var sum = 0.0;
+    for (var j = lid; j < tp.t; j = j + 64u) {
+        if (visible(i, j)) {
+            let e = exp(dst0[base + j] - mx);
+            dst0[base + j] = e;
+            sum = sum + e;
+        }
+    }
+    let inv = 1.0 / reduce_sum(lid, sum);
+    for (var j = lid; j < tp.t; j = j + 64u) {
+        var v = 0.0;
+        if (visible(i, j)) {
+            v = dst0[base + j] * inv;
+        }
+        dst0[base + j] = v;
+    }
+}
+
+// Softmax backward of one row per workgroup, in place: dS_j = P_j (dP_j − Σ_k P_k dP_k).
+// src0 P, dst0 dP → dS.
+@compute @workgroup_size(64)
+fn softmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let base = row * tp.t;
+    var dot = 0.0;
+    for (var j = lid; j < tp.t; j = j + 64u) {
+        dot = dot + src0[base + j] * dst0[base + j];
+    }
+    dot = reduce_sum(lid, dot);
+    for (var j = lid; j < tp.t; j = j + 64u) {
+        dst0[base + j] = src0[base + j] * (dst0[base + j] - dot);
+    }
+}
+
+// Gradient of a distance table, one (head, distance) per invocation: dB_h(d) = Σ_{b, i} dS[b, h, i,
+// i − d] over visible pairs.  src0 dS [B·H, t, t] (rows = B·H·t), dst0 dB [h, n].
+@compute @workgroup_size(64)
+fn table_grad(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.h * tp.n) {
+        return;
+    }
+    let d = e % tp.n;
+    let hh = e / tp.n;
+    var s = 0.0;
+    let batches = tp.rows / (tp.h * tp.t);
+    for (var b = 0u; b < batches; b = b + 1u) {
+        let base = (b * tp.h + hh) * tp.t * tp.t;
+        for (var i = d; i < tp.t; i = i + 1u) {
+            if (visible(i, i - d)) {
+                s = s + src0[base + i * tp.t + i - d];
+            }
+        }
+    }
+    dst0[e] = s;
+}
+
+// Cross-entropy of one row per workgroup: loss_r = logsumexp(z) − z[target], and in place
+// dz = (softmax(z) − onehot(target))·scale (scale = 1/rows: the mean).  ids targets, dst0 logits
+// [rows, n] → their gradient, dst1 loss [rows].
+@compute @workgroup_size(64)
+fn xent(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let r = group(wg, nwg);
+    if (r >= tp.rows) {
+        return;
+    }
+    let base = r * tp.n;
+    var mx = -3.0e38;
+    for (var j = lid; j < tp.n; j = j + 64u) {
+        mx = max(mx, dst0[base + j]);
+    }
+    mx = reduce_max(lid, mx);
+    var sum = 0.0;
+    for (var j = lid; j < tp.n; j = j + 64u) {
+        sum = sum + exp(dst0[base + j] - mx);
+    }
+    sum = reduce_sum(lid, sum);
+    let tgt = ids[r];
+    let zt = dst0[base + tgt];
+    workgroupBarrier();
+    for (var j = lid; j < tp.n; j = j + 64u) {
+        var g = exp(dst0[base + j] - mx) / sum;
+        if (j == tgt) {
+            g = g - 1.0;
+        }
+        dst0[base + j] = g * tp.scale;
+    }
+    if (lid == 0u) {
+        dst1[r] = mx + log(sum) - zt;
+    }
+}
+
+// Partial sums of squares of src0[0 .. n], one per workgroup (the host adds them in f64: the global
+// gradient norm).  dst0 partials.
+@compute @workgroup_size(64)
+fn sumsq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) lid: u32) {
+    let g = group(wg, nwg);
+    let stride = nwg.x * nwg.y * 64u;
+    var s = 0.0;
+    for (var e = g * 64u + lid; e < tp.n; e = e + stride) {
+        s = s + src0[e] * src0[e];
+    }
+    s = reduce_sum(lid, s);
+    if (lid == 0u) {
+        dst0[g] = s;
+    }
+}
+
+// AdamW (decoupled weight decay, bias-corrected moments), the candle trainer's update
+// (crates/train/src/optim.rs): g = grad·clip; m = β1 m + (1 − β1) g; v = β2 v + (1 − β2) g²;
+// θ ← θ·(1 − lr·wd) for the first n_decay values; θ ← θ − lr·(m/bc1)/(√(v/bc2) + eps).
+// src0 gradients, dst0 parameters, dst1 m, dst2 v.
+@compute @workgroup_size(64)
+fn adamw(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= ap.n) {
+        return;
+    }
+    let g = src0[e] * ap.clip;
+    let m = ap.b1 * dst1[e] + (1.0 - ap.b1) * g;
+    let v = ap.b2 * dst2[e] + (1.0 - ap.b2) * g * g;
+    dst1[e] = m;
+    dst2[e] = v;
+    var theta = dst0[e];
+    if (e < ap.n_decay) {
+        theta = theta * ap.decay;
+    }
+    dst0[e] = theta - ap.lr * ((m / ap.bc1) / (sqrt(v / ap.bc2) + ap.eps));
+}
