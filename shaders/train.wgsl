@@ -197,9 +197,9 @@ fn visible(i: u32, j: u32) -> bool {
     return tp.off0 == 0u || j >= i - i % tp.off0;
 }
 
-// Attention probabilities of one score row per workgroup, in place: row (z, i) of dst0
-// ([B·H, t, t]: the scaled scores q·k), plus the bias table B_h(i − j) (flag 1: src0 [h, n]), softmax
-// over the visible keys, 0 elsewhere.
+// Attention weights of one score row per workgroup, in place: row (z, i) of dst0 ([B·H, t, t]:
+// the scaled scores q·k), plus the bias table B_h(i − j) (flag 1: src0 [h, n]), softmax over the
+// visible keys (mode 1: ReLU, TransNormer T1's Diag), 0 elsewhere.
 @compute @workgroup_size(64)
 fn softmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
@@ -210,6 +210,16 @@ fn softmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     let i = row % tp.t;
     let hh = (row / tp.t) % tp.h;
     let base = row * tp.t;
+    if (tp.mode == 1u) {
+        for (var j = lid; j < tp.t; j = j + 64u) {
+            var v = 0.0;
+            if (visible(i, j)) {
+                v = max(dst0[base + j], 0.0);
+            }
+            dst0[base + j] = v;
+        }
+        return;
+    }
     var mx = -3.0e38;
     for (var j = lid; j < tp.t; j = j + 64u) {
         if (visible(i, j)) {
@@ -240,8 +250,8 @@ fn softmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     }
 }
 
-// Softmax backward of one row per workgroup, in place: dS_j = P_j (dP_j − Σ_k P_k dP_k).
-// src0 P, dst0 dP → dS.
+// Softmax backward of one row per workgroup, in place: dS_j = P_j (dP_j − Σ_k P_k dP_k) (mode 1,
+// ReLU: dS_j = dP_j where P_j > 0, else 0).  src0 P, dst0 dP → dS.
 @compute @workgroup_size(64)
 fn softmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
@@ -250,6 +260,12 @@ fn softmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
         return;
     }
     let base = row * tp.t;
+    if (tp.mode == 1u) {
+        for (var j = lid; j < tp.t; j = j + 64u) {
+            dst0[base + j] = select(0.0, dst0[base + j], src0[base + j] > 0.0);
+        }
+        return;
+    }
     var dot = 0.0;
     for (var j = lid; j < tp.t; j = j + 64u) {
         dot = dot + src0[base + j] * dst0[base + j];
@@ -358,4 +374,179 @@ fn adamw(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec
         theta = theta * ap.decay;
     }
     dst0[e] = theta - ap.lr * ((m / ap.bc1) / (sqrt(v / ap.bc2) + ap.eps));
+}
+
+// Linear attention's feature map, elementwise: dst0 = scale·φ(src0) over n values; mode 0 identity,
+// 1: 1 + elu (Katharopoulos et al., §3.2, Eq. 7), 2: elu (TransNormer T1), 3: swish x·σ(x).
+@compute @workgroup_size(64)
+fn feature_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let x = src0[e];
+    var y = x;
+    if (tp.mode == 1u || tp.mode == 2u) {
+        y = select(exp(min(x, 0.0)) - 1.0, x, x > 0.0);
+        if (tp.mode == 1u) {
+            y = y + 1.0;
+        }
+    } else if (tp.mode == 3u) {
+        y = silu(x);
+    }
+    dst0[e] = tp.scale * y;
+}
+
+// Its backward: dst0 = scale·φ'(x)·dφ.  src0 x, src1 dφ.
+@compute @workgroup_size(64)
+fn feature_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let x = src0[e];
+    var d = 1.0;
+    if (tp.mode == 1u || tp.mode == 2u) {
+        d = select(exp(min(x, 0.0)), 1.0, x > 0.0);
+    } else if (tp.mode == 3u) {
+        let sg = 1.0 / (1.0 + exp(min(-x, 80.0)));
+        d = sg * (1.0 + x * (1.0 - sg));
+    }
+    dst0[e] = tp.scale * d * src1[e];
+}
+
+// Linear attention's causal weights, one score row per workgroup, in place on dst0 ([B·H, t, t]):
+// × 1 for s ≤ i (mode 0) or × γ_h^{i − s} (mode 1, src0 = ln γ [h]: RetNet), 0 above the diagonal.
+// The backward pass runs the same kernel on dP, first adding the row's denominator gradient
+// (flag 1: src1 [rows]).
+@compute @workgroup_size(64)
+fn causal_weights(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let i = row % tp.t;
+    let hh = (row / tp.t) % tp.h;
+    let base = row * tp.t;
+    for (var j = lid; j < tp.t; j = j + 64u) {
+        var v = 0.0;
+        if (j <= i) {
+            v = dst0[base + j];
+            if (tp.flag != 0u) {
+                v = v + src1[row];
+            }
+            if (tp.mode == 1u) {
+                v = v * exp(f32(i - j) * src0[hh]);
+            }
+        }
+        dst0[base + j] = v;
+    }
+}
+
+// The denominator (Katharopoulos §3.2, Eq. 5), one (b, h, i) row per workgroup: den = max(Σ_s P_is,
+// eps) into dst1[row], and the head's output row of dst0 ([rows of t·h heads, a], heads of dh)
+// divided by it in place.  src0 P, eps.
+@compute @workgroup_size(64)
+fn den_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    var s = 0.0;
+    for (var j = lid; j < tp.t; j = j + 64u) {
+        s = s + src0[row * tp.t + j];
+    }
+    let den = max(reduce_sum(lid, s), tp.eps);
+    let o = out_row(row);
+    for (var c = lid; c < tp.dh; c = c + 64u) {
+        dst0[o + c] = dst0[o + c] / den;
+    }
+    if (lid == 0u) {
+        dst1[row] = den;
+    }
+}
+
+// First word of (b, h, i)'s head in a [B·t, a] buffer, for score row `row` = (b·h + hh)·t + i.
+fn out_row(row: u32) -> u32 {
+    let i = row % tp.t;
+    let hh = (row / tp.t) % tp.h;
+    let b = row / (tp.t * tp.h);
+    return (b * tp.t + i) * tp.a + hh * tp.dh;
+}
+
+// Denominator backward, one row per workgroup: with y = o/den saved (src0) and dy (dst0, in place
+// → dy/den), the row's d den = −Σ_c dy_c y_c / den, passed to dP (dst1[row]) when den = Σ P > eps.
+// src1 den [rows], src2 P.
+@compute @workgroup_size(64)
+fn den_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let o = out_row(row);
+    let den = src1[row];
+    var dot = 0.0;
+    var s = 0.0;
+    for (var c = lid; c < tp.dh; c = c + 64u) {
+        dot = dot + dst0[o + c] * src0[o + c];
+    }
+    for (var j = lid; j < tp.t; j = j + 64u) {
+        s = s + src2[row * tp.t + j];
+    }
+    dot = reduce_sum(lid, dot);
+    s = reduce_sum(lid, s);
+    for (var c = lid; c < tp.dh; c = c + 64u) {
+        dst0[o + c] = dst0[o + c] / den;
+    }
+    if (lid == 0u) {
+        dst1[row] = select(0.0, -dot / den, s > tp.eps);
+    }
+}
+
+// SimpleRMSNorm of one row of `width` per workgroup (TransNormer, §4.2, Eq. 14; fairseq-evo):
+// y = x / (√mean x² + eps).  src0 x, dst0 y.
+@compute @workgroup_size(64)
+fn srms_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let r = group(wg, nwg);
+    if (r >= tp.rows) {
+        return;
+    }
+    let base = r * tp.width;
+    var ss = 0.0;
+    for (var c = lid; c < tp.width; c = c + 64u) {
+        ss = ss + src0[base + c] * src0[base + c];
+    }
+    let rms = sqrt(reduce_sum(lid, ss) / f32(tp.width));
+    for (var c = lid; c < tp.width; c = c + 64u) {
+        dst0[base + c] = src0[base + c] / (rms + tp.eps);
+    }
+}
+
+// Its backward: dx = dy/(r + eps) − x·(dy·x)/((r + eps)²·r·width), r = √mean x².  src0 x, src1 dy,
+// dst0 dx.
+@compute @workgroup_size(64)
+fn srms_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let r = group(wg, nwg);
+    if (r >= tp.rows) {
+        return;
+    }
+    let base = r * tp.width;
+    var ss = 0.0;
+    var dx = 0.0;
+    for (var c = lid; c < tp.width; c = c + 64u) {
+        ss = ss + src0[base + c] * src0[base + c];
+        dx = dx + src0[base + c] * src1[base + c];
+    }
+    let rms = sqrt(reduce_sum(lid, ss) / f32(tp.width));
+    let k = reduce_sum(lid, dx) / ((rms + tp.eps) * (rms + tp.eps) * max(rms, 1e-30) * f32(tp.width));
+    for (var c = lid; c < tp.width; c = c + 64u) {
+        dst0[base + c] = src1[base + c] / (rms + tp.eps) - src0[base + c] * k;
+    }
 }

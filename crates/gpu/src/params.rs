@@ -291,7 +291,8 @@ gpu_params! {
         eps: f32,
         /// Offset into the flat parameter or gradient buffer (softmax: the Diag block, 0 = causal).
         off0: u32,
-        pad0: u32,
+        /// A kernel's variant (softmax or ReLU rows, feature map, mask or decay).
+        mode: u32,
     }
 
     /// train.wgsl's `adamw`: one AdamW update of the flat parameter buffer.

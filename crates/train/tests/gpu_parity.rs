@@ -36,6 +36,10 @@ const TRAINED: &[&str] = &[
     "gaussian",
     "mep",
     "mep-param",
+    "linear-elu",
+    "transnormer",
+    "transnormer-t1",
+    "retnet",
 ];
 
 fn context() -> Option<GpuContext> {

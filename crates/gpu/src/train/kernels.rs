@@ -28,6 +28,13 @@ pub(super) enum K {
     Xent,
     Sumsq,
     Adamw,
+    FeatureFwd,
+    FeatureBwd,
+    CausalWeights,
+    DenFwd,
+    DenBwd,
+    SrmsFwd,
+    SrmsBwd,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
@@ -52,6 +59,13 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     train("xent", &[(0, U), (4, R), (5, W), (6, W)]),
     train("sumsq", &[(0, U), (1, R), (5, W)]),
     train("adamw", &[(1, R), (5, W), (6, W), (7, W), (8, U)]),
+    train("feature_fwd", &[(0, U), (1, R), (5, W)]),
+    train("feature_bwd", &[(0, U), (1, R), (2, R), (5, W)]),
+    train("causal_weights", &[(0, U), (1, R), (2, R), (5, W)]),
+    train("den_fwd", &[(0, U), (1, R), (5, W), (6, W)]),
+    train("den_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W)]),
+    train("srms_fwd", &[(0, U), (1, R), (5, W)]),
+    train("srms_bwd", &[(0, U), (1, R), (2, R), (5, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).

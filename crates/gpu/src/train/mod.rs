@@ -9,11 +9,14 @@
 //! the gradients of learned distance tables, read back together) and [`GpuTrainer::update`] (clip
 //! factor and AdamW). What it trains so far: the softmax family with no bias or a distance table
 //! (constant, or learned: the table's gradient goes back to the host, which owns the table's
-//! parameters and their chain rule, `attnlab_train::gpu`), RoPE, causal or block windows; RMSNorm,
-//! SwiGLU, tied or untied head, no or sinusoidal absolute positions. Anything else is refused by
-//! name ([`GpuError::Unsupported`]).
+//! parameters and their chain rule, `attnlab_train::gpu`), RoPE, causal or block windows, T1's
+//! ReLU rows; the linear family without per-channel gates or LRPE (feature maps, RoPE, RetNet's
+//! fixed decay, the denominator, SimpleRMSNorm / RMSNorm / gated post steps); RMSNorm, SwiGLU,
+//! tied or untied head, no or sinusoidal absolute positions. Anything else is refused by name
+//! ([`GpuError::Unsupported`]).
 
 mod kernels;
+mod mixer;
 mod record;
 
 #[cfg(test)]

@@ -7,11 +7,12 @@
 //! `mid = x + (P·v)·Woᵀ`, `u2 = rms(mid)`, `x' = mid + (silu(u2·Wgᵀ) ⊙ u2·Wuᵀ)·Wdᵀ`.
 
 use super::kernels::{grid, threads, Kernels, Mat, Op, Shape, K};
+use super::mixer::Mixer;
 use super::{init_storage, zeroed, Dims, Layout};
 use crate::error::{GpuError, Result};
 use crate::params::TrainParams;
 use attnlab_core::config::{AbsolutePosition, ModelConfig};
-use attnlab_core::lowering::{Bias, Lowering, SoftmaxLowering, Window};
+use attnlab_core::lowering::Lowering;
 use std::collections::HashSet;
 
 /// What the recorder needs from the trainer.
@@ -72,27 +73,29 @@ impl Recorded {
     }
 }
 
-/// A softmax layer's attention as the trainer runs it.
-struct Attn {
-    scale: f32,
-    /// Diag block width (0: causal).
-    block: u32,
-    /// (cos, sin) at each position and rotated pair, `[T, n, 2]`, and n.
-    rope: Option<(wgpu::Buffer, usize)>,
-    /// The distance table `[H, T]` and, when learned, its gradient buffer.
-    table: Option<(wgpu::Buffer, Option<wgpu::Buffer>)>,
-}
-
-/// Saved activations of one block.
-struct Saved {
-    x: wgpu::Buffer,
-    u1: wgpu::Buffer,
-    rstd1: wgpu::Buffer,
-    q: wgpu::Buffer,
-    k: wgpu::Buffer,
-    v: wgpu::Buffer,
-    p: wgpu::Buffer,
-    o: wgpu::Buffer,
+/// Saved activations of one block. `q, k, v` are the projections; the mixer writes its output, the
+/// input of Wo, to `att` (the same buffer as `o` when there is no post step).
+pub(super) struct Saved {
+    pub x: wgpu::Buffer,
+    pub u1: wgpu::Buffer,
+    pub rstd1: wgpu::Buffer,
+    pub q: wgpu::Buffer,
+    pub k: wgpu::Buffer,
+    pub v: wgpu::Buffer,
+    /// Linear family: the feature-mapped (and rotated) q and k.
+    pub fq: wgpu::Buffer,
+    pub fk: wgpu::Buffer,
+    /// Attention weights `[B·H, T, T]`.
+    pub p: wgpu::Buffer,
+    /// Per-head outputs merged `[R, a]`, before any post step.
+    pub o: wgpu::Buffer,
+    /// Denominators `[B·H·T]`.
+    pub den: wgpu::Buffer,
+    /// Post step: the normed output, the gate's pre-activation, the norm's 1/rms per group.
+    pub pn: wgpu::Buffer,
+    pub pg: wgpu::Buffer,
+    pub prstd: wgpu::Buffer,
+    pub att: wgpu::Buffer,
     mid: wgpu::Buffer,
     u2: wgpu::Buffer,
     rstd2: wgpu::Buffer,
@@ -102,24 +105,33 @@ struct Saved {
 }
 
 /// Backward-pass scratch shared by the blocks.
-struct Scratch {
+pub(super) struct Scratch {
     dx: wgpu::Buffer,
-    du: wgpu::Buffer,
-    dq: wgpu::Buffer,
-    dk: wgpu::Buffer,
-    dv: wgpu::Buffer,
-    dout: wgpu::Buffer,
-    dp: wgpu::Buffer,
+    pub du: wgpu::Buffer,
+    pub dq: wgpu::Buffer,
+    pub dk: wgpu::Buffer,
+    pub dv: wgpu::Buffer,
+    /// Gradients of the mixer's output (the input of Wo) and of `o`.
+    pub datt: wgpu::Buffer,
+    pub dout: wgpu::Buffer,
+    pub dp: wgpu::Buffer,
+    pub dfq: wgpu::Buffer,
+    pub dfk: wgpu::Buffer,
+    pub dden: wgpu::Buffer,
+    pub dpn: wgpu::Buffer,
+    pub dpg: wgpu::Buffer,
     dhid: wgpu::Buffer,
     dg: wgpu::Buffer,
     dup: wgpu::Buffer,
 }
 
-struct Rec<'a, 'b> {
-    p: &'b Parts<'a>,
+pub(super) struct Rec<'a, 'b> {
+    pub p: &'b Parts<'a>,
     items: Vec<Item>,
     /// Tensors whose gradient the step writes (every GPU-owned tensor must be among them).
-    written: HashSet<String>,
+    pub written: HashSet<String>,
+    /// A 4-word buffer bound where a kernel's optional input is off.
+    pub dummy: wgpu::Buffer,
 }
 
 /// Record the step of a model with these layer lowerings; `learned_tables` are the host-written
@@ -136,35 +148,44 @@ pub(super) fn record(
     let dev = p.dev;
     let mut learned = learned_tables.iter();
     let mut table_grads = Vec::new();
-    let mut attn = Vec::new();
+    let mut mixers = Vec::new();
     for (i, l) in lowerings.iter().enumerate() {
-        let sl = match l {
-            Lowering::Softmax(sl) => sl,
-            Lowering::Linear(_) => return Err(unsupported(cfg, i, "linear attention")),
-        };
-        let layer = attention(cfg, i, sl, p.dims, dev, &mut learned)?;
-        if let Some((_, Some(g))) = &layer.table {
+        let mixer = Mixer::new(cfg, i, l, p.dims, dev, &mut learned)?;
+        if let Some(g) = mixer.table_grad() {
             table_grads.push(g.clone());
         }
-        attn.push(layer);
+        mixers.push(mixer);
     }
     let buf = |label: &str, n: usize| zeroed(dev, label, n);
-    let saved: Vec<Saved> = (0..cfg.n_layers)
-        .map(|_| Saved {
-            x: buf("x", r * d),
-            u1: buf("u1", r * d),
-            rstd1: buf("rstd1", r),
-            q: buf("q", r * a),
-            k: buf("k", r * a),
-            v: buf("v", r * a),
-            p: buf("probs", b * h * t * t),
-            o: buf("o", r * a),
-            mid: buf("mid", r * d),
-            u2: buf("u2", r * d),
-            rstd2: buf("rstd2", r),
-            g: buf("gate", r * f),
-            up: buf("up", r * f),
-            hid: buf("hid", r * f),
+    let saved: Vec<Saved> = mixers
+        .iter()
+        .map(|mx| {
+            let (linear, post) = (mx.is_linear(), mx.has_post());
+            let (lin, pst) = (|n: usize| if linear { n } else { 4 }, |n: usize| if post { n } else { 4 });
+            let o = buf("o", r * a);
+            Saved {
+                x: buf("x", r * d),
+                u1: buf("u1", r * d),
+                rstd1: buf("rstd1", r),
+                q: buf("q", r * a),
+                k: buf("k", r * a),
+                v: buf("v", r * a),
+                fq: buf("fq", lin(r * a)),
+                fk: buf("fk", lin(r * a)),
+                p: buf("weights", b * h * t * t),
+                den: buf("den", lin(b * h * t)),
+                pn: buf("post normed", pst(r * a)),
+                pg: buf("post gate", pst(r * a)),
+                prstd: buf("post rstd", pst(r * a)),
+                att: if post { buf("att", r * a) } else { o.clone() },
+                o,
+                mid: buf("mid", r * d),
+                u2: buf("u2", r * d),
+                rstd2: buf("rstd2", r),
+                g: buf("gate", r * f),
+                up: buf("up", r * f),
+                hid: buf("hid", r * f),
+            }
         })
         .collect();
     let s = Scratch {
@@ -173,8 +194,14 @@ pub(super) fn record(
         dq: buf("dq", r * a),
         dk: buf("dk", r * a),
         dv: buf("dv", r * a),
+        datt: buf("datt", r * a),
         dout: buf("do", r * a),
         dp: buf("dp", b * h * t * t),
+        dfq: buf("dfq", r * a),
+        dfk: buf("dfk", r * a),
+        dden: buf("dden", b * h * t),
+        dpn: buf("dpn", r * a),
+        dpg: buf("dpg", r * a),
         dhid: buf("dhid", r * f),
         dg: buf("dg", r * f),
         dup: buf("dup", r * f),
@@ -190,14 +217,14 @@ pub(super) fn record(
     };
     let dummy = buf("unused", 4);
     let head = if cfg.tie_embeddings { "tok_emb.weight" } else { "lm_head.weight" };
-    let mut rec = Rec { p, items: Vec::new(), written: HashSet::new() };
+    let mut rec = Rec { p, items: Vec::new(), written: HashSet::new(), dummy: dummy.clone() };
 
     // Forward.
     let x0 = saved.first().map(|s| &s.x).unwrap_or(&xf);
     rec.embed_fwd(x0, tok, pe.as_ref().unwrap_or(&dummy), cfg)?;
-    for (i, (sv, at)) in saved.iter().zip(&attn).enumerate() {
+    for (i, (sv, mx)) in saved.iter().zip(&mixers).enumerate() {
         let next = saved.get(i + 1).map(|s| &s.x).unwrap_or(&xf);
-        rec.block_fwd(i, sv, at, next, &dummy)?;
+        rec.block_fwd(i, sv, mx, next)?;
     }
     rec.rms_fwd(&hf, &xf, &rstdf, "final_norm.weight")?;
     rec.linear_fwd(&logits, &hf, head, v, d, false)?;
@@ -208,8 +235,8 @@ pub(super) fn record(
     // Backward.
     rec.linear_bwd(&hf, &s.du, &logits, head, v, d, false)?;
     rec.rms_bwd(&s.dx, &s.du, &xf, &rstdf, "final_norm.weight", false)?;
-    for (i, (sv, at)) in saved.iter().zip(&attn).enumerate().rev() {
-        rec.block_bwd(i, sv, at, &s)?;
+    for (i, (sv, mx)) in saved.iter().zip(&mixers).enumerate().rev() {
+        rec.block_bwd(i, sv, mx, &s)?;
     }
     rec.embed_bwd(&s.dx, csr, cfg)?;
     let total = p.layout.total;
@@ -221,58 +248,9 @@ pub(super) fn record(
     Ok(Recorded { items: rec.items, n_forward, loss, partial, partials, table_grads })
 }
 
-fn unsupported(cfg: &ModelConfig, layer: usize, what: &str) -> GpuError {
+pub(super) fn unsupported(cfg: &ModelConfig, layer: usize, what: &str) -> GpuError {
     let id = cfg.layers.get(layer).map(|l| l.variant_id()).unwrap_or("?");
     GpuError::Unsupported(format!("layer {layer} ({id}): the GPU trainer does not train {what} yet"))
-}
-
-/// A softmax layer's constants: RoPE table, bias table, window.
-fn attention<'t>(
-    cfg: &ModelConfig,
-    i: usize,
-    sl: &SoftmaxLowering,
-    dims: Dims,
-    dev: &wgpu::Device,
-    learned: &mut impl Iterator<Item = &'t wgpu::Buffer>,
-) -> Result<Attn> {
-    let (t, h) = (dims.t, dims.h);
-    if sl.relu_with_norm {
-        return Err(unsupported(cfg, i, "ReLU attention with SimpleRMSNorm"));
-    }
-    let table = match &sl.bias {
-        Bias::None => None,
-        Bias::Table { learned: Some(_), .. } => {
-            let buf =
-                learned.next().ok_or_else(|| unsupported(cfg, i, "a learned table without a buffer"))?;
-            Some((buf.clone(), Some(zeroed(dev, "table grad", h * t))))
-        }
-        Bias::Table { len, values, learned: None } => {
-            if *len < t || values.len() < h * len {
-                return Err(unsupported(cfg, i, "a distance table shorter than the training length"));
-            }
-            let rows: Vec<f32> =
-                (0..h).flat_map(|hh| values[hh * len..hh * len + t].iter().copied()).collect();
-            Some((init_storage(dev, "bias table", &rows), None))
-        }
-        Bias::Fire { .. } => return Err(unsupported(cfg, i, "FIRE")),
-        Bias::Contextual { .. } => return Err(unsupported(cfg, i, "contextual positions (CoPE)")),
-    };
-    let rope = sl.rope.as_ref().map(|freqs| {
-        let cs: Vec<f32> = (0..t)
-            .flat_map(|pos| {
-                freqs.iter().flat_map(move |f| {
-                    let (sn, c) = (pos as f64 * f).sin_cos();
-                    [c as f32, sn as f32]
-                })
-            })
-            .collect();
-        (init_storage(dev, "rope table", &cs), freqs.len())
-    });
-    let block = match sl.window {
-        Window::Causal => 0,
-        Window::Block(w) => w as u32,
-    };
-    Ok(Attn { scale: sl.scale, block, rope, table })
 }
 
 /// The sinusoidal position rows `[T, d]` (the core's `sinusoidal_embedding`).
@@ -285,28 +263,28 @@ fn sinusoidal_table(dev: &wgpu::Device, t: usize, d: usize) -> wgpu::Buffer {
 }
 
 impl Rec<'_, '_> {
-    fn dispatch(&mut self, k: K, params: &TrainParams, bufs: &[&wgpu::Buffer], grid: [u32; 3]) {
+    pub(super) fn dispatch(&mut self, k: K, params: &TrainParams, bufs: &[&wgpu::Buffer], grid: [u32; 3]) {
         self.items.push(Item::Dispatch(self.p.kernels.op(k, params, bufs, grid)));
     }
 
-    fn gemm(&mut self, s: Shape, c: Mat, a: Mat, b: Mat) {
+    pub(super) fn gemm(&mut self, s: Shape, c: Mat, a: Mat, b: Mat) {
         self.items.push(Item::Dispatch(self.p.kernels.gemm(s, c, a, b)));
     }
 
-    fn copy(&mut self, src: &wgpu::Buffer, dst: &wgpu::Buffer, words: usize) {
+    pub(super) fn copy(&mut self, src: &wgpu::Buffer, dst: &wgpu::Buffer, words: usize) {
         self.items.push(Item::Copy { src: src.clone(), dst: dst.clone(), bytes: 4 * words as u64 });
     }
 
-    fn off(&self, name: &str) -> Result<usize> {
+    pub(super) fn off(&self, name: &str) -> Result<usize> {
         self.p.layout.off(name)
     }
 
-    fn rows(&self) -> usize {
+    pub(super) fn rows(&self) -> usize {
         self.p.dims.r
     }
 
     /// `y (+)= x·Wᵀ` for the tensor `w: [out, inp]`.
-    fn linear_fwd(
+    pub(super) fn linear_fwd(
         &mut self,
         y: &wgpu::Buffer,
         x: &wgpu::Buffer,
@@ -323,7 +301,7 @@ impl Rec<'_, '_> {
 
     /// `dx (+)= dy·W` and `dW = dyᵀ·x` for `y = x·Wᵀ`.
     #[allow(clippy::too_many_arguments)]
-    fn linear_bwd(
+    pub(super) fn linear_bwd(
         &mut self,
         x: &wgpu::Buffer,
         dx: &wgpu::Buffer,
@@ -347,27 +325,50 @@ impl Rec<'_, '_> {
         Ok(())
     }
 
-    fn norm_params(&self, w: &str, flag: bool) -> Result<TrainParams> {
-        let d = self.p.dims.d;
+    /// Parameters of the RMSNorm kernels over `rows` groups of `width` with the gain `w`.
+    fn norm_params(&self, w: &str, flag: bool, rows: usize, width: usize, eps: f32) -> Result<TrainParams> {
         Ok(TrainParams {
-            rows: self.rows() as u32,
-            width: d as u32,
-            eps: self.p.eps,
+            rows: rows as u32,
+            width: width as u32,
+            eps,
             off0: self.off(w)? as u32,
             flag: u32::from(flag),
             ..TrainParams::default()
         })
     }
 
-    fn rms_fwd(&mut self, y: &wgpu::Buffer, x: &wgpu::Buffer, rstd: &wgpu::Buffer, w: &str) -> Result<()> {
-        let tp = self.norm_params(w, false)?;
+    /// The residual stream's RMSNorm of every row.
+    pub(super) fn rms_fwd(
+        &mut self,
+        y: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        rstd: &wgpu::Buffer,
+        w: &str,
+    ) -> Result<()> {
+        let Dims { r, d, .. } = self.p.dims;
+        self.rms_fwd_groups(y, x, rstd, w, r, d, self.p.eps)
+    }
+
+    /// RMSNorm over `rows` contiguous groups of `width` values.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rms_fwd_groups(
+        &mut self,
+        y: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        rstd: &wgpu::Buffer,
+        w: &str,
+        rows: usize,
+        width: usize,
+        eps: f32,
+    ) -> Result<()> {
+        let tp = self.norm_params(w, false, rows, width, eps)?;
         let params = self.p.params;
-        self.dispatch(K::RmsFwd, &tp, &[x, params, y, rstd], grid(self.rows()));
+        self.dispatch(K::RmsFwd, &tp, &[x, params, y, rstd], grid(rows));
         Ok(())
     }
 
-    /// `dx (+)= ∂rms/∂x · dy` and the gain's gradient.
-    fn rms_bwd(
+    /// `dx (+)= ∂rms/∂x · dy` and the gain's gradient, for the residual stream's norm.
+    pub(super) fn rms_bwd(
         &mut self,
         dx: &wgpu::Buffer,
         dy: &wgpu::Buffer,
@@ -376,10 +377,40 @@ impl Rec<'_, '_> {
         w: &str,
         acc: bool,
     ) -> Result<()> {
-        let tp = self.norm_params(w, acc)?;
+        let Dims { r, d, .. } = self.p.dims;
+        let tp = self.norm_params(w, acc, r, d, self.p.eps)?;
+        self.rms_bwd_params(dx, dy, x, rstd, w, tp)
+    }
+
+    /// [`Rec::rms_bwd`] over `rows` groups of `width` (the gradient written, not added).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rms_bwd_groups(
+        &mut self,
+        dx: &wgpu::Buffer,
+        dy: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        rstd: &wgpu::Buffer,
+        w: &str,
+        rows: usize,
+        width: usize,
+        eps: f32,
+    ) -> Result<()> {
+        let tp = self.norm_params(w, false, rows, width, eps)?;
+        self.rms_bwd_params(dx, dy, x, rstd, w, tp)
+    }
+
+    fn rms_bwd_params(
+        &mut self,
+        dx: &wgpu::Buffer,
+        dy: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        rstd: &wgpu::Buffer,
+        w: &str,
+        tp: TrainParams,
+    ) -> Result<()> {
         let (params, grads) = (self.p.params, self.p.grads);
-        self.dispatch(K::RmsBwd, &tp, &[dy, x, params, dx], grid(self.rows()));
-        self.dispatch(K::RmsDw, &tp, &[dy, x, rstd, grads], threads(self.p.dims.d));
+        self.dispatch(K::RmsBwd, &tp, &[dy, x, params, dx], grid(tp.rows as usize));
+        self.dispatch(K::RmsDw, &tp, &[dy, x, rstd, grads], threads(tp.width as usize));
         self.written.insert(w.to_string());
         Ok(())
     }
@@ -427,8 +458,8 @@ impl Rec<'_, '_> {
         Ok(())
     }
 
-    /// Attention-layer parameters of train.wgsl's row kernels (`rows` score rows or token rows).
-    fn attn_params(&self, at: &Attn, rows: usize) -> TrainParams {
+    /// Row-kernel parameters of `[B·H, T, T]` weights (`rows` rows) over `[R, a]` head buffers.
+    pub(super) fn attn_params(&self, rows: usize) -> TrainParams {
         let Dims { t, h, dh, a, .. } = self.p.dims;
         TrainParams {
             rows: rows as u32,
@@ -437,65 +468,46 @@ impl Rec<'_, '_> {
             dh: dh as u32,
             a: a as u32,
             n: t as u32,
-            off0: at.block,
             ..TrainParams::default()
         }
     }
 
-    /// RoPE on q or k in place (`back`: the inverse rotation).
-    fn rotate(&mut self, at: &Attn, x: &wgpu::Buffer, back: bool) {
-        if let Some((tab, n)) = &at.rope {
+    /// RoPE on every head of `x` in place (`back`: the inverse rotation), with a `[T, n, 2]` table.
+    pub(super) fn rotate(&mut self, rope: Option<&(wgpu::Buffer, usize)>, x: &wgpu::Buffer, back: bool) {
+        if let Some((tab, n)) = rope {
             let Dims { r, h, .. } = self.p.dims;
-            let tp = TrainParams { n: *n as u32, flag: u32::from(back), ..self.attn_params(at, r) };
+            let tp = TrainParams { n: *n as u32, flag: u32::from(back), ..self.attn_params(r) };
             self.dispatch(K::Rotate, &tp, &[tab, x], threads(r * h * n));
         }
     }
 
     /// Per-(batch, head) views: token rows of q/k/v/o and score matrices.
-    fn heads<'b>(&self, buf: &'b wgpu::Buffer) -> Mat<'b> {
+    pub(super) fn heads<'b>(&self, buf: &'b wgpu::Buffer) -> Mat<'b> {
         let Dims { t, a, dh, .. } = self.p.dims;
         Mat::rows(buf, 0, a).batched(t * a, dh)
     }
 
-    fn scores<'b>(&self, buf: &'b wgpu::Buffer) -> Mat<'b> {
+    pub(super) fn scores<'b>(&self, buf: &'b wgpu::Buffer) -> Mat<'b> {
         let Dims { t, h, .. } = self.p.dims;
         Mat::rows(buf, 0, t).batched(h * t * t, t * t)
     }
 
     /// A per-(batch, head) product of `m × n` over `k`.
-    fn per_head(&self, m: usize, n: usize, k: usize, alpha: f32) -> Shape {
+    pub(super) fn per_head(&self, m: usize, n: usize, k: usize, alpha: f32) -> Shape {
         let Dims { b, h, .. } = self.p.dims;
         Shape { m, n, k, batch: b * h, nh: h, alpha, accumulate: false }
     }
 
-    fn block_fwd(
-        &mut self,
-        i: usize,
-        s: &Saved,
-        at: &Attn,
-        next: &wgpu::Buffer,
-        dummy: &wgpu::Buffer,
-    ) -> Result<()> {
-        let Dims { r, d, a, f, t, b, h, dh, .. } = self.p.dims;
+    fn block_fwd(&mut self, i: usize, s: &Saved, mx: &Mixer, next: &wgpu::Buffer) -> Result<()> {
+        let Dims { r, d, a, f, .. } = self.p.dims;
         let w = |n: &str| format!("layers.{i}.{n}");
         self.rms_fwd(&s.u1, &s.x, &s.rstd1, &w("attn_norm.weight"))?;
         for (out, name) in [(&s.q, "attn.wq"), (&s.k, "attn.wk"), (&s.v, "attn.wv")] {
             self.linear_fwd(out, &s.u1, &w(name), a, d, false)?;
         }
-        self.rotate(at, &s.q, false);
-        self.rotate(at, &s.k, false);
-        self.gemm(
-            self.per_head(t, t, dh, at.scale),
-            self.scores(&s.p),
-            self.heads(&s.q),
-            self.heads(&s.k).t(),
-        );
-        let table = at.table.as_ref().map(|(tab, _)| tab);
-        let tp = TrainParams { flag: u32::from(table.is_some()), ..self.attn_params(at, b * h * t) };
-        self.dispatch(K::SoftmaxFwd, &tp, &[table.unwrap_or(dummy), &s.p], grid(b * h * t));
-        self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&s.o), self.scores(&s.p), self.heads(&s.v));
+        self.mixer_fwd(s, mx)?;
         self.copy(&s.x, &s.mid, r * d);
-        self.linear_fwd(&s.mid, &s.o, &w("attn.wo"), d, a, true)?;
+        self.linear_fwd(&s.mid, &s.att, &w("attn.wo"), d, a, true)?;
         self.rms_fwd(&s.u2, &s.mid, &s.rstd2, &w("ffn_norm.weight"))?;
         self.linear_fwd(&s.g, &s.u2, &w("ffn.w_gate"), f, d, false)?;
         self.linear_fwd(&s.up, &s.u2, &w("ffn.w_up"), f, d, false)?;
@@ -507,8 +519,8 @@ impl Rec<'_, '_> {
 
     /// With `c.dx` = dL/d(block output), adds dL/d(block input) to it and writes the block's
     /// parameter gradients.
-    fn block_bwd(&mut self, i: usize, s: &Saved, at: &Attn, c: &Scratch) -> Result<()> {
-        let Dims { r, d, a, f, t, b, h, dh, .. } = self.p.dims;
+    fn block_bwd(&mut self, i: usize, s: &Saved, mx: &Mixer, c: &Scratch) -> Result<()> {
+        let Dims { r, d, a, f, .. } = self.p.dims;
         let w = |n: &str| format!("layers.{i}.{n}");
         // FFN.
         self.linear_bwd(&s.hid, &c.dhid, &c.dx, &w("ffn.w_down"), d, f, false)?;
@@ -518,38 +530,14 @@ impl Rec<'_, '_> {
         self.linear_bwd(&s.u2, &c.du, &c.dup, &w("ffn.w_up"), f, d, true)?;
         self.rms_bwd(&c.dx, &c.du, &s.mid, &s.rstd2, &w("ffn_norm.weight"), true)?;
         // Attention.
-        self.linear_bwd(&s.o, &c.dout, &c.dx, &w("attn.wo"), d, a, false)?;
-        self.gemm(
-            self.per_head(t, t, dh, 1.0),
-            self.scores(&c.dp),
-            self.heads(&c.dout),
-            self.heads(&s.v).t(),
-        );
-        self.gemm(
-            self.per_head(t, dh, t, 1.0),
-            self.heads(&c.dv),
-            self.scores(&s.p).t(),
-            self.heads(&c.dout),
-        );
-        let tp = self.attn_params(at, b * h * t);
-        self.dispatch(K::SoftmaxBwd, &tp, &[&s.p, &c.dp], grid(b * h * t));
-        if let Some((_, Some(grad))) = &at.table {
-            self.dispatch(K::TableGrad, &tp, &[&c.dp, grad], threads(h * t));
-        }
-        self.gemm(self.per_head(t, dh, t, at.scale), self.heads(&c.dq), self.scores(&c.dp), self.heads(&s.k));
-        self.gemm(
-            self.per_head(t, dh, t, at.scale),
-            self.heads(&c.dk),
-            self.scores(&c.dp).t(),
-            self.heads(&s.q),
-        );
-        self.rotate(at, &c.dq, true);
-        self.rotate(at, &c.dk, true);
+        self.linear_bwd(&s.att, &c.datt, &c.dx, &w("attn.wo"), d, a, false)?;
+        self.mixer_bwd(s, mx, c)?;
         for (j, (dy, name)) in
             [(&c.dq, "attn.wq"), (&c.dk, "attn.wk"), (&c.dv, "attn.wv")].into_iter().enumerate()
         {
             self.linear_bwd(&s.u1, &c.du, dy, &w(name), a, d, j > 0)?;
         }
+        self.post_gate_bwd(s, mx, c)?;
         self.rms_bwd(&c.dx, &c.du, &s.x, &s.rstd1, &w("attn_norm.weight"), true)
     }
 }

@@ -1,0 +1,354 @@
+//! The token mixer of a block, forward and backward, from its lowering: the softmax family
+//! (`P = softmax(scale·q·kᵀ + B)` or T1's ReLU, `o = P·v`) and the linear family in its parallel
+//! form (`P = (φq·φkᵀ) ⊙ D`, `D` causal or `γ_h^{i−s}`, `o = P·v`, optionally over the denominator
+//! `max(Σ_s P_is, eps)`), then the post step (SimpleRMSNorm, grouped RMSNorm, RMSNorm ⊙ silu gate).
+//! Per-channel gates, LRPE, FIRE and CoPE are refused by name.
+
+use super::kernels::{grid, threads, K};
+use super::record::{unsupported, Rec, Saved, Scratch};
+use super::{init_storage, zeroed, Dims};
+use crate::error::Result;
+use crate::params::TrainParams;
+use attnlab_core::config::ModelConfig;
+use attnlab_core::lowering::{Bias, FeatureMap, Gate, Lowering, Post as LwPost, Rotation, Window};
+
+/// A softmax layer's constants.
+pub(super) struct Softmax {
+    scale: f32,
+    /// Diag block width (0: causal).
+    block: u32,
+    /// TransNormer T1's ReLU instead of softmax.
+    relu: bool,
+    /// The distance table `[H, T]` and, when learned, its gradient buffer.
+    table: Option<(wgpu::Buffer, Option<wgpu::Buffer>)>,
+}
+
+/// A linear layer's constants.
+pub(super) struct Linear {
+    /// (feature-map mode of train.wgsl's `feature_fwd`, scale) of q and k.
+    q: (u32, f32),
+    k: (u32, f32),
+    /// ln γ per head `[H]` (RetNet's fixed decay).
+    decay: Option<wgpu::Buffer>,
+    den: Option<f32>,
+}
+
+/// The output step on the merged heads.
+pub(super) enum Post {
+    None,
+    /// SimpleRMSNorm over all heads.
+    Simple,
+    /// RMSNorm over groups of `n` channels with the gain `gain`, then (with `gate`) `⊙ silu(u·Wgᵀ)`.
+    Rms {
+        gain: String,
+        eps: f32,
+        n: usize,
+        gate: Option<String>,
+    },
+}
+
+pub(super) enum Kind {
+    Softmax(Softmax),
+    Linear(Linear),
+}
+
+pub(super) struct Mixer {
+    kind: Kind,
+    /// RoPE `(cos, sin)` at each position and rotated pair `[T, n, 2]`, and n.
+    rope: Option<(wgpu::Buffer, usize)>,
+    post: Post,
+}
+
+impl Mixer {
+    /// Layer `i`'s mixer; a learned table takes the next of `learned`.
+    pub fn new<'t>(
+        cfg: &ModelConfig,
+        i: usize,
+        lowering: &Lowering,
+        dims: Dims,
+        dev: &wgpu::Device,
+        learned: &mut impl Iterator<Item = &'t wgpu::Buffer>,
+    ) -> Result<Mixer> {
+        let (t, h) = (dims.t, dims.h);
+        let no = |what: &str| unsupported(cfg, i, what);
+        let rope_table = |freqs: &[f64]| {
+            let cs: Vec<f32> = (0..t)
+                .flat_map(|pos| {
+                    freqs.iter().flat_map(move |f| {
+                        let (sn, c) = (pos as f64 * f).sin_cos();
+                        [c as f32, sn as f32]
+                    })
+                })
+                .collect();
+            (init_storage(dev, "rope table", &cs), freqs.len())
+        };
+        match lowering {
+            Lowering::Softmax(sl) => {
+                let table = match &sl.bias {
+                    Bias::None => None,
+                    Bias::Table { learned: Some(_), .. } => {
+                        let buf = learned.next().ok_or_else(|| no("a learned table without a buffer"))?;
+                        Some((buf.clone(), Some(zeroed(dev, "table grad", h * t))))
+                    }
+                    Bias::Table { len, values, learned: None } => {
+                        if *len < t || values.len() < h * len {
+                            return Err(no("a distance table shorter than the training length"));
+                        }
+                        let rows: Vec<f32> =
+                            (0..h).flat_map(|hh| values[hh * len..hh * len + t].iter().copied()).collect();
+                        Some((init_storage(dev, "bias table", &rows), None))
+                    }
+                    Bias::Fire { .. } => return Err(no("FIRE")),
+                    Bias::Contextual { .. } => return Err(no("contextual positions (CoPE)")),
+                };
+                let block = match sl.window {
+                    Window::Causal => 0,
+                    Window::Block(w) => w as u32,
+                };
+                let kind = Kind::Softmax(Softmax { scale: sl.scale, block, relu: sl.relu_with_norm, table });
+                let post = if sl.relu_with_norm { Post::Simple } else { Post::None };
+                Ok(Mixer { kind, rope: sl.rope.as_deref().map(rope_table), post })
+            }
+            Lowering::Linear(ll) => {
+                if ll.dk != dims.dh {
+                    return Err(no("a feature width other than head_dim (LRPE's complex core)"));
+                }
+                let feature = |map: FeatureMap| match map {
+                    FeatureMap::Identity => Ok(0),
+                    FeatureMap::EluPlusOne => Ok(1),
+                    FeatureMap::Elu => Ok(2),
+                    FeatureMap::Swish => Ok(3),
+                    FeatureMap::ExpMax | FeatureMap::ExpRunningMax => {
+                        Err(no("ReGLA's exponential feature maps"))
+                    }
+                };
+                let decay = match &ll.gate {
+                    Gate::None => None,
+                    Gate::PerHead { log_gamma } => Some(init_storage(dev, "ln gamma", log_gamma)),
+                    _ => return Err(no("per-channel gates")),
+                };
+                let rope = match &ll.rotation {
+                    None => None,
+                    Some(Rotation::Rope { inv_freq }) => Some(rope_table(inv_freq)),
+                    Some(Rotation::Lrpe { .. }) => return Err(no("LRPE")),
+                };
+                let post = match &ll.post {
+                    LwPost::None => Post::None,
+                    LwPost::SimpleRmsNorm => Post::Simple,
+                    LwPost::RmsNorm { gain, eps } => {
+                        Post::Rms { gain: gain.name.clone(), eps: *eps, n: gain.value.len(), gate: None }
+                    }
+                    LwPost::RmsNormGate { gain, eps, out_gate } => Post::Rms {
+                        gain: gain.name.clone(),
+                        eps: *eps,
+                        n: gain.value.len(),
+                        gate: Some(out_gate.name.clone()),
+                    },
+                };
+                let lin = Linear {
+                    q: (feature(ll.q.map)?, ll.q.scale),
+                    k: (feature(ll.k.map)?, ll.k.scale),
+                    decay,
+                    den: ll.denominator,
+                };
+                Ok(Mixer { kind: Kind::Linear(lin), rope, post })
+            }
+        }
+    }
+
+    /// The gradient buffer of a learned distance table.
+    pub fn table_grad(&self) -> Option<&wgpu::Buffer> {
+        match &self.kind {
+            Kind::Softmax(Softmax { table: Some((_, g)), .. }) => g.as_ref(),
+            _ => None,
+        }
+    }
+
+    pub fn is_linear(&self) -> bool {
+        matches!(self.kind, Kind::Linear(_))
+    }
+
+    /// True when the output goes through a post step (`att` is not `o`).
+    pub fn has_post(&self) -> bool {
+        !matches!(self.post, Post::None)
+    }
+}
+
+impl Rec<'_, '_> {
+    /// `s.att` from `s.q, s.k, s.v` (and `s.u1` for a post gate).
+    pub(super) fn mixer_fwd(&mut self, s: &Saved, mx: &Mixer) -> Result<()> {
+        let Dims { r, t, b, h, dh, a, .. } = self.p.dims;
+        let rows = b * h * t;
+        let dummy = self.dummy.clone();
+        match &mx.kind {
+            Kind::Softmax(sm) => {
+                self.rotate(mx.rope.as_ref(), &s.q, false);
+                self.rotate(mx.rope.as_ref(), &s.k, false);
+                let qk = self.per_head(t, t, dh, sm.scale);
+                self.gemm(qk, self.scores(&s.p), self.heads(&s.q), self.heads(&s.k).t());
+                let table = sm.table.as_ref().map(|(tab, _)| tab);
+                let tp = TrainParams {
+                    flag: u32::from(table.is_some()),
+                    off0: sm.block,
+                    mode: u32::from(sm.relu),
+                    ..self.attn_params(rows)
+                };
+                self.dispatch(K::SoftmaxFwd, &tp, &[table.unwrap_or(&dummy), &s.p], grid(rows));
+            }
+            Kind::Linear(ln) => {
+                for (x, fx, (mode, scale)) in [(&s.q, &s.fq, ln.q), (&s.k, &s.fk, ln.k)] {
+                    let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
+                    self.dispatch(K::FeatureFwd, &tp, &[x, fx], threads(r * a));
+                    self.rotate(mx.rope.as_ref(), fx, false);
+                }
+                self.gemm(
+                    self.per_head(t, t, dh, 1.0),
+                    self.scores(&s.p),
+                    self.heads(&s.fq),
+                    self.heads(&s.fk).t(),
+                );
+                let tp = TrainParams { mode: u32::from(ln.decay.is_some()), ..self.attn_params(rows) };
+                let decay = ln.decay.as_ref().unwrap_or(&dummy);
+                self.dispatch(K::CausalWeights, &tp, &[decay, &dummy, &s.p], grid(rows));
+            }
+        }
+        self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&s.o), self.scores(&s.p), self.heads(&s.v));
+        if let Kind::Linear(Linear { den: Some(eps), .. }) = &mx.kind {
+            let tp = TrainParams { eps: *eps, ..self.attn_params(rows) };
+            self.dispatch(K::DenFwd, &tp, &[&s.p, &s.o, &s.den], grid(rows));
+        }
+        self.post_fwd(s, &mx.post)
+    }
+
+    fn post_fwd(&mut self, s: &Saved, post: &Post) -> Result<()> {
+        let Dims { r, a, d, .. } = self.p.dims;
+        match post {
+            Post::None => {}
+            Post::Simple => {
+                let tp = TrainParams {
+                    rows: r as u32,
+                    width: a as u32,
+                    eps: attnlab_core::ops::SIMPLE_RMS_EPS,
+                    ..TrainParams::default()
+                };
+                self.dispatch(K::SrmsFwd, &tp, &[&s.o, &s.att], grid(r));
+            }
+            Post::Rms { gain, eps, n, gate } => {
+                let out = if gate.is_some() { &s.pn } else { &s.att };
+                self.rms_fwd_groups(out, &s.o, &s.prstd, gain, r * a / n, *n, *eps)?;
+                if let Some(g) = gate {
+                    self.linear_fwd(&s.pg, &s.u1, g, a, d, false)?;
+                    let sw = TrainParams { rows: r as u32, width: a as u32, ..TrainParams::default() };
+                    self.dispatch(K::SwigluFwd, &sw, &[&s.pg, &s.pn, &s.att], threads(r * a));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// From `c.datt` (dL/d att), the gradients of q, k, v into `c.dq, c.dk, c.dv` (the post gate's
+    /// input gradient comes after them, [`Rec::post_gate_bwd`]).
+    pub(super) fn mixer_bwd(&mut self, s: &Saved, mx: &Mixer, c: &Scratch) -> Result<()> {
+        let Dims { t, b, h, dh, r, a, .. } = self.p.dims;
+        let rows = b * h * t;
+        let dummy = self.dummy.clone();
+        let d_o = if mx.has_post() { &c.dout } else { &c.datt };
+        self.post_bwd(s, &mx.post, c)?;
+        if let Kind::Linear(Linear { den: Some(eps), .. }) = &mx.kind {
+            let tp = TrainParams { eps: *eps, ..self.attn_params(rows) };
+            self.dispatch(K::DenBwd, &tp, &[&s.o, &s.den, &s.p, d_o, &c.dden], grid(rows));
+        }
+        self.gemm(self.per_head(t, t, dh, 1.0), self.scores(&c.dp), self.heads(d_o), self.heads(&s.v).t());
+        self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&c.dv), self.scores(&s.p).t(), self.heads(d_o));
+        match &mx.kind {
+            Kind::Softmax(sm) => {
+                let tp = TrainParams { off0: sm.block, mode: u32::from(sm.relu), ..self.attn_params(rows) };
+                self.dispatch(K::SoftmaxBwd, &tp, &[&s.p, &c.dp], grid(rows));
+                if let Some((_, Some(grad))) = &sm.table {
+                    self.dispatch(K::TableGrad, &tp, &[&c.dp, grad], threads(h * t));
+                }
+                let (sc, q, k) = (sm.scale, &s.q, &s.k);
+                self.gemm(self.per_head(t, dh, t, sc), self.heads(&c.dq), self.scores(&c.dp), self.heads(k));
+                self.gemm(
+                    self.per_head(t, dh, t, sc),
+                    self.heads(&c.dk),
+                    self.scores(&c.dp).t(),
+                    self.heads(q),
+                );
+                self.rotate(mx.rope.as_ref(), &c.dq, true);
+                self.rotate(mx.rope.as_ref(), &c.dk, true);
+            }
+            Kind::Linear(ln) => {
+                let tp = TrainParams {
+                    mode: u32::from(ln.decay.is_some()),
+                    flag: u32::from(ln.den.is_some()),
+                    ..self.attn_params(rows)
+                };
+                let decay = ln.decay.as_ref().unwrap_or(&dummy);
+                self.dispatch(K::CausalWeights, &tp, &[decay, &c.dden, &c.dp], grid(rows));
+                self.gemm(
+                    self.per_head(t, dh, t, 1.0),
+                    self.heads(&c.dfq),
+                    self.scores(&c.dp),
+                    self.heads(&s.fk),
+                );
+                self.gemm(
+                    self.per_head(t, dh, t, 1.0),
+                    self.heads(&c.dfk),
+                    self.scores(&c.dp).t(),
+                    self.heads(&s.fq),
+                );
+                for (x, dfx, dx, (mode, scale)) in [(&s.q, &c.dfq, &c.dq, ln.q), (&s.k, &c.dfk, &c.dk, ln.k)]
+                {
+                    self.rotate(mx.rope.as_ref(), dfx, true);
+                    let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
+                    self.dispatch(K::FeatureBwd, &tp, &[x, dfx, dx], threads(r * a));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `c.dout` (dL/d o) from `c.datt` through the post step (nothing without one).
+    fn post_bwd(&mut self, s: &Saved, post: &Post, c: &Scratch) -> Result<()> {
+        let Dims { r, a, .. } = self.p.dims;
+        match post {
+            Post::None => {}
+            Post::Simple => {
+                let tp = TrainParams {
+                    rows: r as u32,
+                    width: a as u32,
+                    eps: attnlab_core::ops::SIMPLE_RMS_EPS,
+                    ..TrainParams::default()
+                };
+                self.dispatch(K::SrmsBwd, &tp, &[&s.o, &c.datt, &c.dout], grid(r));
+            }
+            Post::Rms { gain, eps, n, gate } => {
+                let dn = match gate {
+                    Some(_) => {
+                        let sw = TrainParams { rows: r as u32, width: a as u32, ..TrainParams::default() };
+                        self.dispatch(
+                            K::SwigluBwd,
+                            &sw,
+                            &[&s.pg, &s.pn, &c.datt, &c.dpg, &c.dpn],
+                            threads(r * a),
+                        );
+                        &c.dpn
+                    }
+                    None => &c.datt,
+                };
+                self.rms_bwd_groups(&c.dout, dn, &s.o, &s.prstd, gain, r * a / n, *n, *eps)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The post gate's input gradient added to `c.du`, and its weight's gradient.
+    pub(super) fn post_gate_bwd(&mut self, s: &Saved, mx: &Mixer, c: &Scratch) -> Result<()> {
+        let Dims { a, d, .. } = self.p.dims;
+        if let Post::Rms { gate: Some(g), .. } = &mx.post {
+            self.linear_bwd(&s.u1, &c.du, &c.dpg, g, a, d, true)?;
+        }
+        Ok(())
+    }
+}
