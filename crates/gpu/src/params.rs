@@ -621,7 +621,7 @@ mod tests {
             twin::<CaptureParams>(&[&s::CAPTURE]),
             twin::<MapParams>(&[&s::ATTENTION_MAP]),
             twin::<GemmParams>(&[&s::GEMM]),
-            twin::<TrainParams>(&[&s::TRAIN]),
+            twin::<TrainParams>(&[&s::TRAIN, &s::TRAIN_GATED]),
             twin::<AdamParams>(&[&s::TRAIN]),
         ]
     }

@@ -120,6 +120,9 @@ pub static GEMM: Shader = Shader::new(wgsl!("gemm.wgsl"), false, &[]);
 /// The trainer's row, attention, loss and AdamW kernels.
 pub static TRAIN: Shader = Shader::new(wgsl!("train.wgsl"), false, &[REDUCE, ACTIVATIONS]);
 
+/// The trainer's per-channel gated linear attention.
+pub static TRAIN_GATED: Shader = Shader::new(wgsl!("train_gated.wgsl"), false, &[]);
+
 /// Every shader module.
 pub static SHADERS: &[&Shader] = &[
     &MATMUL,
@@ -137,6 +140,7 @@ pub static SHADERS: &[&Shader] = &[
     &ATTENTION_MAP,
     &GEMM,
     &TRAIN,
+    &TRAIN_GATED,
 ];
 
 /// Every shader's own file, as written (without prelude and snippets).

@@ -40,6 +40,8 @@ const TRAINED: &[&str] = &[
     "transnormer",
     "transnormer-t1",
     "retnet",
+    "gla",
+    "hybrid-mep-gla",
 ];
 
 fn context() -> Option<GpuContext> {

@@ -35,10 +35,21 @@ pub(super) enum K {
     DenBwd,
     SrmsFwd,
     SrmsBwd,
+    GateFwd,
+    GateBwd,
+    Colsum,
+    Cumsum,
+    MulAcc,
+    GatedScores,
+    GatedDfeat,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
     spec(&shaders::TRAIN, entry, &[], slots)
+}
+
+const fn gated(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
+    spec(&shaders::TRAIN_GATED, entry, &[], slots)
 }
 
 /// Every trainer pipeline, in the order of [`K`] (the pipeline tests check each layout against its
@@ -66,6 +77,13 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     train("den_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W)]),
     train("srms_fwd", &[(0, U), (1, R), (5, W)]),
     train("srms_bwd", &[(0, U), (1, R), (2, R), (5, W)]),
+    gated("gate_fwd", &[(0, U), (1, R), (2, R), (5, W)]),
+    gated("gate_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
+    gated("colsum", &[(0, U), (1, R), (5, W)]),
+    gated("cumsum", &[(0, U), (5, W)]),
+    gated("mul_acc", &[(0, U), (1, R), (2, R), (5, W)]),
+    gated("gated_scores", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
+    gated("gated_dfeat", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).
@@ -106,14 +124,21 @@ impl Kernels {
             label: Some(shaders::GEMM.name),
             source: wgpu::ShaderSource::Wgsl(shaders::GEMM.source().into()),
         });
-        let train = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(shaders::TRAIN.name),
-            source: wgpu::ShaderSource::Wgsl(shaders::TRAIN.source().into()),
-        });
+        let module = |sh: &shaders::Shader| {
+            dev.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(sh.name),
+                source: wgpu::ShaderSource::Wgsl(sh.source().into()),
+            })
+        };
+        let (train, gated) = (module(&shaders::TRAIN), module(&shaders::TRAIN_GATED));
         let pipes = SPECS
             .iter()
             .map(|s| {
-                let module = if s.shader.name == shaders::GEMM.name { &gemm } else { &train };
+                let module = match s.shader.name {
+                    n if n == shaders::GEMM.name => &gemm,
+                    n if n == shaders::TRAIN_GATED.name => &gated,
+                    _ => &train,
+                };
                 let layout = bind_group_layout(dev, s.entry, s.slots);
                 let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                     label: Some(s.entry),

@@ -30,7 +30,18 @@ pub(super) struct Linear {
     k: (u32, f32),
     /// ln γ per head `[H]` (RetNet's fixed decay).
     decay: Option<wgpu::Buffer>,
+    /// A per-channel log-gate from the layer's input.
+    gate: Option<LowRank>,
     den: Option<f32>,
+}
+
+/// GLA's low-rank gate `lg = lnσ(up·(down·u) + bias) / normalizer` (GLA §4.1; fla's normaliser).
+struct LowRank {
+    down: String,
+    up: String,
+    bias: String,
+    rank: usize,
+    normalizer: f32,
 }
 
 /// The output step on the merged heads.
@@ -122,10 +133,25 @@ impl Mixer {
                         Err(no("ReGLA's exponential feature maps"))
                     }
                 };
-                let decay = match &ll.gate {
-                    Gate::None => None,
-                    Gate::PerHead { log_gamma } => Some(init_storage(dev, "ln gamma", log_gamma)),
-                    _ => return Err(no("per-channel gates")),
+                let (decay, gate) = match &ll.gate {
+                    Gate::None => (None, None),
+                    Gate::PerHead { log_gamma } => (Some(init_storage(dev, "ln gamma", log_gamma)), None),
+                    Gate::LowRank { down, up, bias, normalizer } => {
+                        if up.value.out != dims.a {
+                            return Err(no("a gate narrower than the heads (grouped keys)"));
+                        }
+                        let gate = LowRank {
+                            down: down.name.clone(),
+                            up: up.name.clone(),
+                            bias: bias.name.clone(),
+                            rank: down.value.out,
+                            normalizer: *normalizer as f32,
+                        };
+                        (None, Some(gate))
+                    }
+                    Gate::Refined { .. } => return Err(no("ReGLA's refined gate")),
+                    Gate::KeyForget { .. } => return Err(no("HGRN2's key-forget gate")),
+                    Gate::TwoSided { .. } => return Err(no("Fast Decay's two-sided gate")),
                 };
                 let rope = match &ll.rotation {
                     None => None,
@@ -149,6 +175,7 @@ impl Mixer {
                     q: (feature(ll.q.map)?, ll.q.scale),
                     k: (feature(ll.k.map)?, ll.k.scale),
                     decay,
+                    gate,
                     den: ll.denominator,
                 };
                 Ok(Mixer { kind: Kind::Linear(lin), rope, post })
@@ -168,6 +195,14 @@ impl Mixer {
         matches!(self.kind, Kind::Linear(_))
     }
 
+    /// Rank of a low-rank gate (its `[R, rank]` activations are saved).
+    pub fn gate_rank(&self) -> Option<usize> {
+        match &self.kind {
+            Kind::Linear(Linear { gate: Some(g), .. }) => Some(g.rank),
+            _ => None,
+        }
+    }
+
     /// True when the output goes through a post step (`att` is not `o`).
     pub fn has_post(&self) -> bool {
         !matches!(self.post, Post::None)
@@ -175,7 +210,7 @@ impl Mixer {
 }
 
 impl Rec<'_, '_> {
-    /// `s.att` from `s.q, s.k, s.v` (and `s.u1` for a post gate).
+    /// `s.att` from `s.q, s.k, s.v` (and `s.u1` for the gates).
     pub(super) fn mixer_fwd(&mut self, s: &Saved, mx: &Mixer) -> Result<()> {
         let Dims { r, t, b, h, dh, a, .. } = self.p.dims;
         let rows = b * h * t;
@@ -201,15 +236,21 @@ impl Rec<'_, '_> {
                     self.dispatch(K::FeatureFwd, &tp, &[x, fx], threads(r * a));
                     self.rotate(mx.rope.as_ref(), fx, false);
                 }
-                self.gemm(
-                    self.per_head(t, t, dh, 1.0),
-                    self.scores(&s.p),
-                    self.heads(&s.fq),
-                    self.heads(&s.fk).t(),
-                );
-                let tp = TrainParams { mode: u32::from(ln.decay.is_some()), ..self.attn_params(rows) };
-                let decay = ln.decay.as_ref().unwrap_or(&dummy);
-                self.dispatch(K::CausalWeights, &tp, &[decay, &dummy, &s.p], grid(rows));
+                match &ln.gate {
+                    Some(g) => {
+                        self.gate_fwd(s, g)?;
+                        let tp = self.attn_params(rows);
+                        self.dispatch(K::GatedScores, &tp, &[&s.fq, &s.fk, &s.bc, &s.p], grid(rows));
+                    }
+                    None => {
+                        let qk = self.per_head(t, t, dh, 1.0);
+                        self.gemm(qk, self.scores(&s.p), self.heads(&s.fq), self.heads(&s.fk).t());
+                        let tp =
+                            TrainParams { mode: u32::from(ln.decay.is_some()), ..self.attn_params(rows) };
+                        let decay = ln.decay.as_ref().unwrap_or(&dummy);
+                        self.dispatch(K::CausalWeights, &tp, &[decay, &dummy, &s.p], grid(rows));
+                    }
+                }
             }
         }
         self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&s.o), self.scores(&s.p), self.heads(&s.v));
@@ -218,6 +259,30 @@ impl Rec<'_, '_> {
             self.dispatch(K::DenFwd, &tp, &[&s.p, &s.o, &s.den], grid(rows));
         }
         self.post_fwd(s, &mx.post)
+    }
+
+    /// The running log-gate `s.bc` from the layer input: `gd = u·downᵀ`, `gz = gd·upᵀ`,
+    /// `lg = lnσ(gz + bias)/normalizer`, then running sums over each sequence.
+    fn gate_fwd(&mut self, s: &Saved, g: &LowRank) -> Result<()> {
+        let Dims { r, a, d, b, .. } = self.p.dims;
+        self.linear_fwd(&s.gd, &s.u1, &g.down, g.rank, d, false)?;
+        self.linear_fwd(&s.gz, &s.gd, &g.up, a, g.rank, false)?;
+        let tp = self.gate_params(g, r, a)?;
+        let params = self.p.params;
+        self.dispatch(K::GateFwd, &tp, &[&s.gz, params, &s.bc], threads(r * a));
+        let cs = TrainParams { n: (b * a) as u32, ..self.attn_params(r) };
+        self.dispatch(K::Cumsum, &cs, &[&s.bc], threads(b * a));
+        Ok(())
+    }
+
+    fn gate_params(&self, g: &LowRank, r: usize, a: usize) -> Result<TrainParams> {
+        Ok(TrainParams {
+            rows: r as u32,
+            width: a as u32,
+            scale: g.normalizer,
+            off0: self.off(&g.bias)? as u32,
+            ..TrainParams::default()
+        })
     }
 
     fn post_fwd(&mut self, s: &Saved, post: &Post) -> Result<()> {
@@ -246,10 +311,10 @@ impl Rec<'_, '_> {
         Ok(())
     }
 
-    /// From `c.datt` (dL/d att), the gradients of q, k, v into `c.dq, c.dk, c.dv` (the post gate's
-    /// input gradient comes after them, [`Rec::post_gate_bwd`]).
+    /// From `c.datt` (dL/d att), the gradients of q, k, v into `c.dq, c.dk, c.dv` (the gates' input
+    /// gradients come after them, [`Rec::post_gate_bwd`]).
     pub(super) fn mixer_bwd(&mut self, s: &Saved, mx: &Mixer, c: &Scratch) -> Result<()> {
-        let Dims { t, b, h, dh, r, a, .. } = self.p.dims;
+        let Dims { t, b, h, dh, .. } = self.p.dims;
         let rows = b * h * t;
         let dummy = self.dummy.clone();
         let d_o = if mx.has_post() { &c.dout } else { &c.datt };
@@ -279,34 +344,67 @@ impl Rec<'_, '_> {
                 self.rotate(mx.rope.as_ref(), &c.dk, true);
             }
             Kind::Linear(ln) => {
-                let tp = TrainParams {
-                    mode: u32::from(ln.decay.is_some()),
-                    flag: u32::from(ln.den.is_some()),
-                    ..self.attn_params(rows)
-                };
-                let decay = ln.decay.as_ref().unwrap_or(&dummy);
-                self.dispatch(K::CausalWeights, &tp, &[decay, &c.dden, &c.dp], grid(rows));
-                self.gemm(
-                    self.per_head(t, dh, t, 1.0),
-                    self.heads(&c.dfq),
-                    self.scores(&c.dp),
-                    self.heads(&s.fk),
-                );
-                self.gemm(
-                    self.per_head(t, dh, t, 1.0),
-                    self.heads(&c.dfk),
-                    self.scores(&c.dp).t(),
-                    self.heads(&s.fq),
-                );
-                for (x, dfx, dx, (mode, scale)) in [(&s.q, &c.dfq, &c.dq, ln.q), (&s.k, &c.dfk, &c.dk, ln.k)]
-                {
-                    self.rotate(mx.rope.as_ref(), dfx, true);
-                    let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
-                    self.dispatch(K::FeatureBwd, &tp, &[x, dfx, dx], threads(r * a));
+                match &ln.gate {
+                    Some(g) => {
+                        let tp = self.attn_params(rows);
+                        for (mode, other, dfx) in [(0, &s.fk, &c.dfq), (1, &s.fq, &c.dfk)] {
+                            let tp = TrainParams { mode, ..tp };
+                            self.dispatch(K::GatedDfeat, &tp, &[&c.dp, other, &s.bc, dfx], grid(rows));
+                        }
+                        self.gate_bwd(s, c, g)?;
+                    }
+                    None => {
+                        let tp = TrainParams {
+                            mode: u32::from(ln.decay.is_some()),
+                            flag: u32::from(ln.den.is_some()),
+                            ..self.attn_params(rows)
+                        };
+                        let decay = ln.decay.as_ref().unwrap_or(&dummy);
+                        self.dispatch(K::CausalWeights, &tp, &[decay, &c.dden, &c.dp], grid(rows));
+                        let (fq, fk) = (self.heads(&s.fq), self.heads(&s.fk));
+                        self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&c.dfq), self.scores(&c.dp), fk);
+                        self.gemm(
+                            self.per_head(t, dh, t, 1.0),
+                            self.heads(&c.dfk),
+                            self.scores(&c.dp).t(),
+                            fq,
+                        );
+                    }
                 }
+                self.features_bwd(s, mx, ln, c);
             }
         }
         Ok(())
+    }
+
+    /// dq, dk from dφq, dφk: the inverse rotation, then the feature maps' derivatives.
+    fn features_bwd(&mut self, s: &Saved, mx: &Mixer, ln: &Linear, c: &Scratch) {
+        let Dims { r, a, .. } = self.p.dims;
+        for (x, dfx, dx, (mode, scale)) in [(&s.q, &c.dfq, &c.dq, ln.q), (&s.k, &c.dfk, &c.dk, ln.k)] {
+            self.rotate(mx.rope.as_ref(), dfx, true);
+            let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
+            self.dispatch(K::FeatureBwd, &tp, &[x, dfx, dx], threads(r * a));
+        }
+    }
+
+    /// The gate's parameter gradients and `c.dgd` (its input's gradient through `up`, added to
+    /// `c.du` by [`Rec::post_gate_bwd`]), from dφq and dφk in the rotated feature space:
+    /// dB = φq ⊙ dφq − φk ⊙ dφk, dlg_t = Σ_{i ≥ t} dB_i.
+    fn gate_bwd(&mut self, s: &Saved, c: &Scratch, g: &LowRank) -> Result<()> {
+        let Dims { r, a, b, .. } = self.p.dims;
+        let n = (r * a) as u32;
+        for (flag, x, dx, scale) in [(0, &s.fq, &c.dfq, 1.0), (1, &s.fk, &c.dfk, -1.0)] {
+            let tp = TrainParams { n, flag, scale, ..TrainParams::default() };
+            self.dispatch(K::MulAcc, &tp, &[x, dx, &c.dlg], threads(r * a));
+        }
+        let cs = TrainParams { n: (b * a) as u32, mode: 1, ..self.attn_params(r) };
+        self.dispatch(K::Cumsum, &cs, &[&c.dlg], threads(b * a));
+        let tp = self.gate_params(g, r, a)?;
+        let (params, grads) = (self.p.params, self.p.grads);
+        self.dispatch(K::GateBwd, &tp, &[&s.gz, params, &c.dlg, &c.dgz], threads(r * a));
+        self.dispatch(K::Colsum, &tp, &[&c.dgz, grads], threads(a));
+        self.written.insert(g.bias.clone());
+        self.linear_bwd(&s.gd, &c.dgd, &c.dgz, &g.up, a, g.rank, false)
     }
 
     /// `c.dout` (dL/d o) from `c.datt` through the post step (nothing without one).
@@ -343,11 +441,15 @@ impl Rec<'_, '_> {
         Ok(())
     }
 
-    /// The post gate's input gradient added to `c.du`, and its weight's gradient.
+    /// The input gradients of the post gate and of a low-rank gate added to `c.du`, and their
+    /// weights' gradients (after q, k, v wrote `c.du`).
     pub(super) fn post_gate_bwd(&mut self, s: &Saved, mx: &Mixer, c: &Scratch) -> Result<()> {
         let Dims { a, d, .. } = self.p.dims;
         if let Post::Rms { gate: Some(g), .. } = &mx.post {
             self.linear_bwd(&s.u1, &c.du, &c.dpg, g, a, d, true)?;
+        }
+        if let Kind::Linear(Linear { gate: Some(g), .. }) = &mx.kind {
+            self.linear_bwd(&s.u1, &c.du, &c.dgd, &g.down, g.rank, d, true)?;
         }
         Ok(())
     }

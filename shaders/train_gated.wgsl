@@ -1,0 +1,167 @@
+// The trainer's per-channel gated linear attention (crates/gpu/src/train/mixer.rs), in the exact
+// parallel form (GLA, Yang et al., §2, Eq. 3 unrolled; ReGLA §3.1):
+//   P_is = Σ_j φq_i[j] φk_s[j] e^{B_i[j] − B_s[j]}  (s ≤ i),   B_i = Σ_{t ≤ i} lg_t ≤ 0 running,
+// so every exponent is ≤ 0 for s ≤ i. Token buffers are [B·t, a] with head hh's channels at hh·dh;
+// score rows are row = (b·h + hh)·t + i of [B·h, t, t].
+
+// `TrainParams` is generated from its Rust twin (crates/gpu/src/params.rs).
+
+@group(0) @binding(0) var<uniform> tp: TrainParams;
+@group(0) @binding(1) var<storage, read> src0: array<f32>;
+@group(0) @binding(2) var<storage, read> src1: array<f32>;
+@group(0) @binding(3) var<storage, read> src2: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dst0: array<f32>;
+
+fn flat(wg: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wg.y * nwg.x + wg.x) * 64u + lid;
+}
+
+fn group(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wg.y * nwg.x + wg.x;
+}
+
+// First word of position i's head in a [B·t, a] buffer, for score row `row`.
+fn head_at(row: u32, i: u32) -> u32 {
+    let hh = (row / tp.t) % tp.h;
+    let b = row / (tp.t * tp.h);
+    return (b * tp.t + i) * tp.a + hh * tp.dh;
+}
+
+fn log_sigmoid(x: f32) -> f32 {
+    return min(x, 0.0) - log(1.0 + exp(-abs(x)));
+}
+
+fn sigmoid(x: f32) -> f32 {
+    return 1.0 / (1.0 + exp(-x));
+}
+
+// GLA's log-gate, elementwise over [rows, width]: lg = lnσ(z + bias[c]) / scale (fla's
+// normaliser).  src0 z, src1 parameters (bias at off0), dst0 lg.
+@compute @workgroup_size(64)
+fn gate_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    dst0[e] = log_sigmoid(src0[e] + src1[tp.off0 + e % tp.width]) / tp.scale;
+}
+
+// Its backward: dz = dlg·σ(−(z + bias))/scale.  src0 z, src1 parameters, src2 dlg, dst0 dz.
+@compute @workgroup_size(64)
+fn gate_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    dst0[e] = src2[e] * sigmoid(-(src0[e] + src1[tp.off0 + e % tp.width])) / tp.scale;
+}
+
+// Column sums of src0 [rows, width] into dst0 at off0 (a bias's gradient).
+@compute @workgroup_size(64)
+fn colsum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let c = flat(wg, nwg, lid);
+    if (c >= tp.width) {
+        return;
+    }
+    var s = 0.0;
+    for (var r = 0u; r < tp.rows; r = r + 1u) {
+        s = s + src0[r * tp.width + c];
+    }
+    dst0[tp.off0 + c] = s;
+}
+
+// Running sums over each sequence's positions, in place on dst0 [B·t, a]: one (b, channel) per
+// invocation (n = B·a): B_i = Σ_{t ≤ i} x_t, or with mode 1 from the end, Σ_{t ≥ i} x_t (the
+// backward pass of the running sum).
+@compute @workgroup_size(64)
+fn cumsum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let b = e / tp.a;
+    let c = e % tp.a;
+    var acc = 0.0;
+    for (var q = 0u; q < tp.t; q = q + 1u) {
+        var i = q;
+        if (tp.mode == 1u) {
+            i = tp.t - 1u - q;
+        }
+        let at = (b * tp.t + i) * tp.a + c;
+        acc = acc + dst0[at];
+        dst0[at] = acc;
+    }
+}
+
+// dst0 (+)= scale·src0 ⊙ src1 over n values (flag 1: add): the running log-gate's gradient
+// dB = φq ⊙ dφq − φk ⊙ dφk in two calls.
+@compute @workgroup_size(64)
+fn mul_acc(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    var v = tp.scale * src0[e] * src1[e];
+    if (tp.flag != 0u) {
+        v = v + dst0[e];
+    }
+    dst0[e] = v;
+}
+
+// Gated weights of one score row per workgroup: dst0[row, s] = P_is for s ≤ i, 0 above.
+// src0 φq, src1 φk, src2 B (running log-gates).
+@compute @workgroup_size(64)
+fn gated_scores(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let i = row % tp.t;
+    let qi = head_at(row, i);
+    for (var s = lid; s < tp.t; s = s + 64u) {
+        var w = 0.0;
+        if (s <= i) {
+            let ks = head_at(row, s);
+            for (var j = 0u; j < tp.dh; j = j + 1u) {
+                w = w + src0[qi + j] * src1[ks + j] * exp(src2[qi + j] - src2[ks + j]);
+            }
+        }
+        dst0[row * tp.t + s] = w;
+    }
+}
+
+// dφq_i[j] = Σ_{s ≤ i} dP_is φk_s[j] e^{B_i[j] − B_s[j]}, one score row per workgroup (mode 0);
+// mode 1 the keys' dφk_s[j] = Σ_{i ≥ s} dP_is φq_i[j] e^{B_i[j] − B_s[j]} with the row read as s.
+// src0 dP, src1 the other side's features (φk, or φq), src2 B, dst0 the gradient [B·t, a].
+@compute @workgroup_size(64)
+fn gated_dfeat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let me = row % tp.t;
+    let base = row - me;
+    let at = head_at(row, me);
+    for (var j = lid; j < tp.dh; j = j + 64u) {
+        var g = 0.0;
+        if (tp.mode == 0u) {
+            for (var s = 0u; s <= me; s = s + 1u) {
+                let ks = head_at(row, s);
+                g = g + src0[row * tp.t + s] * src1[ks + j] * exp(src2[at + j] - src2[ks + j]);
+            }
+        } else {
+            for (var i = me; i < tp.t; i = i + 1u) {
+                let qi = head_at(row, i);
+                g = g + src0[(base + i) * tp.t + me] * src1[qi + j] * exp(src2[qi + j] - src2[at + j]);
+            }
+        }
+        dst0[at + j] = g;
+    }
+}
