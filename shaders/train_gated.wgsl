@@ -165,3 +165,70 @@ fn gated_dfeat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
         dst0[at + j] = g;
     }
 }
+
+// Fast Decay's value-axis decay (ReGLA §2.1, Eq. 10): with running value log-gates C,
+//   o_i[c] = Σ_{s ≤ i} P_is e^{C_i[c] − C_s[c]} v_s[c],
+// one score row per workgroup.  src0 P, src1 v, src2 C, dst0 o.
+@compute @workgroup_size(64)
+fn gated_pv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let i = row % tp.t;
+    let at = head_at(row, i);
+    for (var c = lid; c < tp.dh; c = c + 64u) {
+        var acc = 0.0;
+        for (var s = 0u; s <= i; s = s + 1u) {
+            let vs = head_at(row, s);
+            acc = acc + src0[row * tp.t + s] * exp(src2[at + c] - src2[vs + c]) * src1[vs + c];
+        }
+        dst0[at + c] = acc;
+    }
+}
+
+// Its weight gradient dP_is = Σ_c do_i[c] e^{C_i[c] − C_s[c]} v_s[c] (0 above the diagonal), one
+// score row per workgroup.  src0 do, src1 v, src2 C, dst0 dP.
+@compute @workgroup_size(64)
+fn gated_dp(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let i = row % tp.t;
+    let at = head_at(row, i);
+    for (var s = lid; s < tp.t; s = s + 64u) {
+        var g = 0.0;
+        if (s <= i) {
+            let vs = head_at(row, s);
+            for (var c = 0u; c < tp.dh; c = c + 1u) {
+                g = g + src0[at + c] * exp(src2[at + c] - src2[vs + c]) * src1[vs + c];
+            }
+        }
+        dst0[row * tp.t + s] = g;
+    }
+}
+
+// Its value gradient dv_s[c] = Σ_{i ≥ s} do_i[c] P_is e^{C_i[c] − C_s[c]}, the score row read as
+// s.  src0 P, src1 do, src2 C, dst0 dv.
+@compute @workgroup_size(64)
+fn gated_dv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let row = group(wg, nwg);
+    if (row >= tp.rows) {
+        return;
+    }
+    let me = row % tp.t;
+    let base = row - me;
+    let at = head_at(row, me);
+    for (var c = lid; c < tp.dh; c = c + 64u) {
+        var g = 0.0;
+        for (var i = me; i < tp.t; i = i + 1u) {
+            let oi = head_at(row, i);
+            g = g + src1[oi + c] * src0[(base + i) * tp.t + me] * exp(src2[oi + c] - src2[at + c]);
+        }
+        dst0[at + c] = g;
+    }
+}

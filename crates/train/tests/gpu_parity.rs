@@ -42,6 +42,7 @@ const TRAINED: &[&str] = &[
     "retnet",
     "gla",
     "hybrid-mep-gla",
+    "fast-decay",
 ];
 
 fn context() -> Option<GpuContext> {

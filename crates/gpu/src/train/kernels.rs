@@ -42,6 +42,9 @@ pub(super) enum K {
     MulAcc,
     GatedScores,
     GatedDfeat,
+    GatedPv,
+    GatedDp,
+    GatedDv,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
@@ -84,6 +87,9 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     gated("mul_acc", &[(0, U), (1, R), (2, R), (5, W)]),
     gated("gated_scores", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
     gated("gated_dfeat", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
+    gated("gated_pv", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
+    gated("gated_dp", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
+    gated("gated_dv", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).

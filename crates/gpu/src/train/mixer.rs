@@ -10,7 +10,7 @@ use super::{init_storage, zeroed, Dims};
 use crate::error::Result;
 use crate::params::TrainParams;
 use attnlab_core::config::ModelConfig;
-use attnlab_core::lowering::{Bias, FeatureMap, Gate, Lowering, Post as LwPost, Rotation, Window};
+use attnlab_core::lowering::{Bias, FeatureMap, Gate, Learned, Lowering, Post as LwPost, Rotation, Window};
 
 /// A softmax layer's constants.
 pub(super) struct Softmax {
@@ -30,17 +30,20 @@ pub(super) struct Linear {
     k: (u32, f32),
     /// ln γ per head `[H]` (RetNet's fixed decay).
     decay: Option<wgpu::Buffer>,
-    /// A per-channel log-gate from the layer's input.
-    gate: Option<LowRank>,
+    /// A per-channel log-gate from the layer's input, on the key axis.
+    gate: Option<SigmoidGate>,
+    /// Fast Decay's value-axis log-gate.
+    value_gate: Option<SigmoidGate>,
     den: Option<f32>,
 }
 
-/// GLA's low-rank gate `lg = lnσ(up·(down·u) + bias) / normalizer` (GLA §4.1; fla's normaliser).
-struct LowRank {
-    down: String,
+/// A log-sigmoid gate `lg = lnσ(up·(down·u) + bias) / normalizer`: GLA's low-rank gate (GLA §4.1;
+/// fla's normaliser) with `down = (name, rank)`, or a full-rank one (Fast Decay, ReGLA §2.1,
+/// Eq. 10) without it.
+struct SigmoidGate {
+    down: Option<(String, usize)>,
     up: String,
     bias: String,
-    rank: usize,
     normalizer: f32,
 }
 
@@ -133,25 +136,28 @@ impl Mixer {
                         Err(no("ReGLA's exponential feature maps"))
                     }
                 };
-                let (decay, gate) = match &ll.gate {
-                    Gate::None => (None, None),
-                    Gate::PerHead { log_gamma } => (Some(init_storage(dev, "ln gamma", log_gamma)), None),
-                    Gate::LowRank { down, up, bias, normalizer } => {
-                        if up.value.out != dims.a {
-                            return Err(no("a gate narrower than the heads (grouped keys)"));
-                        }
-                        let gate = LowRank {
-                            down: down.name.clone(),
-                            up: up.name.clone(),
-                            bias: bias.name.clone(),
-                            rank: down.value.out,
-                            normalizer: *normalizer as f32,
-                        };
-                        (None, Some(gate))
+                let full = |w: &Learned<attnlab_core::ops::Linear>,
+                            b: &Learned<Vec<f32>>|
+                 -> Result<SigmoidGate> {
+                    if w.value.out != dims.a {
+                        return Err(no("a gate narrower than the heads (grouped keys)"));
                     }
+                    Ok(SigmoidGate { down: None, up: w.name.clone(), bias: b.name.clone(), normalizer: 1.0 })
+                };
+                let (decay, gate, value_gate) = match &ll.gate {
+                    Gate::None => (None, None, None),
+                    Gate::PerHead { log_gamma } => {
+                        (Some(init_storage(dev, "ln gamma", log_gamma)), None, None)
+                    }
+                    Gate::LowRank { down, up, bias, normalizer } => {
+                        let mut g = full(up, bias)?;
+                        g.down = Some((down.name.clone(), down.value.out));
+                        g.normalizer = *normalizer as f32;
+                        (None, Some(g), None)
+                    }
+                    Gate::TwoSided { wf, bf, wz, bz } => (None, Some(full(wf, bf)?), Some(full(wz, bz)?)),
                     Gate::Refined { .. } => return Err(no("ReGLA's refined gate")),
                     Gate::KeyForget { .. } => return Err(no("HGRN2's key-forget gate")),
-                    Gate::TwoSided { .. } => return Err(no("Fast Decay's two-sided gate")),
                 };
                 let rope = match &ll.rotation {
                     None => None,
@@ -176,6 +182,7 @@ impl Mixer {
                     k: (feature(ll.k.map)?, ll.k.scale),
                     decay,
                     gate,
+                    value_gate,
                     den: ll.denominator,
                 };
                 Ok(Mixer { kind: Kind::Linear(lin), rope, post })
@@ -195,12 +202,17 @@ impl Mixer {
         matches!(self.kind, Kind::Linear(_))
     }
 
-    /// Rank of a low-rank gate (its `[R, rank]` activations are saved).
+    /// Whether the layer has a key-axis gate, and the rank of its down projection (0: full rank).
     pub fn gate_rank(&self) -> Option<usize> {
         match &self.kind {
-            Kind::Linear(Linear { gate: Some(g), .. }) => Some(g.rank),
+            Kind::Linear(Linear { gate: Some(g), .. }) => Some(g.down.as_ref().map_or(0, |d| d.1)),
             _ => None,
         }
+    }
+
+    /// Whether the layer has a value-axis gate.
+    pub fn has_value_gate(&self) -> bool {
+        matches!(&self.kind, Kind::Linear(Linear { value_gate: Some(_), .. }))
     }
 
     /// True when the output goes through a post step (`att` is not `o`).
@@ -238,7 +250,7 @@ impl Rec<'_, '_> {
                 }
                 match &ln.gate {
                     Some(g) => {
-                        self.gate_fwd(s, g)?;
+                        self.gate_fwd(&s.u1, g, &s.gd, &s.gz, &s.bc)?;
                         let tp = self.attn_params(rows);
                         self.dispatch(K::GatedScores, &tp, &[&s.fq, &s.fk, &s.bc, &s.p], grid(rows));
                     }
@@ -253,7 +265,16 @@ impl Rec<'_, '_> {
                 }
             }
         }
-        self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&s.o), self.scores(&s.p), self.heads(&s.v));
+        match &mx.kind {
+            Kind::Linear(Linear { value_gate: Some(vg), .. }) => {
+                self.gate_fwd(&s.u1, vg, &s.gd, &s.vz, &s.cv)?;
+                let tp = self.attn_params(rows);
+                self.dispatch(K::GatedPv, &tp, &[&s.p, &s.v, &s.cv, &s.o], grid(rows));
+            }
+            _ => {
+                self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&s.o), self.scores(&s.p), self.heads(&s.v))
+            }
+        }
         if let Kind::Linear(Linear { den: Some(eps), .. }) = &mx.kind {
             let tp = TrainParams { eps: *eps, ..self.attn_params(rows) };
             self.dispatch(K::DenFwd, &tp, &[&s.p, &s.o, &s.den], grid(rows));
@@ -261,21 +282,33 @@ impl Rec<'_, '_> {
         self.post_fwd(s, &mx.post)
     }
 
-    /// The running log-gate `s.bc` from the layer input: `gd = u·downᵀ`, `gz = gd·upᵀ`,
+    /// Running log-gates `bc` from the layer input `u`: `gd = u·downᵀ` (low rank), `gz = ·upᵀ`,
     /// `lg = lnσ(gz + bias)/normalizer`, then running sums over each sequence.
-    fn gate_fwd(&mut self, s: &Saved, g: &LowRank) -> Result<()> {
+    fn gate_fwd(
+        &mut self,
+        u: &wgpu::Buffer,
+        g: &SigmoidGate,
+        gd: &wgpu::Buffer,
+        gz: &wgpu::Buffer,
+        bc: &wgpu::Buffer,
+    ) -> Result<()> {
         let Dims { r, a, d, b, .. } = self.p.dims;
-        self.linear_fwd(&s.gd, &s.u1, &g.down, g.rank, d, false)?;
-        self.linear_fwd(&s.gz, &s.gd, &g.up, a, g.rank, false)?;
+        match &g.down {
+            Some((down, rank)) => {
+                self.linear_fwd(gd, u, down, *rank, d, false)?;
+                self.linear_fwd(gz, gd, &g.up, a, *rank, false)?;
+            }
+            None => self.linear_fwd(gz, u, &g.up, a, d, false)?,
+        }
         let tp = self.gate_params(g, r, a)?;
         let params = self.p.params;
-        self.dispatch(K::GateFwd, &tp, &[&s.gz, params, &s.bc], threads(r * a));
+        self.dispatch(K::GateFwd, &tp, &[gz, params, bc], threads(r * a));
         let cs = TrainParams { n: (b * a) as u32, ..self.attn_params(r) };
-        self.dispatch(K::Cumsum, &cs, &[&s.bc], threads(b * a));
+        self.dispatch(K::Cumsum, &cs, &[bc], threads(b * a));
         Ok(())
     }
 
-    fn gate_params(&self, g: &LowRank, r: usize, a: usize) -> Result<TrainParams> {
+    fn gate_params(&self, g: &SigmoidGate, r: usize, a: usize) -> Result<TrainParams> {
         Ok(TrainParams {
             rows: r as u32,
             width: a as u32,
@@ -323,8 +356,21 @@ impl Rec<'_, '_> {
             let tp = TrainParams { eps: *eps, ..self.attn_params(rows) };
             self.dispatch(K::DenBwd, &tp, &[&s.o, &s.den, &s.p, d_o, &c.dden], grid(rows));
         }
-        self.gemm(self.per_head(t, t, dh, 1.0), self.scores(&c.dp), self.heads(d_o), self.heads(&s.v).t());
-        self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&c.dv), self.scores(&s.p).t(), self.heads(d_o));
+        match &mx.kind {
+            Kind::Linear(Linear { value_gate: Some(vg), .. }) => {
+                let tp = self.attn_params(rows);
+                self.dispatch(K::GatedDp, &tp, &[d_o, &s.v, &s.cv, &c.dp], grid(rows));
+                self.dispatch(K::GatedDv, &tp, &[&s.p, d_o, &s.cv, &c.dv], grid(rows));
+                // dC = do ⊙ o − v ⊙ dv, summed from the end: the value gate's dlg.
+                self.running_gate_bwd([(&s.o, d_o), (&s.v, &c.dv)], &c.dlgv)?;
+                self.sigmoid_gate_bwd(s, vg, &s.vz, &c.dlgv, &c.dvz, &c.dgd)?;
+            }
+            _ => {
+                let (dp, pt) = (self.scores(&c.dp), self.scores(&s.p).t());
+                self.gemm(self.per_head(t, t, dh, 1.0), dp, self.heads(d_o), self.heads(&s.v).t());
+                self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&c.dv), pt, self.heads(d_o));
+            }
+        }
         match &mx.kind {
             Kind::Softmax(sm) => {
                 let tp = TrainParams { off0: sm.block, mode: u32::from(sm.relu), ..self.attn_params(rows) };
@@ -351,7 +397,8 @@ impl Rec<'_, '_> {
                             let tp = TrainParams { mode, ..tp };
                             self.dispatch(K::GatedDfeat, &tp, &[&c.dp, other, &s.bc, dfx], grid(rows));
                         }
-                        self.gate_bwd(s, c, g)?;
+                        self.running_gate_bwd([(&s.fq, &c.dfq), (&s.fk, &c.dfk)], &c.dlg)?;
+                        self.sigmoid_gate_bwd(s, g, &s.gz, &c.dlg, &c.dgz, &c.dgd)?;
                     }
                     None => {
                         let tp = TrainParams {
@@ -387,24 +434,46 @@ impl Rec<'_, '_> {
         }
     }
 
-    /// The gate's parameter gradients and `c.dgd` (its input's gradient through `up`, added to
-    /// `c.du` by [`Rec::post_gate_bwd`]), from dφq and dφk in the rotated feature space:
-    /// dB = φq ⊙ dφq − φk ⊙ dφk, dlg_t = Σ_{i ≥ t} dB_i.
-    fn gate_bwd(&mut self, s: &Saved, c: &Scratch, g: &LowRank) -> Result<()> {
+    /// The running log-gate's gradient `dlg` from the two sides it scales: with `(x, dx)` pairs
+    /// `(φq, dφq), (φk, dφk)` (or `(o, do), (v, dv)` on the value axis), dB = x₀ ⊙ dx₀ − x₁ ⊙ dx₁ and
+    /// dlg_t = Σ_{i ≥ t} dB_i.
+    fn running_gate_bwd(
+        &mut self,
+        sides: [(&wgpu::Buffer, &wgpu::Buffer); 2],
+        dlg: &wgpu::Buffer,
+    ) -> Result<()> {
         let Dims { r, a, b, .. } = self.p.dims;
-        let n = (r * a) as u32;
-        for (flag, x, dx, scale) in [(0, &s.fq, &c.dfq, 1.0), (1, &s.fk, &c.dfk, -1.0)] {
-            let tp = TrainParams { n, flag, scale, ..TrainParams::default() };
-            self.dispatch(K::MulAcc, &tp, &[x, dx, &c.dlg], threads(r * a));
+        for (flag, ((x, dx), scale)) in sides.into_iter().zip([1.0, -1.0]).enumerate() {
+            let tp = TrainParams { n: (r * a) as u32, flag: flag as u32, scale, ..TrainParams::default() };
+            self.dispatch(K::MulAcc, &tp, &[x, dx, dlg], threads(r * a));
         }
         let cs = TrainParams { n: (b * a) as u32, mode: 1, ..self.attn_params(r) };
-        self.dispatch(K::Cumsum, &cs, &[&c.dlg], threads(b * a));
+        self.dispatch(K::Cumsum, &cs, &[dlg], threads(b * a));
+        Ok(())
+    }
+
+    /// A sigmoid gate's bias gradient and `dz` (its pre-activation's gradient) from `dlg`; a
+    /// low-rank gate also writes `up`'s gradient and `dgd` (the down projection's output gradient).
+    /// The input's gradient is added by [`Rec::post_gate_bwd`].
+    fn sigmoid_gate_bwd(
+        &mut self,
+        s: &Saved,
+        g: &SigmoidGate,
+        gz: &wgpu::Buffer,
+        dlg: &wgpu::Buffer,
+        dz: &wgpu::Buffer,
+        dgd: &wgpu::Buffer,
+    ) -> Result<()> {
+        let Dims { r, a, .. } = self.p.dims;
         let tp = self.gate_params(g, r, a)?;
         let (params, grads) = (self.p.params, self.p.grads);
-        self.dispatch(K::GateBwd, &tp, &[&s.gz, params, &c.dlg, &c.dgz], threads(r * a));
-        self.dispatch(K::Colsum, &tp, &[&c.dgz, grads], threads(a));
+        self.dispatch(K::GateBwd, &tp, &[gz, params, dlg, dz], threads(r * a));
+        self.dispatch(K::Colsum, &tp, &[dz, grads], threads(a));
         self.written.insert(g.bias.clone());
-        self.linear_bwd(&s.gd, &c.dgd, &c.dgz, &g.up, a, g.rank, false)
+        if let Some((_, rank)) = &g.down {
+            self.linear_bwd(&s.gd, dgd, dz, &g.up, a, *rank, false)?;
+        }
+        Ok(())
     }
 
     /// `c.dout` (dL/d o) from `c.datt` through the post step (nothing without one).
@@ -448,8 +517,16 @@ impl Rec<'_, '_> {
         if let Post::Rms { gate: Some(g), .. } = &mx.post {
             self.linear_bwd(&s.u1, &c.du, &c.dpg, g, a, d, true)?;
         }
-        if let Kind::Linear(Linear { gate: Some(g), .. }) = &mx.kind {
-            self.linear_bwd(&s.u1, &c.du, &c.dgd, &g.down, g.rank, d, true)?;
+        if let Kind::Linear(ln) = &mx.kind {
+            for (g, dz) in [(&ln.gate, &c.dgz), (&ln.value_gate, &c.dvz)] {
+                match g {
+                    Some(SigmoidGate { down: Some((down, rank)), .. }) => {
+                        self.linear_bwd(&s.u1, &c.du, &c.dgd, down, *rank, d, true)?
+                    }
+                    Some(g) => self.linear_bwd(&s.u1, &c.du, dz, &g.up, a, d, true)?,
+                    None => {}
+                }
+            }
         }
         Ok(())
     }
