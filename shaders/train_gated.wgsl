@@ -11,6 +11,8 @@
 @group(0) @binding(2) var<storage, read> src1: array<f32>;
 @group(0) @binding(3) var<storage, read> src2: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dst0: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dst1: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dst2: array<f32>;
 
 fn flat(wg: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wg.y * nwg.x + wg.x) * 64u + lid;
@@ -230,5 +232,176 @@ fn gated_dv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
             g = g + src1[oi + c] * src0[(base + i) * tp.t + me] * exp(src2[oi + c] - src2[at + c]);
         }
         dst0[at + c] = g;
+    }
+}
+
+// ReGLA's refined gate in the log domain (ReGLA §3.3, Eqs. 16–18), elementwise over [rows, width]:
+// g = σ(zg + bg), r = σ(zr + br), F = (1 − r) g² + r (1 − (1 − g)²), and
+//   ln F = lnσ(ag) + logaddexp(lnσ(ag), ln 2 + lnσ(ar) + lnσ(−ag)),  clamped to ≤ 0.
+// src0 zg, src1 zr, src2 parameters (bg at off0, br at off1), dst0 lg.
+@compute @workgroup_size(64)
+fn refined_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    let c = e % tp.width;
+    let ag = src0[e] + src2[tp.off0 + c];
+    let ar = src1[e] + src2[tp.off1 + c];
+    let lsg = log_sigmoid(ag);
+    let other = log_sigmoid(ar) + log_sigmoid(-ag) + 0.6931472;
+    let m = max(lsg, other);
+    dst0[e] = min(lsg + m + log(1.0 + exp(-abs(lsg - other))), 0.0);
+}
+
+// Its backward: with w = σ(lnσ(ag) − other) the weight of the first term of the logaddexp,
+//   d lnF/d ag = σ(−ag)(1 + w) − (1 − w)σ(ag),  d lnF/d ar = (1 − w)σ(−ar).
+// src0 zg, src1 zr, src2 parameters, dst0 dlg → dzg (in place), dst1 dzr.
+@compute @workgroup_size(64)
+fn refined_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    let c = e % tp.width;
+    let ag = src0[e] + src2[tp.off0 + c];
+    let ar = src1[e] + src2[tp.off1 + c];
+    let lsg = log_sigmoid(ag);
+    let other = log_sigmoid(ar) + log_sigmoid(-ag) + 0.6931472;
+    let w = sigmoid(lsg - other);
+    let dlg = dst0[e];
+    dst0[e] = dlg * (sigmoid(-ag) * (1.0 + w) - (1.0 - w) * sigmoid(ag));
+    dst1[e] = dlg * (1.0 - w) * sigmoid(-ar);
+}
+
+// ReGLA's query map φ(x) = scale·exp(x − max_j x_j) over each head (ReGLA §3.2, Eq. 11), one
+// (row, head) per invocation (n = rows·h).  src0 x, dst0 φ.
+@compute @workgroup_size(64)
+fn expmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let at = (e / tp.h) * tp.a + (e % tp.h) * tp.dh;
+    var m = -3.0e38;
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        m = max(m, src0[at + j]);
+    }
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        dst0[at + j] = tp.scale * exp(src0[at + j] - m);
+    }
+}
+
+// Its backward, the max's gradient going to the entries equal to it (candle's): with u = e^{x − m}
+// and du = scale·dφ, dx_j = u_j du_j − [x_j = m] Σ_k u_k du_k.  src0 x, src1 dφ, dst0 dx.
+@compute @workgroup_size(64)
+fn expmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let at = (e / tp.h) * tp.a + (e % tp.h) * tp.dh;
+    var m = -3.0e38;
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        m = max(m, src0[at + j]);
+    }
+    var sum = 0.0;
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        sum = sum + exp(src0[at + j] - m) * tp.scale * src1[at + j];
+    }
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        let x = src0[at + j];
+        dst0[at + j] = exp(x - m) * tp.scale * src1[at + j] - select(0.0, sum, x == m);
+    }
+}
+
+// ReGLA's key map with the running maximum M_t = max_{s ≤ t} max_j k_s[j] of each head (the
+// causal stand-in for §3.2's global max): φk_t = scale·exp(k_t − M_t), and the state rescale
+// M_{t−1} − M_t (0 at t = 0) added to every channel of the head's log-gate. One (b, head) per
+// invocation (n = B·h), walking the positions.  src0 k, dst0 φk, dst1 lg (+=).
+@compute @workgroup_size(64)
+fn runmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let b = e / tp.h;
+    let hh = e % tp.h;
+    var prev = -3.0e38;
+    for (var t = 0u; t < tp.t; t = t + 1u) {
+        let at = (b * tp.t + t) * tp.a + hh * tp.dh;
+        var m = prev;
+        for (var j = 0u; j < tp.dh; j = j + 1u) {
+            m = max(m, src0[at + j]);
+        }
+        if (t == 0u) {
+            prev = m;
+        }
+        for (var j = 0u; j < tp.dh; j = j + 1u) {
+            dst0[at + j] = tp.scale * exp(src0[at + j] - m);
+            dst1[at + j] = dst1[at + j] + prev - m;
+        }
+        prev = m;
+    }
+}
+
+// Its backward (one (b, head) per invocation): dk = φk ⊙ dφk directly, plus each position's
+// dM_t = −Σ_j φk_t dφk_t − Σ_j dlg_t + Σ_j dlg_{t+1} (+ Σ_j dlg_0 at t = 0) given to every entry
+// k_s[j] (s ≤ t) equal to M_t, as candle's max does with ties (a token repeated in a window gives
+// equal keys in the first layer). M is non-decreasing, so the entries equal to M_t lie in the run of
+// positions holding that value: walking back, each takes the sum of dM over the run from its
+// position on.  src0 k, src1 φk, src2 dφk, dst1 dlg (read), dst0 dk, dst2 scratch M [B·h·t].
+@compute @workgroup_size(64)
+fn runmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let b = e / tp.h;
+    let hh = e % tp.h;
+    var m = -3.0e38;
+    for (var t = 0u; t < tp.t; t = t + 1u) {
+        let at = (b * tp.t + t) * tp.a + hh * tp.dh;
+        for (var j = 0u; j < tp.dh; j = j + 1u) {
+            dst0[at + j] = src1[at + j] * src2[at + j];
+            m = max(m, src0[at + j]);
+        }
+        dst2[e * tp.t + t] = m;
+    }
+    var acc = 0.0;
+    for (var q = 0u; q < tp.t; q = q + 1u) {
+        let t = tp.t - 1u - q;
+        let at = (b * tp.t + t) * tp.a + hh * tp.dh;
+        let mt = dst2[e * tp.t + t];
+        var own = 0.0;
+        var dl = 0.0;
+        for (var j = 0u; j < tp.dh; j = j + 1u) {
+            own = own + src1[at + j] * src2[at + j];
+            dl = dl + dst1[at + j];
+        }
+        var dm = -own - dl;
+        if (t + 1u < tp.t) {
+            for (var j = 0u; j < tp.dh; j = j + 1u) {
+                dm = dm + dst1[at + tp.a + j];
+            }
+            if (dst2[e * tp.t + t + 1u] != mt) {
+                acc = 0.0;
+            }
+        }
+        if (t == 0u) {
+            dm = dm + dl;
+        }
+        acc = acc + dm;
+        for (var j = 0u; j < tp.dh; j = j + 1u) {
+            if (src0[at + j] == mt) {
+                dst0[at + j] = dst0[at + j] + acc;
+            }
+        }
     }
 }

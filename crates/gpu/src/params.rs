@@ -293,6 +293,11 @@ gpu_params! {
         off0: u32,
         /// A kernel's variant (softmax or ReLU rows, feature map, mask or decay).
         mode: u32,
+        /// A second offset into the flat parameter buffer.
+        off1: u32,
+        pad0: u32,
+        pad1: u32,
+        pad2: u32,
     }
 
     /// train.wgsl's `adamw`: one AdamW update of the flat parameter buffer.

@@ -43,6 +43,8 @@ const TRAINED: &[&str] = &[
     "gla",
     "hybrid-mep-gla",
     "fast-decay",
+    "regla",
+    "hybrid-regla-alibi",
 ];
 
 fn context() -> Option<GpuContext> {

@@ -45,6 +45,12 @@ pub(super) enum K {
     GatedPv,
     GatedDp,
     GatedDv,
+    RefinedFwd,
+    RefinedBwd,
+    ExpmaxFwd,
+    ExpmaxBwd,
+    RunmaxFwd,
+    RunmaxBwd,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
@@ -90,6 +96,12 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     gated("gated_pv", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
     gated("gated_dp", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
     gated("gated_dv", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
+    gated("refined_fwd", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
+    gated("refined_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W)]),
+    gated("expmax_fwd", &[(0, U), (1, R), (5, W)]),
+    gated("expmax_bwd", &[(0, U), (1, R), (2, R), (5, W)]),
+    gated("runmax_fwd", &[(0, U), (1, R), (5, W), (6, W)]),
+    gated("runmax_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W), (7, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).

@@ -26,15 +26,38 @@ pub(super) struct Softmax {
 /// A linear layer's constants.
 pub(super) struct Linear {
     /// (feature-map mode of train.wgsl's `feature_fwd`, scale) of q and k.
-    q: (u32, f32),
-    k: (u32, f32),
+    q: Feat,
+    k: Feat,
     /// ln γ per head `[H]` (RetNet's fixed decay).
     decay: Option<wgpu::Buffer>,
     /// A per-channel log-gate from the layer's input, on the key axis.
-    gate: Option<SigmoidGate>,
+    gate: Option<KeyGate>,
     /// Fast Decay's value-axis log-gate.
     value_gate: Option<SigmoidGate>,
     den: Option<f32>,
+}
+
+/// A feature map of one side.
+#[derive(Clone, Copy)]
+enum Feat {
+    /// train.wgsl's `feature_fwd` mode, and the scale.
+    Map(u32, f32),
+    /// `scale·exp(x − max over the head)` (ReGLA's query, §3.2, Eq. 11).
+    ExpMax(f32),
+    /// `scale·exp(k − running max)` (ReGLA's key), the state rescale folded into the log-gate.
+    RunningMax(f32),
+}
+
+/// The key-axis log-gate.
+enum KeyGate {
+    Sigmoid(SigmoidGate),
+    /// ReGLA's refined gate (§3.3, Eqs. 16–18) from `σ(u·wgᵀ + bg)` and `σ(u·wrᵀ + br)`.
+    Refined {
+        wg: String,
+        bg: String,
+        wr: String,
+        br: String,
+    },
 }
 
 /// A log-sigmoid gate `lg = lnσ(up·(down·u) + bias) / normalizer`: GLA's low-rank gate (GLA §4.1;
@@ -127,14 +150,14 @@ impl Mixer {
                 if ll.dk != dims.dh {
                     return Err(no("a feature width other than head_dim (LRPE's complex core)"));
                 }
-                let feature = |map: FeatureMap| match map {
-                    FeatureMap::Identity => Ok(0),
-                    FeatureMap::EluPlusOne => Ok(1),
-                    FeatureMap::Elu => Ok(2),
-                    FeatureMap::Swish => Ok(3),
-                    FeatureMap::ExpMax | FeatureMap::ExpRunningMax => {
-                        Err(no("ReGLA's exponential feature maps"))
-                    }
+                let feature = |f: attnlab_core::lowering::Feature| match f.map {
+                    FeatureMap::Identity => Ok(Feat::Map(0, f.scale)),
+                    FeatureMap::EluPlusOne => Ok(Feat::Map(1, f.scale)),
+                    FeatureMap::Elu => Ok(Feat::Map(2, f.scale)),
+                    FeatureMap::Swish => Ok(Feat::Map(3, f.scale)),
+                    _ if ll.rotation.is_some() => Err(no("an exponential feature map with a rotation")),
+                    FeatureMap::ExpMax => Ok(Feat::ExpMax(f.scale)),
+                    FeatureMap::ExpRunningMax => Ok(Feat::RunningMax(f.scale)),
                 };
                 let full = |w: &Learned<attnlab_core::ops::Linear>,
                             b: &Learned<Vec<f32>>|
@@ -153,10 +176,15 @@ impl Mixer {
                         let mut g = full(up, bias)?;
                         g.down = Some((down.name.clone(), down.value.out));
                         g.normalizer = *normalizer as f32;
-                        (None, Some(g), None)
+                        (None, Some(KeyGate::Sigmoid(g)), None)
                     }
-                    Gate::TwoSided { wf, bf, wz, bz } => (None, Some(full(wf, bf)?), Some(full(wz, bz)?)),
-                    Gate::Refined { .. } => return Err(no("ReGLA's refined gate")),
+                    Gate::TwoSided { wf, bf, wz, bz } => {
+                        (None, Some(KeyGate::Sigmoid(full(wf, bf)?)), Some(full(wz, bz)?))
+                    }
+                    Gate::Refined { wg, bg, wr, br } => {
+                        let (g, r) = (full(wg, bg)?, full(wr, br)?);
+                        (None, Some(KeyGate::Refined { wg: g.up, bg: g.bias, wr: r.up, br: r.bias }), None)
+                    }
                     Gate::KeyForget { .. } => return Err(no("HGRN2's key-forget gate")),
                 };
                 let rope = match &ll.rotation {
@@ -177,9 +205,12 @@ impl Mixer {
                         gate: Some(out_gate.name.clone()),
                     },
                 };
+                if matches!(ll.k.map, FeatureMap::ExpRunningMax) && gate.is_none() {
+                    return Err(no("a running key max without a per-channel gate"));
+                }
                 let lin = Linear {
-                    q: (feature(ll.q.map)?, ll.q.scale),
-                    k: (feature(ll.k.map)?, ll.k.scale),
+                    q: feature(ll.q)?,
+                    k: feature(ll.k)?,
                     decay,
                     gate,
                     value_gate,
@@ -205,7 +236,10 @@ impl Mixer {
     /// Whether the layer has a key-axis gate, and the rank of its down projection (0: full rank).
     pub fn gate_rank(&self) -> Option<usize> {
         match &self.kind {
-            Kind::Linear(Linear { gate: Some(g), .. }) => Some(g.down.as_ref().map_or(0, |d| d.1)),
+            Kind::Linear(Linear { gate: Some(KeyGate::Sigmoid(g)), .. }) => {
+                Some(g.down.as_ref().map_or(0, |d| d.1))
+            }
+            Kind::Linear(Linear { gate: Some(KeyGate::Refined { .. }), .. }) => Some(0),
             _ => None,
         }
     }
@@ -224,7 +258,7 @@ impl Mixer {
 impl Rec<'_, '_> {
     /// `s.att` from `s.q, s.k, s.v` (and `s.u1` for the gates).
     pub(super) fn mixer_fwd(&mut self, s: &Saved, mx: &Mixer) -> Result<()> {
-        let Dims { r, t, b, h, dh, a, .. } = self.p.dims;
+        let Dims { r, t, b, h, dh, .. } = self.p.dims;
         let rows = b * h * t;
         let dummy = self.dummy.clone();
         match &mx.kind {
@@ -243,18 +277,26 @@ impl Rec<'_, '_> {
                 self.dispatch(K::SoftmaxFwd, &tp, &[table.unwrap_or(&dummy), &s.p], grid(rows));
             }
             Kind::Linear(ln) => {
-                for (x, fx, (mode, scale)) in [(&s.q, &s.fq, ln.q), (&s.k, &s.fk, ln.k)] {
-                    let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
-                    self.dispatch(K::FeatureFwd, &tp, &[x, fx], threads(r * a));
-                    self.rotate(mx.rope.as_ref(), fx, false);
+                self.feature_fwd(&s.q, &s.fq, ln.q);
+                if !matches!(ln.k, Feat::RunningMax(_)) {
+                    self.feature_fwd(&s.k, &s.fk, ln.k);
                 }
                 match &ln.gate {
                     Some(g) => {
-                        self.gate_fwd(&s.u1, g, &s.gd, &s.gz, &s.bc)?;
+                        self.key_gate_fwd(s, g)?;
+                        if let Feat::RunningMax(scale) = ln.k {
+                            let tp = TrainParams { n: (b * h) as u32, scale, ..self.attn_params(r) };
+                            self.dispatch(K::RunmaxFwd, &tp, &[&s.k, &s.fk, &s.bc], threads(b * h));
+                        }
+                        self.cumsum(&s.bc, false);
+                        self.rotate(mx.rope.as_ref(), &s.fq, false);
+                        self.rotate(mx.rope.as_ref(), &s.fk, false);
                         let tp = self.attn_params(rows);
                         self.dispatch(K::GatedScores, &tp, &[&s.fq, &s.fk, &s.bc, &s.p], grid(rows));
                     }
                     None => {
+                        self.rotate(mx.rope.as_ref(), &s.fq, false);
+                        self.rotate(mx.rope.as_ref(), &s.fk, false);
                         let qk = self.per_head(t, t, dh, 1.0);
                         self.gemm(qk, self.scores(&s.p), self.heads(&s.fq), self.heads(&s.fk).t());
                         let tp =
@@ -267,7 +309,8 @@ impl Rec<'_, '_> {
         }
         match &mx.kind {
             Kind::Linear(Linear { value_gate: Some(vg), .. }) => {
-                self.gate_fwd(&s.u1, vg, &s.gd, &s.vz, &s.cv)?;
+                self.gate_lg(&s.u1, vg, &s.gd, &s.vz, &s.cv)?;
+                self.cumsum(&s.cv, false);
                 let tp = self.attn_params(rows);
                 self.dispatch(K::GatedPv, &tp, &[&s.p, &s.v, &s.cv, &s.o], grid(rows));
             }
@@ -282,17 +325,68 @@ impl Rec<'_, '_> {
         self.post_fwd(s, &mx.post)
     }
 
-    /// Running log-gates `bc` from the layer input `u`: `gd = u·downᵀ` (low rank), `gz = ·upᵀ`,
-    /// `lg = lnσ(gz + bias)/normalizer`, then running sums over each sequence.
-    fn gate_fwd(
+    /// One side's feature map, `fx` from `x`.
+    fn feature_fwd(&mut self, x: &wgpu::Buffer, fx: &wgpu::Buffer, f: Feat) {
+        let Dims { r, a, h, .. } = self.p.dims;
+        match f {
+            Feat::Map(mode, scale) => {
+                let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
+                self.dispatch(K::FeatureFwd, &tp, &[x, fx], threads(r * a));
+            }
+            Feat::ExpMax(scale) => {
+                let tp = TrainParams { n: (r * h) as u32, scale, ..self.attn_params(r) };
+                self.dispatch(K::ExpmaxFwd, &tp, &[x, fx], threads(r * h));
+            }
+            // Written with the gate (`runmax_fwd` also rescales the log-gate).
+            Feat::RunningMax(_) => {}
+        }
+    }
+
+    /// The key-axis log-gates (per position, before the running sums) into `s.bc`.
+    fn key_gate_fwd(&mut self, s: &Saved, g: &KeyGate) -> Result<()> {
+        let Dims { r, a, d, .. } = self.p.dims;
+        match g {
+            KeyGate::Sigmoid(g) => self.gate_lg(&s.u1, g, &s.gd, &s.gz, &s.bc),
+            KeyGate::Refined { wg, bg, wr, br } => {
+                self.linear_fwd(&s.gz, &s.u1, wg, a, d, false)?;
+                self.linear_fwd(&s.gr, &s.u1, wr, a, d, false)?;
+                let tp = self.refined_params(bg, br)?;
+                let params = self.p.params;
+                self.dispatch(K::RefinedFwd, &tp, &[&s.gz, &s.gr, params, &s.bc], threads(r * a));
+                Ok(())
+            }
+        }
+    }
+
+    fn refined_params(&self, bg: &str, br: &str) -> Result<TrainParams> {
+        let Dims { r, a, .. } = self.p.dims;
+        Ok(TrainParams {
+            rows: r as u32,
+            width: a as u32,
+            off0: self.off(bg)? as u32,
+            off1: self.off(br)? as u32,
+            ..TrainParams::default()
+        })
+    }
+
+    /// Running sums of `buf` `[R, a]` over each sequence's positions (`back`: from the end).
+    fn cumsum(&mut self, buf: &wgpu::Buffer, back: bool) {
+        let Dims { r, a, b, .. } = self.p.dims;
+        let cs = TrainParams { n: (b * a) as u32, mode: u32::from(back), ..self.attn_params(r) };
+        self.dispatch(K::Cumsum, &cs, &[buf], threads(b * a));
+    }
+
+    /// Per-position log-gates `lg` from the layer input `u`: `gd = u·downᵀ` (low rank),
+    /// `gz = ·upᵀ`, `lg = lnσ(gz + bias)/normalizer`.
+    fn gate_lg(
         &mut self,
         u: &wgpu::Buffer,
         g: &SigmoidGate,
         gd: &wgpu::Buffer,
         gz: &wgpu::Buffer,
-        bc: &wgpu::Buffer,
+        lg: &wgpu::Buffer,
     ) -> Result<()> {
-        let Dims { r, a, d, b, .. } = self.p.dims;
+        let Dims { r, a, d, .. } = self.p.dims;
         match &g.down {
             Some((down, rank)) => {
                 self.linear_fwd(gd, u, down, *rank, d, false)?;
@@ -302,9 +396,7 @@ impl Rec<'_, '_> {
         }
         let tp = self.gate_params(g, r, a)?;
         let params = self.p.params;
-        self.dispatch(K::GateFwd, &tp, &[gz, params, bc], threads(r * a));
-        let cs = TrainParams { n: (b * a) as u32, ..self.attn_params(r) };
-        self.dispatch(K::Cumsum, &cs, &[bc], threads(b * a));
+        self.dispatch(K::GateFwd, &tp, &[gz, params, lg], threads(r * a));
         Ok(())
     }
 
@@ -398,7 +490,16 @@ impl Rec<'_, '_> {
                             self.dispatch(K::GatedDfeat, &tp, &[&c.dp, other, &s.bc, dfx], grid(rows));
                         }
                         self.running_gate_bwd([(&s.fq, &c.dfq), (&s.fk, &c.dfk)], &c.dlg)?;
-                        self.sigmoid_gate_bwd(s, g, &s.gz, &c.dlg, &c.dgz, &c.dgd)?;
+                        // The key features first: a running key max reads dlg, which a refined
+                        // gate's backward overwrites.
+                        self.features_bwd(s, mx, ln, c);
+                        match g {
+                            KeyGate::Sigmoid(g) => {
+                                self.sigmoid_gate_bwd(s, g, &s.gz, &c.dlg, &c.dgz, &c.dgd)?
+                            }
+                            KeyGate::Refined { bg, br, .. } => self.refined_bwd(s, c, bg, br)?,
+                        }
+                        return Ok(());
                     }
                     None => {
                         let tp = TrainParams {
@@ -424,14 +525,43 @@ impl Rec<'_, '_> {
         Ok(())
     }
 
-    /// dq, dk from dφq, dφk: the inverse rotation, then the feature maps' derivatives.
+    /// dq, dk from dφq, dφk: the inverse rotation, then the feature maps' derivatives (a running
+    /// key max also reads the log-gates' gradient `c.dlg`).
     fn features_bwd(&mut self, s: &Saved, mx: &Mixer, ln: &Linear, c: &Scratch) {
-        let Dims { r, a, .. } = self.p.dims;
-        for (x, dfx, dx, (mode, scale)) in [(&s.q, &c.dfq, &c.dq, ln.q), (&s.k, &c.dfk, &c.dk, ln.k)] {
+        let Dims { r, a, b, h, .. } = self.p.dims;
+        for (x, fx, dfx, dx, f) in [(&s.q, &s.fq, &c.dfq, &c.dq, ln.q), (&s.k, &s.fk, &c.dfk, &c.dk, ln.k)] {
             self.rotate(mx.rope.as_ref(), dfx, true);
-            let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
-            self.dispatch(K::FeatureBwd, &tp, &[x, dfx, dx], threads(r * a));
+            match f {
+                Feat::Map(mode, scale) => {
+                    let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
+                    self.dispatch(K::FeatureBwd, &tp, &[x, dfx, dx], threads(r * a));
+                }
+                Feat::ExpMax(scale) => {
+                    let tp = TrainParams { n: (r * h) as u32, scale, ..self.attn_params(r) };
+                    self.dispatch(K::ExpmaxBwd, &tp, &[x, dfx, dx], threads(r * h));
+                }
+                Feat::RunningMax(_) => {
+                    let tp = TrainParams { n: (b * h) as u32, ..self.attn_params(r) };
+                    // c.dden (a denominator's scratch, unused with a gate) holds the running maxima.
+                    self.dispatch(K::RunmaxBwd, &tp, &[x, fx, dfx, dx, &c.dlg, &c.dden], threads(b * h));
+                }
+            }
         }
+    }
+
+    /// The refined gate's bias gradients, `c.dlg` turned into d zg in place and `c.dgr` = d zr (the
+    /// input's gradient is added by [`Rec::post_gate_bwd`]).
+    fn refined_bwd(&mut self, s: &Saved, c: &Scratch, bg: &str, br: &str) -> Result<()> {
+        let Dims { r, a, .. } = self.p.dims;
+        let tp = self.refined_params(bg, br)?;
+        let (params, grads) = (self.p.params, self.p.grads);
+        self.dispatch(K::RefinedBwd, &tp, &[&s.gz, &s.gr, params, &c.dlg, &c.dgr], threads(r * a));
+        for (dz, bias) in [(&c.dlg, bg), (&c.dgr, br)] {
+            let cs = TrainParams { off0: self.off(bias)? as u32, ..tp };
+            self.dispatch(K::Colsum, &cs, &[dz, grads], threads(a));
+            self.written.insert(bias.to_string());
+        }
+        Ok(())
     }
 
     /// The running log-gate's gradient `dlg` from the two sides it scales: with `(x, dx)` pairs
@@ -442,13 +572,12 @@ impl Rec<'_, '_> {
         sides: [(&wgpu::Buffer, &wgpu::Buffer); 2],
         dlg: &wgpu::Buffer,
     ) -> Result<()> {
-        let Dims { r, a, b, .. } = self.p.dims;
+        let Dims { r, a, .. } = self.p.dims;
         for (flag, ((x, dx), scale)) in sides.into_iter().zip([1.0, -1.0]).enumerate() {
             let tp = TrainParams { n: (r * a) as u32, flag: flag as u32, scale, ..TrainParams::default() };
             self.dispatch(K::MulAcc, &tp, &[x, dx, dlg], threads(r * a));
         }
-        let cs = TrainParams { n: (b * a) as u32, mode: 1, ..self.attn_params(r) };
-        self.dispatch(K::Cumsum, &cs, &[dlg], threads(b * a));
+        self.cumsum(dlg, true);
         Ok(())
     }
 
@@ -518,7 +647,15 @@ impl Rec<'_, '_> {
             self.linear_bwd(&s.u1, &c.du, &c.dpg, g, a, d, true)?;
         }
         if let Kind::Linear(ln) = &mx.kind {
-            for (g, dz) in [(&ln.gate, &c.dgz), (&ln.value_gate, &c.dvz)] {
+            if let Some(KeyGate::Refined { wg, wr, .. }) = &ln.gate {
+                self.linear_bwd(&s.u1, &c.du, &c.dlg, wg, a, d, true)?;
+                self.linear_bwd(&s.u1, &c.du, &c.dgr, wr, a, d, true)?;
+            }
+            let key = match &ln.gate {
+                Some(KeyGate::Sigmoid(g)) => Some(g),
+                _ => None,
+            };
+            for (g, dz) in [(key, &c.dgz), (ln.value_gate.as_ref(), &c.dvz)] {
                 match g {
                     Some(SigmoidGate { down: Some((down, rank)), .. }) => {
                         self.linear_bwd(&s.u1, &c.du, &c.dgd, down, *rank, d, true)?

@@ -100,6 +100,8 @@ pub(super) struct Saved {
     pub gd: wgpu::Buffer,
     pub gz: wgpu::Buffer,
     pub bc: wgpu::Buffer,
+    /// ReGLA's refined gate: the pre-activation of r.
+    pub gr: wgpu::Buffer,
     /// A value-axis gate's pre-activation and running log-gates.
     pub vz: wgpu::Buffer,
     pub cv: wgpu::Buffer,
@@ -132,6 +134,7 @@ pub(super) struct Scratch {
     pub dlg: wgpu::Buffer,
     pub dgz: wgpu::Buffer,
     pub dgd: wgpu::Buffer,
+    pub dgr: wgpu::Buffer,
     /// A value-axis gate: the gradients of its running log-gates and pre-activation.
     pub dlgv: wgpu::Buffer,
     pub dvz: wgpu::Buffer,
@@ -195,6 +198,7 @@ pub(super) fn record(
                 gd: buf("gate down", r * mx.gate_rank().unwrap_or(0)),
                 gz: buf("gate pre", if mx.gate_rank().is_some() { r * a } else { 4 }),
                 bc: buf("running log-gates", if mx.gate_rank().is_some() { r * a } else { 4 }),
+                gr: buf("refined gate r", if mx.gate_rank().is_some() { r * a } else { 4 }),
                 vz: buf("value gate pre", if mx.has_value_gate() { r * a } else { 4 }),
                 cv: buf("running value log-gates", if mx.has_value_gate() { r * a } else { 4 }),
                 att: if post { buf("att", r * a) } else { o.clone() },
@@ -226,6 +230,7 @@ pub(super) fn record(
         dgz: buf("dgz", r * a),
         dgd: buf("dgd", r * mixers.iter().filter_map(Mixer::gate_rank).max().unwrap_or(0)),
         dlgv: buf("dlgv", r * a),
+        dgr: buf("dgr", r * a),
         dvz: buf("dvz", r * a),
         dhid: buf("dhid", r * f),
         dg: buf("dg", r * f),
