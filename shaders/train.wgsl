@@ -550,3 +550,72 @@ fn srms_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
         dst0[base + c] = src1[base + c] / (rms + tp.eps) - src0[base + c] * k;
     }
 }
+
+// LRPE's fixed Householder reflection P = I − 2 v vᵀ (LRPE §3.4, Eq. 73; v unit, src0 [dh]) on
+// every head of dst0 [rows, a] in place, one (row, head) per invocation (n = rows·h). P is its own
+// transpose, so the backward pass runs the same kernel.
+@compute @workgroup_size(64)
+fn householder(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let at = (e / tp.h) * tp.a + (e % tp.h) * tp.dh;
+    var dot = 0.0;
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        dot = dot + dst0[at + j] * src0[j];
+    }
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        dst0[at + j] = dst0[at + j] - 2.0 * dot * src0[j];
+    }
+}
+
+// A permutation of every head's channels, y[j] = x[idx[j]] (LRPE's odd-even P, Eq. 74; its
+// backward passes the inverse table).  src0 x, ids idx [dh], dst0 y; n = rows·a.
+@compute @workgroup_size(64)
+fn permute(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let j = e % tp.dh;
+    dst0[e] = src0[e - j + ids[j]];
+}
+
+// Gradient of a rotation table (cos, sin) at (position t, pair k), one per invocation (n = t·pairs):
+// with y the rotated features (src1) and dy their gradient (src2), x = R⁻¹y, and over every
+// sequence and head d cos = dy0·x0 + dy1·x1, d sin = dy1·x0 − dy0·x1.  src0 the table [t, pairs, 2],
+// dst0 its gradient (flag 1: add, for the second side).
+@compute @workgroup_size(64)
+fn rot_grad(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.t * tp.n) {
+        return;
+    }
+    let t = e / tp.n;
+    let k = e % tp.n;
+    let cs = src0[2u * e];
+    let sn = src0[2u * e + 1u];
+    var dc = 0.0;
+    var ds = 0.0;
+    for (var b = 0u; b < tp.rows / tp.t; b = b + 1u) {
+        for (var hh = 0u; hh < tp.h; hh = hh + 1u) {
+            let at = (b * tp.t + t) * tp.a + hh * tp.dh + 2u * k;
+            let y0 = src1[at];
+            let y1 = src1[at + 1u];
+            let x0 = y0 * cs + y1 * sn;
+            let x1 = y1 * cs - y0 * sn;
+            dc = dc + src2[at] * x0 + src2[at + 1u] * x1;
+            ds = ds + src2[at + 1u] * x0 - src2[at] * x1;
+        }
+    }
+    if (tp.flag != 0u) {
+        dc = dc + dst0[2u * e];
+        ds = ds + dst0[2u * e + 1u];
+    }
+    dst0[2u * e] = dc;
+    dst0[2u * e + 1u] = ds;
+}

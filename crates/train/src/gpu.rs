@@ -1,16 +1,18 @@
 //! Training on the GPU: [`GpuTrain`] runs the optimizer step of [`crate::trainer::optimizer_step`]
 //! with `attnlab_gpu::train::GpuTrainer` (forward, backward and AdamW in WGSL). The tensors that
-//! feed a learned distance table (Kerple a/p, the T5 bucket table, mep-param a/p) stay here: each
-//! step this side builds the tables from them in the candle graph ([`crate::attn::learned_table`],
-//! the same function the CPU trainer's attention uses), hands the values to the GPU, gets
-//! `dL/dB_h(d)` back and finishes the chain rule with `Σ B ⊙ dL/dB` through candle's backward pass;
-//! those few tensors take their AdamW step here, with the GPU's clip factor.
+//! feed a learned table (Kerple a/p, the T5 bucket table, mep-param a/p: distance tables; LRPE's
+//! θ: its rotation's cos/sin table) stay here: each step this side builds the tables from them in
+//! the candle graph ([`crate::attn::learned_table`], the same function the CPU trainer's attention
+//! uses, or `cos/sin(s·θ)`), hands the values to the GPU, gets the tables' gradients back and
+//! finishes the chain rule with `Σ table ⊙ dL/dtable` through candle's backward pass; those few
+//! tensors take their AdamW step here, with the GPU's clip factor. LRPE's Householder vector stays
+//! here too, untrained (the candle trainer detaches it).
 
 use crate::attn::learned_table;
 use crate::error::{Result, TrainError};
 use crate::model::TrainModel;
 use crate::optim::{decays, AdamW, AdamWConfig};
-use attnlab_gpu::train::{AdamSettings, GpuTrainer};
+use attnlab_gpu::train::{AdamSettings, GpuTrainer, LearnedKind};
 use attnlab_gpu::GpuContext;
 use candle_core::backprop::GradStore;
 use candle_core::Tensor;
@@ -155,7 +157,20 @@ impl GpuTrain {
         let distances: Vec<f64> = (0..self.seq_len).map(|d| d as f64).collect();
         let mut tables = Vec::new();
         for (i, slot) in self.gpu.learned().to_vec().iter().enumerate() {
-            let table = learned_table(&self.host, &slot.table, &distances)?;
+            let table = match &slot.kind {
+                LearnedKind::Table(t) => learned_table(&self.host, t, &distances)?,
+                // (cos sθ_k, sin sθ_k) at each position s: `[T, pairs, 2]`.
+                LearnedKind::Angles { theta, pairs } => {
+                    let th = self.host.var(theta)?.as_tensor().reshape((1, *pairs))?;
+                    let pos = Tensor::from_vec(
+                        distances.iter().map(|&d| d as f32).collect(),
+                        (self.seq_len, 1),
+                        th.device(),
+                    )?;
+                    let ang = pos.broadcast_mul(&th)?;
+                    Tensor::stack(&[ang.cos()?, ang.sin()?], 2)?
+                }
+            };
             self.gpu.set_table(i, &table.flatten_all()?.to_vec1::<f32>()?)?;
             tables.push(table);
         }

@@ -45,6 +45,15 @@ const TRAINED: &[&str] = &[
     "fast-decay",
     "regla",
     "hybrid-regla-alibi",
+    "lrpe",
+    "lrpe-Rotation-Identity-Learned",
+    "lrpe-Rotation-Identity-Fixed",
+    "lrpe-Rotation-Householder-Learned",
+    "lrpe-Rotation-Householder-Fixed",
+    "lrpe-Rotation-OddEven-Learned",
+    "lrpe-Rotation-OddEven-Fixed",
+    "lrpe-Mixed-Identity-Learned",
+    "lrpe-Mixed-OddEven-Fixed",
 ];
 
 fn context() -> Option<GpuContext> {

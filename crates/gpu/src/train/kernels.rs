@@ -51,6 +51,9 @@ pub(super) enum K {
     ExpmaxBwd,
     RunmaxFwd,
     RunmaxBwd,
+    Householder,
+    Permute,
+    RotGrad,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
@@ -102,6 +105,9 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     gated("expmax_bwd", &[(0, U), (1, R), (2, R), (5, W)]),
     gated("runmax_fwd", &[(0, U), (1, R), (5, W), (6, W)]),
     gated("runmax_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W), (7, W)]),
+    train("householder", &[(0, U), (1, R), (5, W)]),
+    train("permute", &[(0, U), (1, R), (4, R), (5, W)]),
+    train("rot_grad", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).

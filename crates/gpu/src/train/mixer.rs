@@ -6,11 +6,13 @@
 
 use super::kernels::{grid, threads, K};
 use super::record::{unsupported, Rec, Saved, Scratch};
-use super::{init_storage, zeroed, Dims};
+use super::{init_storage, init_words, zeroed, Dims};
 use crate::error::Result;
 use crate::params::TrainParams;
 use attnlab_core::config::ModelConfig;
 use attnlab_core::lowering::{Bias, FeatureMap, Gate, Learned, Lowering, Post as LwPost, Rotation, Window};
+use attnlab_core::lrpe::{odd_even_index, Lrpe};
+use attnlab_core::variants::lrpe::LrpeCore;
 
 /// A softmax layer's constants.
 pub(super) struct Softmax {
@@ -35,6 +37,19 @@ pub(super) struct Linear {
     /// Fast Decay's value-axis log-gate.
     value_gate: Option<SigmoidGate>,
     den: Option<f32>,
+    /// LRPE's fixed transform P and its learned angles' gradient (the rotation is `Mixer::rope`).
+    lrpe: Option<LrpeParts>,
+}
+
+/// LRPE's P (LRPE §3.4, Eqs. 73–74) before the rotation `Λ(s)` (§3.3, Eq. 75), and where the
+/// gradient of a learned θ's table goes.
+struct LrpeParts {
+    /// The unit Householder vector `[dh]`.
+    householder: Option<wgpu::Buffer>,
+    /// The odd-even gather table and its inverse (`[dh]` u32 each).
+    odd_even: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    /// Gradient `[T, pairs, 2]` of the learned angles' (cos, sin) table.
+    theta_grad: Option<wgpu::Buffer>,
 }
 
 /// A feature map of one side.
@@ -190,7 +205,24 @@ impl Mixer {
                 let rope = match &ll.rotation {
                     None => None,
                     Some(Rotation::Rope { inv_freq }) => Some(rope_table(inv_freq)),
-                    Some(Rotation::Lrpe { .. }) => return Err(no("LRPE")),
+                    Some(Rotation::Lrpe { lrpe, theta, .. }) => {
+                        if !matches!(lrpe.core(), LrpeCore::Rotation | LrpeCore::Mixed) {
+                            return Err(no("LRPE's permutation and complex cores"));
+                        }
+                        let angles = lrpe.angles();
+                        match theta {
+                            Some(_) => {
+                                let buf =
+                                    learned.next().ok_or_else(|| no("learned angles without a buffer"))?;
+                                Some((buf.clone(), angles.len()))
+                            }
+                            None => Some(rope_table(angles)),
+                        }
+                    }
+                };
+                let lrpe = match &ll.rotation {
+                    Some(Rotation::Lrpe { lrpe, theta, .. }) => Some(lrpe_p(dev, lrpe, theta.is_some(), t)),
+                    _ => None,
                 };
                 let post = match &ll.post {
                     LwPost::None => Post::None,
@@ -215,6 +247,7 @@ impl Mixer {
                     gate,
                     value_gate,
                     den: ll.denominator,
+                    lrpe,
                 };
                 Ok(Mixer { kind: Kind::Linear(lin), rope, post })
             }
@@ -225,6 +258,7 @@ impl Mixer {
     pub fn table_grad(&self) -> Option<&wgpu::Buffer> {
         match &self.kind {
             Kind::Softmax(Softmax { table: Some((_, g)), .. }) => g.as_ref(),
+            Kind::Linear(Linear { lrpe: Some(p), .. }) => p.theta_grad.as_ref(),
             _ => None,
         }
     }
@@ -255,9 +289,28 @@ impl Mixer {
     }
 }
 
+/// LRPE's P buffers for `lrpe` (and the gradient buffer of learned angles over `t` positions).
+fn lrpe_p(dev: &wgpu::Device, lrpe: &Lrpe, learned_theta: bool, t: usize) -> LrpeParts {
+    let dh = lrpe.dim();
+    let householder = lrpe.householder_v().map(|v| {
+        let v: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+        init_storage(dev, "householder v", &v)
+    });
+    let odd_even = (lrpe.p() == attnlab_core::variants::lrpe::LrpeP::OddEven).then(|| {
+        let idx: Vec<u32> = (0..dh).map(|j| odd_even_index(j, dh) as u32).collect();
+        let mut inv = vec![0u32; dh];
+        for (j, &i) in idx.iter().enumerate() {
+            inv[i as usize] = j as u32;
+        }
+        (init_words(dev, "odd-even", &idx), init_words(dev, "odd-even inverse", &inv))
+    });
+    let theta_grad = learned_theta.then(|| zeroed(dev, "angles grad", t * lrpe.angles().len() * 2));
+    LrpeParts { householder, odd_even, theta_grad }
+}
+
 impl Rec<'_, '_> {
     /// `s.att` from `s.q, s.k, s.v` (and `s.u1` for the gates).
-    pub(super) fn mixer_fwd(&mut self, s: &Saved, mx: &Mixer) -> Result<()> {
+    pub(super) fn mixer_fwd(&mut self, s: &Saved, mx: &Mixer, c: &Scratch) -> Result<()> {
         let Dims { r, t, b, h, dh, .. } = self.p.dims;
         let rows = b * h * t;
         let dummy = self.dummy.clone();
@@ -277,9 +330,9 @@ impl Rec<'_, '_> {
                 self.dispatch(K::SoftmaxFwd, &tp, &[table.unwrap_or(&dummy), &s.p], grid(rows));
             }
             Kind::Linear(ln) => {
-                self.feature_fwd(&s.q, &s.fq, ln.q);
+                self.side_fwd(&s.q, &s.fq, ln.q, ln.lrpe.as_ref(), &c.tmp);
                 if !matches!(ln.k, Feat::RunningMax(_)) {
-                    self.feature_fwd(&s.k, &s.fk, ln.k);
+                    self.side_fwd(&s.k, &s.fk, ln.k, ln.lrpe.as_ref(), &c.tmp);
                 }
                 match &ln.gate {
                     Some(g) => {
@@ -323,6 +376,30 @@ impl Rec<'_, '_> {
             self.dispatch(K::DenFwd, &tp, &[&s.p, &s.o, &s.den], grid(rows));
         }
         self.post_fwd(s, &mx.post)
+    }
+
+    /// One side's features before the rotation: the map, then LRPE's P (`tmp`: scratch).
+    fn side_fwd(
+        &mut self,
+        x: &wgpu::Buffer,
+        fx: &wgpu::Buffer,
+        f: Feat,
+        p: Option<&LrpeParts>,
+        tmp: &wgpu::Buffer,
+    ) {
+        let Dims { r, a, h, .. } = self.p.dims;
+        match p.and_then(|p| p.odd_even.as_ref()) {
+            Some((idx, _)) => {
+                self.feature_fwd(x, tmp, f);
+                let tp = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
+                self.dispatch(K::Permute, &tp, &[tmp, idx, fx], threads(r * a));
+            }
+            None => self.feature_fwd(x, fx, f),
+        }
+        if let Some(v) = p.and_then(|p| p.householder.as_ref()) {
+            let tp = TrainParams { n: (r * h) as u32, ..self.attn_params(r) };
+            self.dispatch(K::Householder, &tp, &[v, fx], threads(r * h));
+        }
     }
 
     /// One side's feature map, `fx` from `x`.
@@ -528,9 +605,27 @@ impl Rec<'_, '_> {
     /// dq, dk from dφq, dφk: the inverse rotation, then the feature maps' derivatives (a running
     /// key max also reads the log-gates' gradient `c.dlg`).
     fn features_bwd(&mut self, s: &Saved, mx: &Mixer, ln: &Linear, c: &Scratch) {
-        let Dims { r, a, b, h, .. } = self.p.dims;
-        for (x, fx, dfx, dx, f) in [(&s.q, &s.fq, &c.dfq, &c.dq, ln.q), (&s.k, &s.fk, &c.dfk, &c.dk, ln.k)] {
+        let Dims { r, a, b, h, t, .. } = self.p.dims;
+        let sides = [(&s.q, &s.fq, &c.dfq, &c.dq, ln.q), (&s.k, &s.fk, &c.dfk, &c.dk, ln.k)];
+        for (side, (x, fx, dfx, dx, f)) in sides.into_iter().enumerate() {
+            let p = ln.lrpe.as_ref();
+            if let (Some(grad), Some((tab, n))) = (p.and_then(|p| p.theta_grad.as_ref()), mx.rope.as_ref()) {
+                let tp = TrainParams { n: *n as u32, flag: side as u32, ..self.attn_params(r) };
+                self.dispatch(K::RotGrad, &tp, &[tab, fx, dfx, grad], threads(t * n));
+            }
             self.rotate(mx.rope.as_ref(), dfx, true);
+            if let Some(v) = p.and_then(|p| p.householder.as_ref()) {
+                let tp = TrainParams { n: (r * h) as u32, ..self.attn_params(r) };
+                self.dispatch(K::Householder, &tp, &[v, dfx], threads(r * h));
+            }
+            let dfx = match p.and_then(|p| p.odd_even.as_ref()) {
+                Some((_, inv)) => {
+                    let tp = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
+                    self.dispatch(K::Permute, &tp, &[dfx, inv, &c.tmp], threads(r * a));
+                    &c.tmp
+                }
+                None => dfx,
+            };
             match f {
                 Feat::Map(mode, scale) => {
                     let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };

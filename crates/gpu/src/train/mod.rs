@@ -26,7 +26,7 @@ use crate::context::GpuContext;
 use crate::error::{GpuError, Result};
 use crate::params::AdamParams;
 use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
-use attnlab_core::lowering::{Bias, LearnedTable, Lowering};
+use attnlab_core::lowering::{Bias, LearnedTable, Lowering, Rotation};
 use attnlab_core::model::tensor_specs;
 use attnlab_core::variants::LowerCtx;
 use attnlab_core::weights::{Tensor as CoreTensor, Weights};
@@ -94,13 +94,41 @@ impl Layout {
     }
 }
 
-/// A learned distance table of one layer: the host writes its values, the GPU its gradient.
+/// A table computed on the host from learned tensors each step: the host writes its values, the
+/// GPU its gradient, the host finishes the chain rule.
 #[derive(Debug, Clone)]
 pub struct LearnedSlot {
     /// The layer.
     pub layer: usize,
-    /// How the table comes from the layer's parameters (host-owned tensors).
-    pub table: LearnedTable,
+    pub kind: LearnedKind,
+}
+
+/// What a learned table holds.
+#[derive(Debug, Clone)]
+pub enum LearnedKind {
+    /// A distance table `[H, T]` (`B_h(d)` at `h·T + d`) from its per-head parameters.
+    Table(LearnedTable),
+    /// LRPE's learned angles θ (`[pairs]`, the tensor `theta`): the table `[T, pairs, 2]` of
+    /// `(cos sθ_k, sin sθ_k)` at each position s.
+    Angles { theta: String, pairs: usize },
+}
+
+impl LearnedSlot {
+    /// Values in the table for `h` heads and `t` positions.
+    pub fn len(&self, h: usize, t: usize) -> usize {
+        match &self.kind {
+            LearnedKind::Table(_) => h * t,
+            LearnedKind::Angles { pairs, .. } => t * pairs * 2,
+        }
+    }
+
+    /// The host-owned tensors it is computed from.
+    fn tensors(&self) -> Vec<String> {
+        match &self.kind {
+            LearnedKind::Table(t) => table_tensors(t),
+            LearnedKind::Angles { theta, .. } => vec![theta.clone()],
+        }
+    }
 }
 
 /// What [`GpuTrainer::forward_backward`] read back.
@@ -110,7 +138,8 @@ pub struct StepGrads {
     pub loss: f32,
     /// Σ g² over every GPU-owned gradient (f64 sum of f32 partial sums).
     pub sumsq: f64,
-    /// dL/dB_h(d), `[H, T]`, of each learned table in [`GpuTrainer::learned`] order.
+    /// The gradient of each learned table ([`LearnedSlot::len`] values) in [`GpuTrainer::learned`]
+    /// order.
     pub table_grads: Vec<Vec<f32>>,
 }
 
@@ -142,9 +171,11 @@ pub struct GpuTrainer {
     tok: wgpu::Buffer,
     tgt: wgpu::Buffer,
     csr: wgpu::Buffer,
-    /// Values of each learned table `[H, T]` (written by the host before a step).
+    /// Values of each learned table (written by the host before a step).
     learned_tables: Vec<wgpu::Buffer>,
     learned: Vec<LearnedSlot>,
+    /// Host-owned tensors without a gradient (LRPE's fixed Householder vector).
+    frozen: Vec<String>,
     recorded: record::Recorded,
     adam_uniform: wgpu::Buffer,
     adam_op: Op,
@@ -173,20 +204,9 @@ impl GpuTrainer {
             })
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| GpuError::Unsupported(e.to_string()))?;
-        let learned: Vec<LearnedSlot> = lowerings
-            .iter()
-            .enumerate()
-            .filter_map(|(layer, l)| match l {
-                Lowering::Softmax(s) => match &s.bias {
-                    Bias::Table { learned: Some(table), .. } => {
-                        Some(LearnedSlot { layer, table: table.clone() })
-                    }
-                    _ => None,
-                },
-                Lowering::Linear(_) => None,
-            })
-            .collect();
-        let host = host_tensors(&learned);
+        let (learned, frozen) = learned_slots(&lowerings);
+        let mut host = host_tensors(&learned);
+        host.extend(frozen.iter().cloned());
         let layout = Layout::new(&cfg, &host, decays);
         let dims = Dims {
             b: batch,
@@ -222,7 +242,7 @@ impl GpuTrainer {
         let (tok, tgt) = (zeroed(dev, "tokens", dims.r), zeroed(dev, "targets", dims.r));
         let csr = zeroed(dev, "rows by token", dims.v + 1 + dims.r);
         let learned_tables: Vec<_> =
-            learned.iter().map(|_| zeroed(dev, "learned table", dims.h * dims.t)).collect();
+            learned.iter().map(|l| zeroed(dev, "learned table", l.len(dims.h, dims.t))).collect();
         let mut trainer_parts = record::Parts {
             kernels: &kernels,
             dims,
@@ -260,6 +280,7 @@ impl GpuTrainer {
             csr,
             learned_tables,
             learned,
+            frozen,
             recorded,
             adam_uniform,
             adam_op,
@@ -274,10 +295,13 @@ impl GpuTrainer {
         &self.learned
     }
 
-    /// Names of the tensors the host owns (the parameters of learned distance tables), each once
-    /// (layers may share them: `pos.*`).
+    /// Names of the tensors the host owns, each once (layers may share them: `pos.*`): the
+    /// parameters of learned tables, then tensors that get no gradient (LRPE's fixed Householder
+    /// vector, detached in the candle trainer too).
     pub fn host_tensors(&self) -> Vec<String> {
-        host_tensors(&self.learned)
+        let mut out = host_tensors(&self.learned);
+        out.extend(self.frozen.iter().cloned());
+        out
     }
 
     /// Number of GPU-owned parameters.
@@ -285,18 +309,17 @@ impl GpuTrainer {
         self.layout.total
     }
 
-    /// Write learned table `i`'s values `[H, T]` (`B_h(d)` at `h·T + d`) for the next step.
+    /// Write learned table `i`'s values (layout in [`LearnedKind`]) for the next step.
     pub fn set_table(&self, i: usize, values: &[f32]) -> Result<()> {
         let buf = self
             .learned_tables
             .get(i)
             .ok_or_else(|| GpuError::Unsupported(format!("no learned table {i}")))?;
-        if values.len() != self.dims.h * self.dims.t {
+        let want = self.learned[i].len(self.dims.h, self.dims.t);
+        if values.len() != want {
             return Err(GpuError::Unsupported(format!(
-                "table {i}: {} values, expected {} heads × {} distances",
-                values.len(),
-                self.dims.h,
-                self.dims.t
+                "table {i}: {} values, expected {want}",
+                values.len()
             )));
         }
         self.ctx.queue.write_buffer(buf, 0, bytemuck::cast_slice(values));
@@ -308,30 +331,36 @@ impl GpuTrainer {
     pub async fn forward_backward(&mut self, windows: &[u32]) -> Result<StepGrads> {
         let Dims { r, h, t, .. } = self.dims;
         let rec = &self.recorded;
-        let tables: Vec<&wgpu::Buffer> = rec.table_grads.iter().collect();
-        let out = self.run(windows, false, &[(&rec.partial, rec.partials)], &tables, h * t).await?;
+        let mut extra = vec![(&rec.partial, rec.partials)];
+        extra.extend(rec.table_grads.iter().zip(&self.learned).map(|(b, l)| (b, l.len(h, t))));
+        let out = self.run(windows, false, &extra).await?;
         let f = |w: &[u32]| -> Vec<f32> { w.iter().map(|&x| f32::from_bits(x)).collect() };
         let loss = f(&out[..r]).iter().map(|&x| f64::from(x)).sum::<f64>() / r as f64;
         let sumsq = f(&out[r..r + rec.partials]).iter().map(|&x| f64::from(x)).sum();
-        let table_grads = out[r + rec.partials..].chunks(h * t).map(f).collect();
+        let mut at = r + rec.partials;
+        let table_grads = (self.learned.iter())
+            .map(|l| {
+                let g = f(&out[at..at + l.len(h, t)]);
+                at += l.len(h, t);
+                g
+            })
+            .collect();
         Ok(StepGrads { loss: loss as f32, sumsq, table_grads })
     }
 
     /// The next-token loss of every input position `[B·T]` of a batch (forward pass only).
     pub async fn position_losses(&mut self, windows: &[u32]) -> Result<Vec<f32>> {
-        let out = self.run(windows, true, &[], &[], 0).await?;
+        let out = self.run(windows, true, &[]).await?;
         Ok(out.into_iter().map(f32::from_bits).collect())
     }
 
     /// Write a batch, run the step (or its forward part) and read back the per-row losses followed
-    /// by `extra` buffers (with their word counts) and `tables` (`table_words` each).
+    /// by `extra` buffers (with their word counts).
     async fn run(
         &self,
         windows: &[u32],
         forward_only: bool,
         extra: &[(&wgpu::Buffer, usize)],
-        tables: &[&wgpu::Buffer],
-        table_words: usize,
     ) -> Result<Vec<u32>> {
         let Dims { b, t, r, v, .. } = self.dims;
         if windows.len() != b * (t + 1) {
@@ -355,14 +384,12 @@ impl GpuTrainer {
         q.write_buffer(&self.tgt, 0, bytemuck::cast_slice(&tgt));
         q.write_buffer(&self.csr, 0, bytemuck::cast_slice(&rows_by_token(&inp, v)));
         let rec = &self.recorded;
-        let words = r + extra.iter().map(|e| e.1).sum::<usize>() + tables.len() * table_words;
+        let words = r + extra.iter().map(|e| e.1).sum::<usize>();
         let staging = readback(&self.ctx.device, words);
         let mut enc = self.ctx.device.create_command_encoder(&Default::default());
         rec.encode(&self.kernels, &mut enc, forward_only);
         let mut at = 0u64;
-        let sources = std::iter::once((&rec.loss, r))
-            .chain(extra.iter().copied())
-            .chain(tables.iter().map(|&b| (b, table_words)));
+        let sources = std::iter::once((&rec.loss, r)).chain(extra.iter().copied());
         for (buf, n) in sources {
             enc.copy_buffer_to_buffer(buf, 0, &staging, at, (4 * n) as u64);
             at += (4 * n) as u64;
@@ -489,10 +516,35 @@ fn check_config(cfg: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
+/// The learned tables of these layers (in layer order) and the names of tensors the host keeps
+/// without a gradient.
+fn learned_slots(lowerings: &[Lowering]) -> (Vec<LearnedSlot>, Vec<String>) {
+    let (mut slots, mut frozen) = (Vec::new(), Vec::new());
+    for (layer, l) in lowerings.iter().enumerate() {
+        match l {
+            Lowering::Softmax(s) => {
+                if let Bias::Table { learned: Some(table), .. } = &s.bias {
+                    slots.push(LearnedSlot { layer, kind: LearnedKind::Table(table.clone()) });
+                }
+            }
+            Lowering::Linear(ll) => {
+                if let Some(Rotation::Lrpe { lrpe, theta, householder }) = &ll.rotation {
+                    if let Some(theta) = theta {
+                        let kind = LearnedKind::Angles { theta: theta.clone(), pairs: lrpe.angles().len() };
+                        slots.push(LearnedSlot { layer, kind });
+                    }
+                    frozen.extend(householder.iter().cloned());
+                }
+            }
+        }
+    }
+    (slots, frozen)
+}
+
 /// The host-owned tensors of these tables, each once, in first-use order.
 fn host_tensors(learned: &[LearnedSlot]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for name in learned.iter().flat_map(|s| table_tensors(&s.table)) {
+    for name in learned.iter().flat_map(LearnedSlot::tensors) {
         if !out.contains(&name) {
             out.push(name);
         }
@@ -544,6 +596,15 @@ pub(crate) fn zeroed(dev: &wgpu::Device, label: &str, n: usize) -> wgpu::Buffer 
 
 /// A storage buffer holding `data`.
 pub(crate) fn init_storage(dev: &wgpu::Device, label: &str, data: &[f32]) -> wgpu::Buffer {
+    dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some(label),
+        contents: bytemuck::cast_slice(data),
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+    })
+}
+
+/// A storage buffer holding the u32 words `data`.
+pub(crate) fn init_words(dev: &wgpu::Device, label: &str, data: &[u32]) -> wgpu::Buffer {
     dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
         label: Some(label),
         contents: bytemuck::cast_slice(data),

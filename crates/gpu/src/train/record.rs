@@ -135,6 +135,8 @@ pub(super) struct Scratch {
     pub dgz: wgpu::Buffer,
     pub dgd: wgpu::Buffer,
     pub dgr: wgpu::Buffer,
+    /// Scratch for LRPE's odd-even permutation (forward and backward).
+    pub tmp: wgpu::Buffer,
     /// A value-axis gate: the gradients of its running log-gates and pre-activation.
     pub dlgv: wgpu::Buffer,
     pub dvz: wgpu::Buffer,
@@ -231,6 +233,7 @@ pub(super) fn record(
         dgd: buf("dgd", r * mixers.iter().filter_map(Mixer::gate_rank).max().unwrap_or(0)),
         dlgv: buf("dlgv", r * a),
         dgr: buf("dgr", r * a),
+        tmp: buf("tmp", r * a),
         dvz: buf("dvz", r * a),
         dhid: buf("dhid", r * f),
         dg: buf("dg", r * f),
@@ -254,7 +257,7 @@ pub(super) fn record(
     rec.embed_fwd(x0, tok, pe.as_ref().unwrap_or(&dummy), cfg)?;
     for (i, (sv, mx)) in saved.iter().zip(&mixers).enumerate() {
         let next = saved.get(i + 1).map(|s| &s.x).unwrap_or(&xf);
-        rec.block_fwd(i, sv, mx, next)?;
+        rec.block_fwd(i, sv, mx, next, &s)?;
     }
     rec.rms_fwd(&hf, &xf, &rstdf, "final_norm.weight")?;
     rec.linear_fwd(&logits, &hf, head, v, d, false)?;
@@ -528,14 +531,14 @@ impl Rec<'_, '_> {
         Shape { m, n, k, batch: b * h, nh: h, alpha, accumulate: false }
     }
 
-    fn block_fwd(&mut self, i: usize, s: &Saved, mx: &Mixer, next: &wgpu::Buffer) -> Result<()> {
+    fn block_fwd(&mut self, i: usize, s: &Saved, mx: &Mixer, next: &wgpu::Buffer, c: &Scratch) -> Result<()> {
         let Dims { r, d, a, f, .. } = self.p.dims;
         let w = |n: &str| format!("layers.{i}.{n}");
         self.rms_fwd(&s.u1, &s.x, &s.rstd1, &w("attn_norm.weight"))?;
         for (out, name) in [(&s.q, "attn.wq"), (&s.k, "attn.wk"), (&s.v, "attn.wv")] {
             self.linear_fwd(out, &s.u1, &w(name), a, d, false)?;
         }
-        self.mixer_fwd(s, mx)?;
+        self.mixer_fwd(s, mx, c)?;
         self.copy(&s.x, &s.mid, r * d);
         self.linear_fwd(&s.mid, &s.att, &w("attn.wo"), d, a, true)?;
         self.rms_fwd(&s.u2, &s.mid, &s.rstd2, &w("ffn_norm.weight"))?;
