@@ -99,6 +99,8 @@ pub(super) enum Post {
     },
 }
 
+/// One per layer, built once: the variants' size difference does not matter.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Kind {
     Softmax(Softmax),
     Linear(Linear),
