@@ -571,8 +571,9 @@ fn householder(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     }
 }
 
-// A permutation of every head's channels, y[j] = x[idx[j]] (LRPE's odd-even P, Eq. 74; its
-// backward passes the inverse table).  src0 x, ids idx [dh], dst0 y; n = rows·a.
+// A permutation of every head's channels, y[j] = x[idx[j]]: one table [dh] (LRPE's odd-even P,
+// Eq. 74) or with mode 1 one per position [t, dh] (the permutation core's π^s, §3.3); the backward
+// pass passes the inverse tables.  src0 x, ids idx, dst0 y; n = rows·a.
 @compute @workgroup_size(64)
 fn permute(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) lid: u32) {
@@ -581,7 +582,11 @@ fn permute(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
         return;
     }
     let j = e % tp.dh;
-    dst0[e] = src0[e - j + ids[j]];
+    var row = 0u;
+    if (tp.mode == 1u) {
+        row = (e / tp.a) % tp.t;
+    }
+    dst0[e] = src0[e - j + ids[row * tp.dh + j]];
 }
 
 // Gradient of a rotation table (cos, sin) at (position t, pair k), one per invocation (n = t·pairs):

@@ -54,6 +54,10 @@ const TRAINED: &[&str] = &[
     "lrpe-Rotation-OddEven-Fixed",
     "lrpe-Mixed-Identity-Learned",
     "lrpe-Mixed-OddEven-Fixed",
+    "lrpe-Permutation-Identity-Fixed",
+    "lrpe-Permutation-Householder-Learned",
+    "lrpe-Permutation-OddEven-Fixed",
+    "lrpe-denominator",
 ];
 
 fn context() -> Option<GpuContext> {

@@ -50,6 +50,8 @@ struct LrpeParts {
     odd_even: Option<(wgpu::Buffer, wgpu::Buffer)>,
     /// Gradient `[T, pairs, 2]` of the learned angles' (cos, sin) table.
     theta_grad: Option<wgpu::Buffer>,
+    /// The permutation core's gather tables `π^s` and their inverses (`[T, dh]` u32 each).
+    core_perm: Option<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
 /// A feature map of one side.
@@ -208,11 +210,12 @@ impl Mixer {
                     None => None,
                     Some(Rotation::Rope { inv_freq }) => Some(rope_table(inv_freq)),
                     Some(Rotation::Lrpe { lrpe, theta, .. }) => {
-                        if !matches!(lrpe.core(), LrpeCore::Rotation | LrpeCore::Mixed) {
-                            return Err(no("LRPE's permutation and complex cores"));
+                        if lrpe.core() == LrpeCore::Complex {
+                            return Err(no("LRPE's complex core"));
                         }
                         let angles = lrpe.angles();
                         match theta {
+                            _ if angles.is_empty() => None,
                             Some(_) => {
                                 let buf =
                                     learned.next().ok_or_else(|| no("learned angles without a buffer"))?;
@@ -307,7 +310,15 @@ fn lrpe_p(dev: &wgpu::Device, lrpe: &Lrpe, learned_theta: bool, t: usize) -> Lrp
         (init_words(dev, "odd-even", &idx), init_words(dev, "odd-even inverse", &inv))
     });
     let theta_grad = learned_theta.then(|| zeroed(dev, "angles grad", t * lrpe.angles().len() * 2));
-    LrpeParts { householder, odd_even, theta_grad }
+    let core_perm = (lrpe.core() == LrpeCore::Permutation).then(|| {
+        let fwd: Vec<u32> = (0..t).flat_map(|s| (0..dh).map(move |j| lrpe.perm_power(s, j) as u32)).collect();
+        let mut inv = vec![0u32; t * dh];
+        for (e, &i) in fwd.iter().enumerate() {
+            inv[e - e % dh + i as usize] = (e % dh) as u32;
+        }
+        (init_words(dev, "permutation powers", &fwd), init_words(dev, "inverse powers", &inv))
+    });
+    LrpeParts { householder, odd_even, theta_grad, core_perm }
 }
 
 impl Rec<'_, '_> {
@@ -332,9 +343,9 @@ impl Rec<'_, '_> {
                 self.dispatch(K::SoftmaxFwd, &tp, &[table.unwrap_or(&dummy), &s.p], grid(rows));
             }
             Kind::Linear(ln) => {
-                self.side_fwd(&s.q, &s.fq, ln.q, ln.lrpe.as_ref(), &c.tmp);
+                self.side_fwd(&s.q, &s.fq, ln.q, ln.lrpe.as_ref(), [&c.tmp, &c.tmp2]);
                 if !matches!(ln.k, Feat::RunningMax(_)) {
-                    self.side_fwd(&s.k, &s.fk, ln.k, ln.lrpe.as_ref(), &c.tmp);
+                    self.side_fwd(&s.k, &s.fk, ln.k, ln.lrpe.as_ref(), [&c.tmp, &c.tmp2]);
                 }
                 match &ln.gate {
                     Some(g) => {
@@ -380,27 +391,33 @@ impl Rec<'_, '_> {
         self.post_fwd(s, &mx.post)
     }
 
-    /// One side's features before the rotation: the map, then LRPE's P (`tmp`: scratch).
+    /// One side's features before the rotation: the map, then LRPE's P and its permutation core
+    /// (`tmp`, `tmp2`: scratch).
     fn side_fwd(
         &mut self,
         x: &wgpu::Buffer,
         fx: &wgpu::Buffer,
         f: Feat,
         p: Option<&LrpeParts>,
-        tmp: &wgpu::Buffer,
+        tmp: [&wgpu::Buffer; 2],
     ) {
         let Dims { r, a, h, .. } = self.p.dims;
+        let core = p.and_then(|p| p.core_perm.as_ref());
+        let out = if core.is_some() { tmp[1] } else { fx };
+        let perm = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
         match p.and_then(|p| p.odd_even.as_ref()) {
             Some((idx, _)) => {
-                self.feature_fwd(x, tmp, f);
-                let tp = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
-                self.dispatch(K::Permute, &tp, &[tmp, idx, fx], threads(r * a));
+                self.feature_fwd(x, tmp[0], f);
+                self.dispatch(K::Permute, &perm, &[tmp[0], idx, out], threads(r * a));
             }
-            None => self.feature_fwd(x, fx, f),
+            None => self.feature_fwd(x, out, f),
         }
         if let Some(v) = p.and_then(|p| p.householder.as_ref()) {
             let tp = TrainParams { n: (r * h) as u32, ..self.attn_params(r) };
-            self.dispatch(K::Householder, &tp, &[v, fx], threads(r * h));
+            self.dispatch(K::Householder, &tp, &[v, out], threads(r * h));
+        }
+        if let Some((fwd, _)) = core {
+            self.dispatch(K::Permute, &TrainParams { mode: 1, ..perm }, &[out, fwd, fx], threads(r * a));
         }
     }
 
@@ -616,6 +633,19 @@ impl Rec<'_, '_> {
                 self.dispatch(K::RotGrad, &tp, &[tab, fx, dfx, grad], threads(t * n));
             }
             self.rotate(mx.rope.as_ref(), dfx, true);
+            let perm = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
+            let dfx = match p.and_then(|p| p.core_perm.as_ref()) {
+                Some((_, inv)) => {
+                    self.dispatch(
+                        K::Permute,
+                        &TrainParams { mode: 1, ..perm },
+                        &[dfx, inv, &c.tmp2],
+                        threads(r * a),
+                    );
+                    &c.tmp2
+                }
+                None => dfx,
+            };
             if let Some(v) = p.and_then(|p| p.householder.as_ref()) {
                 let tp = TrainParams { n: (r * h) as u32, ..self.attn_params(r) };
                 self.dispatch(K::Householder, &tp, &[v, dfx], threads(r * h));

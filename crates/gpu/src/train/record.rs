@@ -135,8 +135,9 @@ pub(super) struct Scratch {
     pub dgz: wgpu::Buffer,
     pub dgd: wgpu::Buffer,
     pub dgr: wgpu::Buffer,
-    /// Scratch for LRPE's odd-even permutation (forward and backward).
+    /// Scratch for LRPE's permutations (forward and backward).
     pub tmp: wgpu::Buffer,
+    pub tmp2: wgpu::Buffer,
     /// A value-axis gate: the gradients of its running log-gates and pre-activation.
     pub dlgv: wgpu::Buffer,
     pub dvz: wgpu::Buffer,
@@ -234,6 +235,7 @@ pub(super) fn record(
         dlgv: buf("dlgv", r * a),
         dgr: buf("dgr", r * a),
         tmp: buf("tmp", r * a),
+        tmp2: buf("tmp2", r * a),
         dvz: buf("dvz", r * a),
         dhid: buf("dhid", r * f),
         dg: buf("dg", r * f),
