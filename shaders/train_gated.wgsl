@@ -405,3 +405,54 @@ fn runmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
         }
     }
 }
+
+// HGRN2's coupled key and forget gate ("HGRN2", §3; HGRN §3.2's lower bounds β per channel, src1
+// [width]), elementwise over [rows, width] from the key projection f (src0):
+//   φk = (1 − β) σ(−f),   lg = ln(β + (1 − β) σ(f))   (lnσ(f) where β = 0).
+// dst0 φk, dst1 lg.
+@compute @workgroup_size(64)
+fn keyforget_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    let f = src0[e];
+    let beta = src1[e % tp.width];
+    dst0[e] = (1.0 - beta) * sigmoid(-f);
+    if (beta == 0.0) {
+        dst1[e] = log_sigmoid(f);
+    } else {
+        dst1[e] = min(log(beta + (1.0 - beta) * sigmoid(f)), 0.0);
+    }
+}
+
+// Its backward: from dφk (src2) and dlg (dst1, read), df into dst0 and each element's dβ into dst2
+// (summed over rows by `colsum`):
+//   df = −σ(f)σ(−f)(1 − β)·dφk + dlg·(1 − β)σ(f)σ(−f)/g,  dβ = −σ(−f)·dφk + dlg·σ(−f)/g,
+// g = β + (1 − β)σ(f) (with β = 0: df's second term dlg·σ(−f), no dβ from lg).
+@compute @workgroup_size(64)
+fn keyforget_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.rows * tp.width) {
+        return;
+    }
+    let f = src0[e];
+    let beta = src1[e % tp.width];
+    let s = sigmoid(f);
+    let sn = sigmoid(-f);
+    let dk = src2[e];
+    let dlg = dst1[e];
+    var df = -s * sn * (1.0 - beta) * dk;
+    var db = -sn * dk;
+    if (beta == 0.0) {
+        df = df + dlg * sn;
+    } else {
+        let g = beta + (1.0 - beta) * s;
+        df = df + dlg * (1.0 - beta) * s * sn / g;
+        db = db + dlg * sn / g;
+    }
+    dst0[e] = df;
+    dst2[e] = db;
+}

@@ -229,7 +229,7 @@ fn key_forget(f: &Tensor, beta: &Tensor, unbounded: bool) -> Result<(Gate, Optio
 }
 
 /// Row `row.row` of `cumsoftmax − softmax[0]` of the `[n_layers, width]` parameter, in the graph.
-fn lower_bound_row(m: &TrainModel, row: &LowerBoundRow) -> Result<Tensor> {
+pub(crate) fn lower_bound_row(m: &TrainModel, row: &LowerBoundRow) -> Result<Tensor> {
     let logits = m.w(&row.tensor)?;
     let sm = candle_nn::ops::softmax(logits, 0)?;
     let n = row.row;

@@ -58,6 +58,7 @@ const TRAINED: &[&str] = &[
     "lrpe-Permutation-Householder-Learned",
     "lrpe-Permutation-OddEven-Fixed",
     "lrpe-denominator",
+    "hgrn2",
 ];
 
 fn context() -> Option<GpuContext> {

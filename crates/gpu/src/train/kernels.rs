@@ -54,6 +54,8 @@ pub(super) enum K {
     Householder,
     Permute,
     RotGrad,
+    KeyforgetFwd,
+    KeyforgetBwd,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
@@ -108,6 +110,8 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     train("householder", &[(0, U), (1, R), (5, W)]),
     train("permute", &[(0, U), (1, R), (4, R), (5, W)]),
     train("rot_grad", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
+    gated("keyforget_fwd", &[(0, U), (1, R), (2, R), (5, W), (6, W)]),
+    gated("keyforget_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W), (7, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).

@@ -63,6 +63,8 @@ enum Feat {
     ExpMax(f32),
     /// `scale·exp(k − running max)` (ReGLA's key), the state rescale folded into the log-gate.
     RunningMax(f32),
+    /// HGRN2's key `(1 − β)σ(−k)`, written with the gate.
+    KeyForget,
 }
 
 /// The key-axis log-gate.
@@ -74,6 +76,12 @@ enum KeyGate {
         bg: String,
         wr: String,
         br: String,
+    },
+    /// HGRN2's forget gate from the key projection, with lower bounds β `[a]` (a constant, or a
+    /// learned table and its gradient buffer).
+    KeyForget {
+        beta: wgpu::Buffer,
+        grad: Option<wgpu::Buffer>,
     },
 }
 
@@ -204,7 +212,17 @@ impl Mixer {
                         let (g, r) = (full(wg, bg)?, full(wr, br)?);
                         (None, Some(KeyGate::Refined { wg: g.up, bg: g.bias, wr: r.up, br: r.bias }), None)
                     }
-                    Gate::KeyForget { .. } => return Err(no("HGRN2's key-forget gate")),
+                    Gate::KeyForget { lower_bound, learned: row } => {
+                        let (beta, grad) = match row {
+                            Some(_) => {
+                                let buf =
+                                    learned.next().ok_or_else(|| no("lower bounds without a buffer"))?;
+                                (buf.clone(), Some(zeroed(dev, "lower bound grad", lower_bound.len())))
+                            }
+                            None => (init_storage(dev, "lower bounds", lower_bound), None),
+                        };
+                        (None, Some(KeyGate::KeyForget { beta, grad }), None)
+                    }
                 };
                 let rope = match &ll.rotation {
                     None => None,
@@ -247,7 +265,11 @@ impl Mixer {
                 }
                 let lin = Linear {
                     q: feature(ll.q)?,
-                    k: feature(ll.k)?,
+                    k: if matches!(ll.gate, Gate::KeyForget { .. }) {
+                        Feat::KeyForget
+                    } else {
+                        feature(ll.k)?
+                    },
                     decay,
                     gate,
                     value_gate,
@@ -264,6 +286,7 @@ impl Mixer {
         match &self.kind {
             Kind::Softmax(Softmax { table: Some((_, g)), .. }) => g.as_ref(),
             Kind::Linear(Linear { lrpe: Some(p), .. }) => p.theta_grad.as_ref(),
+            Kind::Linear(Linear { gate: Some(KeyGate::KeyForget { grad, .. }), .. }) => grad.as_ref(),
             _ => None,
         }
     }
@@ -278,7 +301,9 @@ impl Mixer {
             Kind::Linear(Linear { gate: Some(KeyGate::Sigmoid(g)), .. }) => {
                 Some(g.down.as_ref().map_or(0, |d| d.1))
             }
-            Kind::Linear(Linear { gate: Some(KeyGate::Refined { .. }), .. }) => Some(0),
+            Kind::Linear(Linear {
+                gate: Some(KeyGate::Refined { .. } | KeyGate::KeyForget { .. }), ..
+            }) => Some(0),
             _ => None,
         }
     }
@@ -344,7 +369,7 @@ impl Rec<'_, '_> {
             }
             Kind::Linear(ln) => {
                 self.side_fwd(&s.q, &s.fq, ln.q, ln.lrpe.as_ref(), [&c.tmp, &c.tmp2]);
-                if !matches!(ln.k, Feat::RunningMax(_)) {
+                if !matches!(ln.k, Feat::RunningMax(_) | Feat::KeyForget) {
                     self.side_fwd(&s.k, &s.fk, ln.k, ln.lrpe.as_ref(), [&c.tmp, &c.tmp2]);
                 }
                 match &ln.gate {
@@ -434,7 +459,7 @@ impl Rec<'_, '_> {
                 self.dispatch(K::ExpmaxFwd, &tp, &[x, fx], threads(r * h));
             }
             // Written with the gate (`runmax_fwd` also rescales the log-gate).
-            Feat::RunningMax(_) => {}
+            Feat::RunningMax(_) | Feat::KeyForget => {}
         }
     }
 
@@ -449,6 +474,11 @@ impl Rec<'_, '_> {
                 let tp = self.refined_params(bg, br)?;
                 let params = self.p.params;
                 self.dispatch(K::RefinedFwd, &tp, &[&s.gz, &s.gr, params, &s.bc], threads(r * a));
+                Ok(())
+            }
+            KeyGate::KeyForget { beta, .. } => {
+                let tp = TrainParams { rows: r as u32, width: a as u32, ..TrainParams::default() };
+                self.dispatch(K::KeyforgetFwd, &tp, &[&s.k, beta, &s.fk, &s.bc], threads(r * a));
                 Ok(())
             }
         }
@@ -594,6 +624,8 @@ impl Rec<'_, '_> {
                                 self.sigmoid_gate_bwd(s, g, &s.gz, &c.dlg, &c.dgz, &c.dgd)?
                             }
                             KeyGate::Refined { bg, br, .. } => self.refined_bwd(s, c, bg, br)?,
+                            // Its input is the key projection: features_bwd wrote dk.
+                            KeyGate::KeyForget { .. } => {}
                         }
                         return Ok(());
                     }
@@ -666,6 +698,21 @@ impl Rec<'_, '_> {
                 Feat::ExpMax(scale) => {
                     let tp = TrainParams { n: (r * h) as u32, scale, ..self.attn_params(r) };
                     self.dispatch(K::ExpmaxBwd, &tp, &[x, dfx, dx], threads(r * h));
+                }
+                Feat::KeyForget => {
+                    if let Some(KeyGate::KeyForget { beta, grad }) = &ln.gate {
+                        let tp = TrainParams { rows: r as u32, width: a as u32, ..TrainParams::default() };
+                        // c.tmp: each element's dβ, summed over the rows into the table's gradient.
+                        self.dispatch(
+                            K::KeyforgetBwd,
+                            &tp,
+                            &[x, beta, dfx, dx, &c.dlg, &c.tmp],
+                            threads(r * a),
+                        );
+                        if let Some(g) = grad {
+                            self.dispatch(K::Colsum, &tp, &[&c.tmp, g], threads(a));
+                        }
+                    }
                 }
                 Feat::RunningMax(_) => {
                     let tp = TrainParams { n: (b * h) as u32, ..self.attn_params(r) };

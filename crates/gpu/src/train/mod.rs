@@ -26,7 +26,7 @@ use crate::context::GpuContext;
 use crate::error::{GpuError, Result};
 use crate::params::AdamParams;
 use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
-use attnlab_core::lowering::{Bias, LearnedTable, Lowering, Rotation};
+use attnlab_core::lowering::{Bias, Gate, LearnedTable, LowerBoundRow, Lowering, Rotation};
 use attnlab_core::model::tensor_specs;
 use attnlab_core::variants::LowerCtx;
 use attnlab_core::weights::{Tensor as CoreTensor, Weights};
@@ -111,6 +111,9 @@ pub enum LearnedKind {
     /// LRPE's learned angles θ (`[pairs]`, the tensor `theta`): the table `[T, pairs, 2]` of
     /// `(cos sθ_k, sin sθ_k)` at each position s.
     Angles { theta: String, pairs: usize },
+    /// HGRN2's lower bounds β `[width]`: row `row` of the cumulative softmax of `tensor`
+    /// (`LowerBoundRow`).
+    LowerBound { row: LowerBoundRow, width: usize },
 }
 
 impl LearnedSlot {
@@ -119,6 +122,7 @@ impl LearnedSlot {
         match &self.kind {
             LearnedKind::Table(_) => h * t,
             LearnedKind::Angles { pairs, .. } => t * pairs * 2,
+            LearnedKind::LowerBound { width, .. } => *width,
         }
     }
 
@@ -127,6 +131,7 @@ impl LearnedSlot {
         match &self.kind {
             LearnedKind::Table(t) => table_tensors(t),
             LearnedKind::Angles { theta, .. } => vec![theta.clone()],
+            LearnedKind::LowerBound { row, .. } => vec![row.tensor.clone()],
         }
     }
 }
@@ -528,6 +533,10 @@ fn learned_slots(lowerings: &[Lowering]) -> (Vec<LearnedSlot>, Vec<String>) {
                 }
             }
             Lowering::Linear(ll) => {
+                if let Gate::KeyForget { lower_bound, learned: Some(row) } = &ll.gate {
+                    let kind = LearnedKind::LowerBound { row: row.clone(), width: lower_bound.len() };
+                    slots.push(LearnedSlot { layer, kind });
+                }
                 if let Some(Rotation::Lrpe { lrpe, theta, householder }) = &ll.rotation {
                     if let Some(theta) = theta {
                         let kind = LearnedKind::Angles { theta: theta.clone(), pairs: lrpe.angles().len() };
