@@ -198,8 +198,9 @@ fn visible(i: u32, j: u32) -> bool {
 }
 
 // Attention weights of one score row per workgroup, in place: row (z, i) of dst0 ([B·H, t, t]:
-// the scaled scores q·k), plus the bias table B_h(i − j) (flag 1: src0 [h, n]), softmax over the
-// visible keys (mode 1: ReLU, TransNormer T1's Diag), 0 elsewhere.
+// the scaled scores q·k), plus the bias (flag 1: a distance table B_h(i − j), src0 [h, n]; flag 2:
+// a full bias B_h(i, j), src0 [h, t, t], FIRE's), softmax over the visible keys (mode 1: ReLU,
+// TransNormer T1's Diag), 0 elsewhere.
 @compute @workgroup_size(64)
 fn softmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
@@ -224,8 +225,10 @@ fn softmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     for (var j = lid; j < tp.t; j = j + 64u) {
         if (visible(i, j)) {
             var s = dst0[base + j];
-            if (tp.flag != 0u) {
+            if (tp.flag == 1u) {
                 s = s + src0[hh * tp.n + i - j];
+            } else if (tp.flag == 2u) {
+                s = s + src0[(hh * tp.t + i) * tp.t + j];
             }
             dst0[base + j] = s;
             mx = max(mx, s);
@@ -296,6 +299,23 @@ fn table_grad(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
                 s = s + src0[base + i * tp.t + i - d];
             }
         }
+    }
+    dst0[e] = s;
+}
+
+// Gradient of a full bias, one (head, i, j) per invocation (n = h·t·t): dB_h(i, j) = Σ_b dS[b, h,
+// i, j].  src0 dS [B·H, t, t] (rows = B·H·t), dst0 dB [h, t, t].
+@compute @workgroup_size(64)
+fn bias_grad(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let per_batch = tp.h * tp.t * tp.t;
+    var s = 0.0;
+    for (var b = 0u; b < tp.rows / (tp.h * tp.t); b = b + 1u) {
+        s = s + src0[b * per_batch + e];
     }
     dst0[e] = s;
 }

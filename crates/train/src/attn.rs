@@ -381,7 +381,7 @@ fn contextual_bias(q: &Tensor, s: &Tensor, npos: usize, pos_emb: &Tensor, mask: 
 /// Position bias `B_h(i, j)` as `[H, T, T]` (§5.5), `None` without one. Entries above the diagonal are
 /// 0 (masked later). A learned table is rebuilt in the graph from its parameters; a fixed one is
 /// gathered from the lowering's values.
-fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Option<Tensor>> {
+pub(crate) fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Option<Tensor>> {
     let dev = m.device();
     let delta: Vec<f64> = (0..t * t).map(|x| (x / t).saturating_sub(x % t) as f64).collect();
     Ok(Some(match bias {

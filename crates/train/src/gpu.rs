@@ -8,7 +8,7 @@
 //! tensors take their AdamW step here, with the GPU's clip factor. LRPE's Householder vector stays
 //! here too, untrained (the candle trainer detaches it).
 
-use crate::attn::{learned_table, lower_bound_row};
+use crate::attn::{learned_table, lower_bound_row, position_bias};
 use crate::error::{Result, TrainError};
 use crate::model::TrainModel;
 use crate::optim::{decays, AdamW, AdamWConfig};
@@ -159,6 +159,8 @@ impl GpuTrain {
         for (i, slot) in self.gpu.learned().to_vec().iter().enumerate() {
             let table = match &slot.kind {
                 LearnedKind::Table(t) => learned_table(&self.host, t, &distances)?,
+                LearnedKind::Bias(b) => position_bias(&self.host, b, self.seq_len)?
+                    .ok_or_else(|| TrainError::option("bias", "a learned bias without values"))?,
                 LearnedKind::LowerBound { row, .. } => lower_bound_row(&self.host, row)?,
                 // (cos sθ_k, sin sθ_k) at each position s: `[T, pairs, 2]`.
                 LearnedKind::Angles { theta, pairs } => {

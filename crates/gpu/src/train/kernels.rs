@@ -56,6 +56,7 @@ pub(super) enum K {
     RotGrad,
     KeyforgetFwd,
     KeyforgetBwd,
+    BiasGrad,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
@@ -112,6 +113,7 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     train("rot_grad", &[(0, U), (1, R), (2, R), (3, R), (5, W)]),
     gated("keyforget_fwd", &[(0, U), (1, R), (2, R), (5, W), (6, W)]),
     gated("keyforget_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W), (7, W)]),
+    train("bias_grad", &[(0, U), (1, R), (5, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).

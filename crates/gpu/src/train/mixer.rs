@@ -23,6 +23,8 @@ pub(super) struct Softmax {
     relu: bool,
     /// The distance table `[H, T]` and, when learned, its gradient buffer.
     table: Option<(wgpu::Buffer, Option<wgpu::Buffer>)>,
+    /// The table is a full bias `[H, T, T]` (FIRE).
+    full: bool,
 }
 
 /// A linear layer's constants.
@@ -162,14 +164,19 @@ impl Mixer {
                             (0..h).flat_map(|hh| values[hh * len..hh * len + t].iter().copied()).collect();
                         Some((init_storage(dev, "bias table", &rows), None))
                     }
-                    Bias::Fire { .. } => return Err(no("FIRE")),
+                    Bias::Fire { .. } => {
+                        let buf = learned.next().ok_or_else(|| no("FIRE without a bias buffer"))?;
+                        Some((buf.clone(), Some(zeroed(dev, "bias grad", h * t * t))))
+                    }
                     Bias::Contextual { .. } => return Err(no("contextual positions (CoPE)")),
                 };
                 let block = match sl.window {
                     Window::Causal => 0,
                     Window::Block(w) => w as u32,
                 };
-                let kind = Kind::Softmax(Softmax { scale: sl.scale, block, relu: sl.relu_with_norm, table });
+                let full = matches!(sl.bias, Bias::Fire { .. });
+                let kind =
+                    Kind::Softmax(Softmax { scale: sl.scale, block, relu: sl.relu_with_norm, table, full });
                 let post = if sl.relu_with_norm { Post::Simple } else { Post::None };
                 Ok(Mixer { kind, rope: sl.rope.as_deref().map(rope_table), post })
             }
@@ -360,7 +367,7 @@ impl Rec<'_, '_> {
                 self.gemm(qk, self.scores(&s.p), self.heads(&s.q), self.heads(&s.k).t());
                 let table = sm.table.as_ref().map(|(tab, _)| tab);
                 let tp = TrainParams {
-                    flag: u32::from(table.is_some()),
+                    flag: if sm.full { 2 } else { u32::from(table.is_some()) },
                     off0: sm.block,
                     mode: u32::from(sm.relu),
                     ..self.attn_params(rows)
@@ -594,7 +601,13 @@ impl Rec<'_, '_> {
                 let tp = TrainParams { off0: sm.block, mode: u32::from(sm.relu), ..self.attn_params(rows) };
                 self.dispatch(K::SoftmaxBwd, &tp, &[&s.p, &c.dp], grid(rows));
                 if let Some((_, Some(grad))) = &sm.table {
-                    self.dispatch(K::TableGrad, &tp, &[&c.dp, grad], threads(h * t));
+                    match sm.full {
+                        true => {
+                            let bp = TrainParams { n: (h * t * t) as u32, ..tp };
+                            self.dispatch(K::BiasGrad, &bp, &[&c.dp, grad], threads(h * t * t));
+                        }
+                        false => self.dispatch(K::TableGrad, &tp, &[&c.dp, grad], threads(h * t)),
+                    }
                 }
                 let (sc, q, k) = (sm.scale, &s.q, &s.k);
                 self.gemm(self.per_head(t, dh, t, sc), self.heads(&c.dq), self.scores(&c.dp), self.heads(k));

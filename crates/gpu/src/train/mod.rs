@@ -111,6 +111,9 @@ pub enum LearnedKind {
     /// LRPE's learned angles θ (`[pairs]`, the tensor `theta`): the table `[T, pairs, 2]` of
     /// `(cos sθ_k, sin sθ_k)` at each position s.
     Angles { theta: String, pairs: usize },
+    /// FIRE's bias `[H, T, T]` (`B_h(i, j)` at `(h·T + i)·T + j`) from its MLP (the layer's
+    /// `Bias::Fire`).
+    Bias(Bias),
     /// HGRN2's lower bounds β `[width]`: row `row` of the cumulative softmax of `tensor`
     /// (`LowerBoundRow`).
     LowerBound { row: LowerBoundRow, width: usize },
@@ -122,6 +125,7 @@ impl LearnedSlot {
         match &self.kind {
             LearnedKind::Table(_) => h * t,
             LearnedKind::Angles { pairs, .. } => t * pairs * 2,
+            LearnedKind::Bias(_) => h * t * t,
             LearnedKind::LowerBound { width, .. } => *width,
         }
     }
@@ -131,6 +135,17 @@ impl LearnedSlot {
         match &self.kind {
             LearnedKind::Table(t) => table_tensors(t),
             LearnedKind::Angles { theta, .. } => vec![theta.clone()],
+            LearnedKind::Bias(Bias::Fire { c, l_mult, w1, b1, w2, b2, .. }) => {
+                vec![
+                    c.name.clone(),
+                    l_mult.name.clone(),
+                    w1.name.clone(),
+                    b1.name.clone(),
+                    w2.name.clone(),
+                    b2.name.clone(),
+                ]
+            }
+            LearnedKind::Bias(_) => Vec::new(),
             LearnedKind::LowerBound { row, .. } => vec![row.tensor.clone()],
         }
     }
@@ -527,11 +542,15 @@ fn learned_slots(lowerings: &[Lowering]) -> (Vec<LearnedSlot>, Vec<String>) {
     let (mut slots, mut frozen) = (Vec::new(), Vec::new());
     for (layer, l) in lowerings.iter().enumerate() {
         match l {
-            Lowering::Softmax(s) => {
-                if let Bias::Table { learned: Some(table), .. } = &s.bias {
-                    slots.push(LearnedSlot { layer, kind: LearnedKind::Table(table.clone()) });
+            Lowering::Softmax(s) => match &s.bias {
+                Bias::Table { learned: Some(table), .. } => {
+                    slots.push(LearnedSlot { layer, kind: LearnedKind::Table(table.clone()) })
                 }
-            }
+                fire @ Bias::Fire { .. } => {
+                    slots.push(LearnedSlot { layer, kind: LearnedKind::Bias(fire.clone()) })
+                }
+                _ => {}
+            },
             Lowering::Linear(ll) => {
                 if let Gate::KeyForget { lower_bound, learned: Some(row) } = &ll.gate {
                     let kind = LearnedKind::LowerBound { row: row.clone(), width: lower_bound.len() };
