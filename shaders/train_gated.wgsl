@@ -456,3 +456,119 @@ fn keyforget_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
     dst0[e] = df;
     dst2[e] = db;
 }
+
+// CoPE (Golovneva et al., "Contextual Position Encoding", §3) on one score row per invocation
+// (n = B·h·t rows): gates g_j = σ(s_j) of the scaled scores (dst0, in place), positions
+// p_j = Σ_{t = j..i} g_t counted from the query back, clamped to npos − 1 (tp.n = npos), and the
+// bias q_i·e[p_j] interpolated between ⌊p⌋ and ⌈p⌉ added to s_j.  src0 q, src1 parameters (e
+// [npos, dh] at off0), dst1 gates, dst2 the unclamped positions.
+fn cope_qe(q0: u32, p: u32) -> f32 {
+    var dot = 0.0;
+    for (var c = 0u; c < tp.dh; c = c + 1u) {
+        dot = dot + src0[q0 + c] * src1[tp.off0 + p * tp.dh + c];
+    }
+    return dot;
+}
+
+@compute @workgroup_size(64)
+fn cope_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let row = flat(wg, nwg, lid);
+    if (row >= tp.rows) {
+        return;
+    }
+    let i = row % tp.t;
+    let q0 = head_at(row, i);
+    let lim = f32(tp.n - 1u);
+    var acc = 0.0;
+    for (var back = 0u; back <= i; back = back + 1u) {
+        let j = i - back;
+        let at = row * tp.t + j;
+        let s = dst0[at];
+        let g = sigmoid(s);
+        acc = acc + g;
+        dst1[at] = g;
+        dst2[at] = acc;
+        let pos = min(acc, lim);
+        let lo = floor(pos);
+        let hi = min(ceil(pos), lim);
+        let w = pos - lo;
+        dst0[at] = s + cope_qe(q0, u32(hi)) * w + cope_qe(q0, u32(lo)) * (1.0 - w);
+    }
+}
+
+// Its backward on one row per invocation: with dS the gradient of the biased scores (dst0, in
+// place), d int[lo] += dS(1 − w), d int[hi] += dS·w (dst2 [rows, npos]), dp_j = dS_j·(q·e[hi] −
+// q·e[lo]) where the clamp passes it (½ at the limit, as candle's minimum), and through the gates
+// dS_t += g_t(1 − g_t)·Σ_{j ≤ t} dp_j.  src0 q, src1 parameters, src2 gates, dst1 positions (then
+// dp, scratch).
+@compute @workgroup_size(64)
+fn cope_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let row = flat(wg, nwg, lid);
+    if (row >= tp.rows) {
+        return;
+    }
+    let i = row % tp.t;
+    let q0 = head_at(row, i);
+    let lim = f32(tp.n - 1u);
+    for (var p = 0u; p < tp.n; p = p + 1u) {
+        dst2[row * tp.n + p] = 0.0;
+    }
+    for (var j = 0u; j <= i; j = j + 1u) {
+        let at = row * tp.t + j;
+        let ds = dst0[at];
+        let raw = dst1[at];
+        let pos = min(raw, lim);
+        let lo = floor(pos);
+        let hi = min(ceil(pos), lim);
+        let w = pos - lo;
+        dst2[row * tp.n + u32(lo)] = dst2[row * tp.n + u32(lo)] + ds * (1.0 - w);
+        dst2[row * tp.n + u32(hi)] = dst2[row * tp.n + u32(hi)] + ds * w;
+        var through = 0.0;
+        if (raw < lim) {
+            through = 1.0;
+        } else if (raw == lim) {
+            through = 0.5;
+        }
+        dst1[at] = through * ds * (cope_qe(q0, u32(hi)) - cope_qe(q0, u32(lo)));
+    }
+    var prefix = 0.0;
+    for (var t = 0u; t <= i; t = t + 1u) {
+        let at = row * tp.t + t;
+        prefix = prefix + dst1[at];
+        let g = src2[at];
+        dst0[at] = dst0[at] + prefix * g * (1.0 - g);
+    }
+}
+
+// The bias's gradients to the query and to e: mode 0, dq_row[c] += Σ_p d int[row, p]·e[p, c] (one
+// (row, channel) per invocation, n = rows·dh; dst0 dq [B·t, a]); mode 1, de[p, c] = Σ_rows
+// d int[row, p]·q_row[c] (one (p, c) per invocation, n = npos·dh; dst0 gradients at off0).
+// src0 d int [rows, npos], src1 parameters (mode 0) or q (mode 1).
+@compute @workgroup_size(64)
+fn cope_grads(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    let npos = tp.width;
+    if (e >= tp.n) {
+        return;
+    }
+    let c = e % tp.dh;
+    if (tp.mode == 0u) {
+        let row = e / tp.dh;
+        var s = 0.0;
+        for (var p = 0u; p < npos; p = p + 1u) {
+            s = s + src0[row * npos + p] * src1[tp.off0 + p * tp.dh + c];
+        }
+        let at = head_at(row, row % tp.t) + c;
+        dst0[at] = dst0[at] + s;
+    } else {
+        let p = e / tp.dh;
+        var s = 0.0;
+        for (var row = 0u; row < tp.rows; row = row + 1u) {
+            s = s + src0[row * npos + p] * src1[head_at(row, row % tp.t) + c];
+        }
+        dst0[tp.off0 + e] = s;
+    }
+}

@@ -60,6 +60,7 @@ const TRAINED: &[&str] = &[
     "lrpe-denominator",
     "hgrn2",
     "fire",
+    "cope",
 ];
 
 fn context() -> Option<GpuContext> {

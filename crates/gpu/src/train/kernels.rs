@@ -57,6 +57,9 @@ pub(super) enum K {
     KeyforgetFwd,
     KeyforgetBwd,
     BiasGrad,
+    CopeFwd,
+    CopeBwd,
+    CopeGrads,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
@@ -114,6 +117,9 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     gated("keyforget_fwd", &[(0, U), (1, R), (2, R), (5, W), (6, W)]),
     gated("keyforget_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W), (7, W)]),
     train("bias_grad", &[(0, U), (1, R), (5, W)]),
+    gated("cope_fwd", &[(0, U), (1, R), (2, R), (5, W), (6, W), (7, W)]),
+    gated("cope_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W), (7, W)]),
+    gated("cope_grads", &[(0, U), (1, R), (2, R), (5, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).

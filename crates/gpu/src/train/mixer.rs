@@ -25,6 +25,8 @@ pub(super) struct Softmax {
     table: Option<(wgpu::Buffer, Option<wgpu::Buffer>)>,
     /// The table is a full bias `[H, T, T]` (FIRE).
     full: bool,
+    /// CoPE: the number of integer positions and the name of the position embedding `[npos, dh]`.
+    cope: Option<(usize, String)>,
 }
 
 /// A linear layer's constants.
@@ -168,15 +170,28 @@ impl Mixer {
                         let buf = learned.next().ok_or_else(|| no("FIRE without a bias buffer"))?;
                         Some((buf.clone(), Some(zeroed(dev, "bias grad", h * t * t))))
                     }
-                    Bias::Contextual { .. } => return Err(no("contextual positions (CoPE)")),
+                    Bias::Contextual { .. } if sl.rope.is_some() => {
+                        return Err(no("contextual positions with RoPE"))
+                    }
+                    Bias::Contextual { .. } => None,
                 };
                 let block = match sl.window {
                     Window::Causal => 0,
                     Window::Block(w) => w as u32,
                 };
                 let full = matches!(sl.bias, Bias::Fire { .. });
-                let kind =
-                    Kind::Softmax(Softmax { scale: sl.scale, block, relu: sl.relu_with_norm, table, full });
+                let cope = match &sl.bias {
+                    Bias::Contextual { npos, pos_emb } => Some((*npos, pos_emb.name.clone())),
+                    _ => None,
+                };
+                let kind = Kind::Softmax(Softmax {
+                    scale: sl.scale,
+                    block,
+                    relu: sl.relu_with_norm,
+                    table,
+                    full,
+                    cope,
+                });
                 let post = if sl.relu_with_norm { Post::Simple } else { Post::None };
                 Ok(Mixer { kind, rope: sl.rope.as_deref().map(rope_table), post })
             }
@@ -320,6 +335,14 @@ impl Mixer {
         matches!(&self.kind, Kind::Linear(Linear { value_gate: Some(_), .. }))
     }
 
+    /// CoPE's number of integer positions.
+    pub fn cope_positions(&self) -> Option<usize> {
+        match &self.kind {
+            Kind::Softmax(Softmax { cope: Some((npos, _)), .. }) => Some(*npos),
+            _ => None,
+        }
+    }
+
     /// True when the output goes through a post step (`att` is not `o`).
     pub fn has_post(&self) -> bool {
         !matches!(self.post, Post::None)
@@ -365,6 +388,15 @@ impl Rec<'_, '_> {
                 self.rotate(mx.rope.as_ref(), &s.k, false);
                 let qk = self.per_head(t, t, dh, sm.scale);
                 self.gemm(qk, self.scores(&s.p), self.heads(&s.q), self.heads(&s.k).t());
+                if let Some((npos, emb)) = &sm.cope {
+                    let tp = TrainParams {
+                        n: *npos as u32,
+                        off0: self.off(emb)? as u32,
+                        ..self.attn_params(rows)
+                    };
+                    let params = self.p.params;
+                    self.dispatch(K::CopeFwd, &tp, &[&s.q, params, &s.p, &s.cg, &s.cpos], threads(rows));
+                }
                 let table = sm.table.as_ref().map(|(tab, _)| tab);
                 let tp = TrainParams {
                     flag: if sm.full { 2 } else { u32::from(table.is_some()) },
@@ -609,6 +641,20 @@ impl Rec<'_, '_> {
                         false => self.dispatch(K::TableGrad, &tp, &[&c.dp, grad], threads(h * t)),
                     }
                 }
+                if let Some((npos, emb)) = &sm.cope {
+                    let tp = TrainParams {
+                        n: *npos as u32,
+                        off0: self.off(emb)? as u32,
+                        ..self.attn_params(rows)
+                    };
+                    let params = self.p.params;
+                    self.dispatch(
+                        K::CopeBwd,
+                        &tp,
+                        &[&s.q, params, &s.cg, &c.dp, &s.cpos, &c.dint],
+                        threads(rows),
+                    );
+                }
                 let (sc, q, k) = (sm.scale, &s.q, &s.k);
                 self.gemm(self.per_head(t, dh, t, sc), self.heads(&c.dq), self.scores(&c.dp), self.heads(k));
                 self.gemm(
@@ -617,6 +663,9 @@ impl Rec<'_, '_> {
                     self.scores(&c.dp).t(),
                     self.heads(q),
                 );
+                if let Some((npos, emb)) = &sm.cope {
+                    self.cope_grads(s, c, *npos, emb)?;
+                }
                 self.rotate(mx.rope.as_ref(), &c.dq, true);
                 self.rotate(mx.rope.as_ref(), &c.dk, true);
             }
@@ -734,6 +783,20 @@ impl Rec<'_, '_> {
                 }
             }
         }
+    }
+
+    /// CoPE's bias gradients to the queries (added to `c.dq`) and to its position embedding.
+    fn cope_grads(&mut self, s: &Saved, c: &Scratch, npos: usize, emb: &str) -> Result<()> {
+        let Dims { b, h, t, dh, .. } = self.p.dims;
+        let rows = b * h * t;
+        let (params, grads) = (self.p.params, self.p.grads);
+        let tp = TrainParams { width: npos as u32, off0: self.off(emb)? as u32, ..self.attn_params(rows) };
+        let dq = TrainParams { n: (rows * dh) as u32, ..tp };
+        self.dispatch(K::CopeGrads, &dq, &[&c.dint, params, &c.dq], threads(rows * dh));
+        let de = TrainParams { n: (npos * dh) as u32, mode: 1, ..tp };
+        self.dispatch(K::CopeGrads, &de, &[&c.dint, &s.q, grads], threads(npos * dh));
+        self.written.insert(emb.to_string());
+        Ok(())
     }
 
     /// The refined gate's bias gradients, `c.dlg` turned into d zg in place and `c.dgr` = d zr (the

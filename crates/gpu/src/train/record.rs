@@ -82,6 +82,9 @@ pub(super) struct Saved {
     pub q: wgpu::Buffer,
     pub k: wgpu::Buffer,
     pub v: wgpu::Buffer,
+    /// CoPE: the gates σ(s) and the unclamped contextual positions `[B·H, T, T]`.
+    pub cg: wgpu::Buffer,
+    pub cpos: wgpu::Buffer,
     /// Linear family: the feature-mapped (and rotated) q and k.
     pub fq: wgpu::Buffer,
     pub fk: wgpu::Buffer,
@@ -138,6 +141,8 @@ pub(super) struct Scratch {
     /// Scratch for LRPE's permutations (forward and backward).
     pub tmp: wgpu::Buffer,
     pub tmp2: wgpu::Buffer,
+    /// CoPE: the gradient of each row's `q·e[p]` `[B·H·T, npos]`.
+    pub dint: wgpu::Buffer,
     /// A value-axis gate: the gradients of its running log-gates and pre-activation.
     pub dlgv: wgpu::Buffer,
     pub dvz: wgpu::Buffer,
@@ -191,6 +196,8 @@ pub(super) fn record(
                 q: buf("q", r * a),
                 k: buf("k", r * a),
                 v: buf("v", r * a),
+                cg: buf("cope gates", if mx.cope_positions().is_some() { b * h * t * t } else { 4 }),
+                cpos: buf("cope positions", if mx.cope_positions().is_some() { b * h * t * t } else { 4 }),
                 fq: buf("fq", lin(r * a)),
                 fk: buf("fk", lin(r * a)),
                 p: buf("weights", b * h * t * t),
@@ -236,6 +243,10 @@ pub(super) fn record(
         dgr: buf("dgr", r * a),
         tmp: buf("tmp", r * a),
         tmp2: buf("tmp2", r * a),
+        dint: buf(
+            "cope dint",
+            b * h * t * mixers.iter().filter_map(Mixer::cope_positions).max().unwrap_or(0),
+        ),
         dvz: buf("dvz", r * a),
         dhid: buf("dhid", r * f),
         dg: buf("dg", r * f),
