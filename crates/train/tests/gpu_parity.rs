@@ -166,11 +166,12 @@ fn gpu_gradients_match_candle_for_every_trained_variant() {
 }
 
 /// Five optimizer steps with clipping, warmup-sized learning rates and weight decay: the GPU's
-/// losses follow candle's (one model with a learned table, one with RoPE).
+/// losses and gradient norms follow candle's (a learned distance table, RoPE, ReGLA's gates and
+/// running key max, LRPE's learned angles on the host, HGRN2's learned lower bounds).
 #[test]
 fn a_short_run_has_the_same_losses_on_the_gpu() {
     let Some(ctx) = context() else { return };
-    for id in ["kerple-log", "rope"] {
+    for id in ["kerple-log", "rope", "regla", "lrpe", "hgrn2"] {
         let cfg = ModelConfig::preset(id, common::tiny()).expect("preset");
         let cpu = TrainModel::from_core(&Model::random(cfg.clone(), 9).expect("model")).expect("train model");
         let mut gpu = gpu_trainer(&ctx, &cpu).expect("gpu trainer");

@@ -72,8 +72,8 @@ pub struct TrainArgs {
     /// Stop after step N (checkpointed; continue later with --resume)
     #[arg(long, value_name = "N")]
     pub stop_at: Option<usize>,
-    /// Where the steps run: cpu (candle) or gpu (the WGSL trainer on the first adapter; every
-    /// variant but FIRE, CoPE, LRPE, GLA, ReGLA, Fast Decay and HGRN2 so far)
+    /// Where the steps run: cpu (candle) or gpu (the WGSL trainer on the first adapter: every
+    /// catalog variant with RMSNorm and SwiGLU; docs/gpu-training.md)
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     pub device: Device,
     /// With --variant: residual width [default: 128]

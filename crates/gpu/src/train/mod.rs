@@ -7,13 +7,13 @@
 //! activation the backward pass reads. One training step is two submissions:
 //! [`GpuTrainer::forward_backward`] (loss, every gradient, the partial sums of the gradient norm and
 //! the gradients of learned distance tables, read back together) and [`GpuTrainer::update`] (clip
-//! factor and AdamW). What it trains so far: the softmax family with no bias or a distance table
-//! (constant, or learned: the table's gradient goes back to the host, which owns the table's
-//! parameters and their chain rule, `attnlab_train::gpu`), RoPE, causal or block windows, T1's
-//! ReLU rows; the linear family without per-channel gates or LRPE (feature maps, RoPE, RetNet's
-//! fixed decay, the denominator, SimpleRMSNorm / RMSNorm / gated post steps); RMSNorm, SwiGLU,
-//! tied or untied head, no or sinusoidal absolute positions. Anything else is refused by name
-//! ([`GpuError::Unsupported`]).
+//! factor and AdamW). It trains every catalog variant (docs/gpu-training.md): the softmax family
+//! with distance tables, FIRE's and CoPE's biases, RoPE, Diag blocks and T1's ReLU rows; the linear
+//! family in its exact parallel form with every gate, feature map, LRPE transform but the complex
+//! core, denominator and post step; with RMSNorm, SwiGLU, a tied or untied head and no or
+//! sinusoidal absolute positions. Tensors that feed a table (learned distance tables, FIRE's MLP,
+//! LRPE's θ, HGRN2's lower bounds) stay on the host, which writes the tables and finishes their
+//! chain rule (`attnlab_train::gpu`). Anything else is refused by name ([`GpuError::Unsupported`]).
 
 mod kernels;
 mod mixer;
