@@ -644,3 +644,70 @@ fn rot_grad(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
     dst0[2u * e] = dc;
     dst0[2u * e + 1u] = ds;
 }
+
+// LRPE's complex core (Type 1, LRPE §3.3: exp(i s α_j) realised as [x ⊙ cos, x ⊙ sin]): every
+// head's dh channels (src1, [rows, a]) become 2·dh (dst0, [rows, 2a]), with the table (cos, sin)
+// at each position and channel (src0 [t, dh, 2]); one (row, head, channel) per invocation
+// (n = rows·a).
+@compute @workgroup_size(64)
+fn complex_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let j = e % tp.dh;
+    let hh = (e / tp.dh) % tp.h;
+    let r = e / tp.a;
+    let tab = ((r % tp.t) * tp.dh + j) * 2u;
+    let out = r * 2u * tp.a + hh * 2u * tp.dh + j;
+    dst0[out] = src1[e] * src0[tab];
+    dst0[out + tp.dh] = src1[e] * src0[tab + 1u];
+}
+
+// Its backward: dx_j = dy_j cos + dy_{dh + j} sin.  src0 the table, src1 dy [rows, 2a], dst0 dx.
+@compute @workgroup_size(64)
+fn complex_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.n) {
+        return;
+    }
+    let j = e % tp.dh;
+    let hh = (e / tp.dh) % tp.h;
+    let r = e / tp.a;
+    let tab = ((r % tp.t) * tp.dh + j) * 2u;
+    let at = r * 2u * tp.a + hh * 2u * tp.dh + j;
+    dst0[e] = src1[at] * src0[tab] + src1[at + tp.dh] * src0[tab + 1u];
+}
+
+// The gradient of its table at (position t, channel j), one per invocation (n = t·dh), over every
+// sequence and head: d cos = Σ dy_j x_j, d sin = Σ dy_{dh + j} x_j.  src0 x [rows, a] (before the
+// core), src1 dy [rows, 2a], dst0 the gradient [t, dh, 2] (flag 1: add, for the second side).
+@compute @workgroup_size(64)
+fn complex_grad(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let e = flat(wg, nwg, lid);
+    if (e >= tp.t * tp.dh) {
+        return;
+    }
+    let t = e / tp.dh;
+    let j = e % tp.dh;
+    var dc = 0.0;
+    var ds = 0.0;
+    for (var b = 0u; b < tp.rows / tp.t; b = b + 1u) {
+        let r = b * tp.t + t;
+        for (var hh = 0u; hh < tp.h; hh = hh + 1u) {
+            let x = src0[r * tp.a + hh * tp.dh + j];
+            let at = r * 2u * tp.a + hh * 2u * tp.dh + j;
+            dc = dc + src1[at] * x;
+            ds = ds + src1[at + tp.dh] * x;
+        }
+    }
+    if (tp.flag != 0u) {
+        dc = dc + dst0[2u * e];
+        ds = ds + dst0[2u * e + 1u];
+    }
+    dst0[2u * e] = dc;
+    dst0[2u * e + 1u] = ds;
+}

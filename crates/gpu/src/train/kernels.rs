@@ -60,6 +60,9 @@ pub(super) enum K {
     CopeFwd,
     CopeBwd,
     CopeGrads,
+    ComplexFwd,
+    ComplexBwd,
+    ComplexGrad,
 }
 
 const fn train(entry: &'static str, slots: &'static [(u32, Bind)]) -> PipeSpec {
@@ -120,6 +123,9 @@ pub(crate) const SPECS: &[PipeSpec] = &[
     gated("cope_fwd", &[(0, U), (1, R), (2, R), (5, W), (6, W), (7, W)]),
     gated("cope_bwd", &[(0, U), (1, R), (2, R), (3, R), (5, W), (6, W), (7, W)]),
     gated("cope_grads", &[(0, U), (1, R), (2, R), (5, W)]),
+    train("complex_fwd", &[(0, U), (1, R), (2, R), (5, W)]),
+    train("complex_bwd", &[(0, U), (1, R), (2, R), (5, W)]),
+    train("complex_grad", &[(0, U), (1, R), (2, R), (5, W)]),
 ];
 
 /// Largest workgroup count of one grid dimension that every adapter accepts (WebGPU's default).

@@ -43,6 +43,8 @@ pub(super) struct Linear {
     den: Option<f32>,
     /// LRPE's fixed transform P and its learned angles' gradient (the rotation is `Mixer::rope`).
     lrpe: Option<LrpeParts>,
+    /// Feature width per head (2·head_dim for LRPE's complex core).
+    dk: usize,
 }
 
 /// LRPE's P (LRPE §3.4, Eqs. 73–74) before the rotation `Λ(s)` (§3.3, Eq. 75), and where the
@@ -56,6 +58,9 @@ struct LrpeParts {
     theta_grad: Option<wgpu::Buffer>,
     /// The permutation core's gather tables `π^s` and their inverses (`[T, dh]` u32 each).
     core_perm: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    /// The complex core's table `[T, dh, 2]` of (cos sα_j, sin sα_j) (its angles are not a rotation
+    /// of pairs, so `Mixer::rope` is empty).
+    complex: Option<wgpu::Buffer>,
 }
 
 /// A feature map of one side.
@@ -196,8 +201,9 @@ impl Mixer {
                 Ok(Mixer { kind, rope: sl.rope.as_deref().map(rope_table), post })
             }
             Lowering::Linear(ll) => {
-                if ll.dk != dims.dh {
-                    return Err(no("a feature width other than head_dim (LRPE's complex core)"));
+                let complex = matches!(&ll.rotation, Some(Rotation::Lrpe { lrpe, .. }) if lrpe.core() == LrpeCore::Complex);
+                if ll.dk != dims.dh * if complex { 2 } else { 1 } {
+                    return Err(no("a feature width other than head_dim"));
                 }
                 let feature = |f: attnlab_core::lowering::Feature| match f.map {
                     FeatureMap::Identity => Ok(Feat::Map(0, f.scale)),
@@ -250,9 +256,6 @@ impl Mixer {
                     None => None,
                     Some(Rotation::Rope { inv_freq }) => Some(rope_table(inv_freq)),
                     Some(Rotation::Lrpe { lrpe, theta, .. }) => {
-                        if lrpe.core() == LrpeCore::Complex {
-                            return Err(no("LRPE's complex core"));
-                        }
                         let angles = lrpe.angles();
                         match theta {
                             _ if angles.is_empty() => None,
@@ -265,9 +268,17 @@ impl Mixer {
                         }
                     }
                 };
-                let lrpe = match &ll.rotation {
+                let mut lrpe = match &ll.rotation {
                     Some(Rotation::Lrpe { lrpe, theta, .. }) => Some(lrpe_p(dev, lrpe, theta.is_some(), t)),
                     _ => None,
+                };
+                // The complex core's table is not a rotation of pairs: it goes with LRPE's parts.
+                let rope = match (complex, &mut lrpe) {
+                    (true, Some(parts)) => {
+                        parts.complex = rope.map(|(tab, _)| tab);
+                        None
+                    }
+                    _ => rope,
                 };
                 let post = match &ll.post {
                     LwPost::None => Post::None,
@@ -297,6 +308,7 @@ impl Mixer {
                     value_gate,
                     den: ll.denominator,
                     lrpe,
+                    dk: ll.dk,
                 };
                 Ok(Mixer { kind: Kind::Linear(lin), rope, post })
             }
@@ -333,6 +345,19 @@ impl Mixer {
     /// Whether the layer has a value-axis gate.
     pub fn has_value_gate(&self) -> bool {
         matches!(&self.kind, Kind::Linear(Linear { value_gate: Some(_), .. }))
+    }
+
+    /// The feature width per head of a linear layer (head_dim elsewhere).
+    pub fn feature_width(&self, dh: usize) -> usize {
+        match &self.kind {
+            Kind::Linear(ln) => ln.dk,
+            Kind::Softmax(_) => dh,
+        }
+    }
+
+    /// True for LRPE's complex core (its pre-core features are saved).
+    pub fn is_complex(&self) -> bool {
+        matches!(&self.kind, Kind::Linear(Linear { lrpe: Some(LrpeParts { complex: Some(_), .. }), .. }))
     }
 
     /// CoPE's number of integer positions.
@@ -373,7 +398,7 @@ fn lrpe_p(dev: &wgpu::Device, lrpe: &Lrpe, learned_theta: bool, t: usize) -> Lrp
         }
         (init_words(dev, "permutation powers", &fwd), init_words(dev, "inverse powers", &inv))
     });
-    LrpeParts { householder, odd_even, theta_grad, core_perm }
+    LrpeParts { householder, odd_even, theta_grad, core_perm, complex: None }
 }
 
 impl Rec<'_, '_> {
@@ -407,9 +432,9 @@ impl Rec<'_, '_> {
                 self.dispatch(K::SoftmaxFwd, &tp, &[table.unwrap_or(&dummy), &s.p], grid(rows));
             }
             Kind::Linear(ln) => {
-                self.side_fwd(&s.q, &s.fq, ln.q, ln.lrpe.as_ref(), [&c.tmp, &c.tmp2]);
+                self.side_fwd(&s.q, &s.fq, &s.cq, ln.q, ln.lrpe.as_ref(), [&c.tmp, &c.tmp2]);
                 if !matches!(ln.k, Feat::RunningMax(_) | Feat::KeyForget) {
-                    self.side_fwd(&s.k, &s.fk, ln.k, ln.lrpe.as_ref(), [&c.tmp, &c.tmp2]);
+                    self.side_fwd(&s.k, &s.fk, &s.ck, ln.k, ln.lrpe.as_ref(), [&c.tmp, &c.tmp2]);
                 }
                 match &ln.gate {
                     Some(g) => {
@@ -427,8 +452,13 @@ impl Rec<'_, '_> {
                     None => {
                         self.rotate(mx.rope.as_ref(), &s.fq, false);
                         self.rotate(mx.rope.as_ref(), &s.fk, false);
-                        let qk = self.per_head(t, t, dh, 1.0);
-                        self.gemm(qk, self.scores(&s.p), self.heads(&s.fq), self.heads(&s.fk).t());
+                        let (dk, qk) = (ln.dk, self.per_head(t, t, ln.dk, 1.0));
+                        self.gemm(
+                            qk,
+                            self.scores(&s.p),
+                            self.heads_w(&s.fq, dk),
+                            self.heads_w(&s.fk, dk).t(),
+                        );
                         let tp =
                             TrainParams { mode: u32::from(ln.decay.is_some()), ..self.attn_params(rows) };
                         let decay = ln.decay.as_ref().unwrap_or(&dummy);
@@ -457,17 +487,24 @@ impl Rec<'_, '_> {
 
     /// One side's features before the rotation: the map, then LRPE's P and its permutation core
     /// (`tmp`, `tmp2`: scratch).
+    #[allow(clippy::too_many_arguments)]
     fn side_fwd(
         &mut self,
         x: &wgpu::Buffer,
         fx: &wgpu::Buffer,
+        pre: &wgpu::Buffer,
         f: Feat,
         p: Option<&LrpeParts>,
         tmp: [&wgpu::Buffer; 2],
     ) {
         let Dims { r, a, h, .. } = self.p.dims;
         let core = p.and_then(|p| p.core_perm.as_ref());
-        let out = if core.is_some() { tmp[1] } else { fx };
+        let complex = p.and_then(|p| p.complex.as_ref());
+        let out = match (core, complex) {
+            (Some(_), _) => tmp[1],
+            (None, Some(_)) => pre,
+            (None, None) => fx,
+        };
         let perm = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
         match p.and_then(|p| p.odd_even.as_ref()) {
             Some((idx, _)) => {
@@ -482,6 +519,9 @@ impl Rec<'_, '_> {
         }
         if let Some((fwd, _)) = core {
             self.dispatch(K::Permute, &TrainParams { mode: 1, ..perm }, &[out, fwd, fx], threads(r * a));
+        }
+        if let Some(tab) = complex {
+            self.dispatch(K::ComplexFwd, &perm, &[tab, out, fx], threads(r * a));
         }
     }
 
@@ -699,14 +739,11 @@ impl Rec<'_, '_> {
                         };
                         let decay = ln.decay.as_ref().unwrap_or(&dummy);
                         self.dispatch(K::CausalWeights, &tp, &[decay, &c.dden, &c.dp], grid(rows));
-                        let (fq, fk) = (self.heads(&s.fq), self.heads(&s.fk));
-                        self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&c.dfq), self.scores(&c.dp), fk);
-                        self.gemm(
-                            self.per_head(t, dh, t, 1.0),
-                            self.heads(&c.dfk),
-                            self.scores(&c.dp).t(),
-                            fq,
-                        );
+                        let dk = ln.dk;
+                        let (fq, fk) = (self.heads_w(&s.fq, dk), self.heads_w(&s.fk, dk));
+                        let (dfq, dfk) = (self.heads_w(&c.dfq, dk), self.heads_w(&c.dfk, dk));
+                        self.gemm(self.per_head(t, dk, t, 1.0), dfq, self.scores(&c.dp), fk);
+                        self.gemm(self.per_head(t, dk, t, 1.0), dfk, self.scores(&c.dp).t(), fq);
                     }
                 }
                 self.features_bwd(s, mx, ln, c);
@@ -719,15 +756,27 @@ impl Rec<'_, '_> {
     /// key max also reads the log-gates' gradient `c.dlg`).
     fn features_bwd(&mut self, s: &Saved, mx: &Mixer, ln: &Linear, c: &Scratch) {
         let Dims { r, a, b, h, t, .. } = self.p.dims;
-        let sides = [(&s.q, &s.fq, &c.dfq, &c.dq, ln.q), (&s.k, &s.fk, &c.dfk, &c.dk, ln.k)];
-        for (side, (x, fx, dfx, dx, f)) in sides.into_iter().enumerate() {
+        let sides = [(&s.q, &s.fq, &s.cq, &c.dfq, &c.dq, ln.q), (&s.k, &s.fk, &s.ck, &c.dfk, &c.dk, ln.k)];
+        for (side, (x, fx, pre, dfx, dx, f)) in sides.into_iter().enumerate() {
             let p = ln.lrpe.as_ref();
+            let perm = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
+            // The complex core: its table's gradient, then back to head_dim channels (in c.tmp2).
+            let dfx = match p.and_then(|p| p.complex.as_ref()) {
+                Some(tab) => {
+                    if let Some(grad) = p.and_then(|p| p.theta_grad.as_ref()) {
+                        let tp = TrainParams { flag: side as u32, ..perm };
+                        self.dispatch(K::ComplexGrad, &tp, &[pre, dfx, grad], threads(t * self.p.dims.dh));
+                    }
+                    self.dispatch(K::ComplexBwd, &perm, &[tab, dfx, &c.tmp2], threads(r * a));
+                    &c.tmp2
+                }
+                None => dfx,
+            };
             if let (Some(grad), Some((tab, n))) = (p.and_then(|p| p.theta_grad.as_ref()), mx.rope.as_ref()) {
                 let tp = TrainParams { n: *n as u32, flag: side as u32, ..self.attn_params(r) };
                 self.dispatch(K::RotGrad, &tp, &[tab, fx, dfx, grad], threads(t * n));
             }
             self.rotate(mx.rope.as_ref(), dfx, true);
-            let perm = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
             let dfx = match p.and_then(|p| p.core_perm.as_ref()) {
                 Some((_, inv)) => {
                     self.dispatch(

@@ -9,8 +9,8 @@
 //! the gradients of learned distance tables, read back together) and [`GpuTrainer::update`] (clip
 //! factor and AdamW). It trains every catalog variant (docs/gpu-training.md): the softmax family
 //! with distance tables, FIRE's and CoPE's biases, RoPE, Diag blocks and T1's ReLU rows; the linear
-//! family in its exact parallel form with every gate, feature map, LRPE transform but the complex
-//! core, denominator and post step; with RMSNorm, SwiGLU, a tied or untied head and no or
+//! family in its exact parallel form with every gate, feature map, LRPE transform, denominator and
+//! post step; with RMSNorm, SwiGLU, a tied or untied head and no or
 //! sinusoidal absolute positions. Tensors that feed a table (learned distance tables, FIRE's MLP,
 //! LRPE's θ, HGRN2's lower bounds) stay on the host, which writes the tables and finishes their
 //! chain rule (`attnlab_train::gpu`). Anything else is refused by name ([`GpuError::Unsupported`]).

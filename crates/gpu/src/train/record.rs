@@ -85,6 +85,9 @@ pub(super) struct Saved {
     /// CoPE: the gates σ(s) and the unclamped contextual positions `[B·H, T, T]`.
     pub cg: wgpu::Buffer,
     pub cpos: wgpu::Buffer,
+    /// LRPE's complex core: q's and k's features before it (`[R, a]`).
+    pub cq: wgpu::Buffer,
+    pub ck: wgpu::Buffer,
     /// Linear family: the feature-mapped (and rotated) q and k.
     pub fq: wgpu::Buffer,
     pub fk: wgpu::Buffer,
@@ -169,7 +172,7 @@ pub(super) fn record(
     learned_tables: &[wgpu::Buffer],
     inputs: [&wgpu::Buffer; 3],
 ) -> Result<Recorded> {
-    let Dims { r, d, a, f, v, t, b, h, .. } = p.dims;
+    let Dims { r, d, a, f, v, t, b, h, dh } = p.dims;
     let [tok, tgt, csr] = inputs;
     let dev = p.dev;
     let mut learned = learned_tables.iter();
@@ -198,8 +201,10 @@ pub(super) fn record(
                 v: buf("v", r * a),
                 cg: buf("cope gates", if mx.cope_positions().is_some() { b * h * t * t } else { 4 }),
                 cpos: buf("cope positions", if mx.cope_positions().is_some() { b * h * t * t } else { 4 }),
-                fq: buf("fq", lin(r * a)),
-                fk: buf("fk", lin(r * a)),
+                cq: buf("complex pre q", if mx.is_complex() { r * a } else { 4 }),
+                ck: buf("complex pre k", if mx.is_complex() { r * a } else { 4 }),
+                fq: buf("fq", lin(r * h * mx.feature_width(dh))),
+                fk: buf("fk", lin(r * h * mx.feature_width(dh))),
                 p: buf("weights", b * h * t * t),
                 den: buf("den", lin(b * h * t)),
                 pn: buf("post normed", pst(r * a)),
@@ -222,6 +227,7 @@ pub(super) fn record(
             }
         })
         .collect();
+    let widest = mixers.iter().map(|m| m.feature_width(dh)).max().unwrap_or(dh);
     let s = Scratch {
         dx: buf("dx", r * d),
         du: buf("du", r * d),
@@ -231,8 +237,8 @@ pub(super) fn record(
         datt: buf("datt", r * a),
         dout: buf("do", r * a),
         dp: buf("dp", b * h * t * t),
-        dfq: buf("dfq", r * a),
-        dfk: buf("dfk", r * a),
+        dfq: buf("dfq", r * h * widest),
+        dfk: buf("dfk", r * h * widest),
         dden: buf("dden", b * h * t),
         dpn: buf("dpn", r * a),
         dpg: buf("dpg", r * a),
@@ -525,6 +531,12 @@ impl Rec<'_, '_> {
             let tp = TrainParams { n: *n as u32, flag: u32::from(back), ..self.attn_params(r) };
             self.dispatch(K::Rotate, &tp, &[tab, x], threads(r * h * n));
         }
+    }
+
+    /// Per-(batch, head) views of token rows with `w` channels per head.
+    pub(super) fn heads_w<'b>(&self, buf: &'b wgpu::Buffer, w: usize) -> Mat<'b> {
+        let Dims { t, h, .. } = self.p.dims;
+        Mat::rows(buf, 0, h * w).batched(t * h * w, w)
     }
 
     /// Per-(batch, head) views: token rows of q/k/v/o and score matrices.
