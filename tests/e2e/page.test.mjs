@@ -2063,6 +2063,44 @@ async function heatmapRows(page, rows) {
   return csv.slice(1, 1 + rows).map((r) => r.slice(1).join(","));
 }
 
+test("train on this text on WebGPU: the WGSL trainer takes the steps in the worker, the loss falls, the views show the fine-tuned model", async (t) => {
+  const { page, context, errors } = await open("?backend=gpu&tab=attention");
+  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
+  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
+    const notice = (await page.textContent("#backend-notice")) ?? "";
+    assert.match(notice, /navigator\.gpu|no WebGPU adapter/, notice);
+    await context.close();
+    t.skip(`no WebGPU in this Chromium: ${notice}`);
+    return;
+  }
+  const before = await heatmapRows(page, 5);
+  await page.fill("#tune-text", TUNE_TEXT);
+  await page.fill("#tune-steps", "12");
+  await page.fill("#tune-lr", "0.005");
+  await page.click("#tune-start");
+  await page.waitForSelector('#tune-status[data-state="done"]', { timeout: 300_000 });
+  const device = await attr(page, "#tune-setup", "data-device");
+  assert.match(device, /^WebGPU · \S/, `the steps ran on ${device}`);
+  assert.match(await page.textContent("#tune-setup"), /^on WebGPU · /);
+  const num = async (sel, name) => Number(await attr(page, sel, name));
+  const [lossBefore, lossAfter] = [await num("#tune-setup", "data-loss-before"), await num("#tune-status", "data-loss-after")];
+  const [first, last] = [await num("#tune-status", "data-loss-first"), await num("#tune-status", "data-loss-last")];
+  assert.equal(await num("#tune-status", "data-steps"), 12);
+  assert.ok(lossAfter < lossBefore - 0.2, `loss on the text ${lossBefore} → ${lossAfter}`);
+  assert.ok(last < first, `batch loss ${first} → ${last}`);
+  assert.match(await page.textContent("#status"), /\+tuned: fine-tuned on the text, ready/);
+  let after = before;
+  for (let k = 0; k < 50 && after.join() === before.join(); k++) {
+    await page.waitForTimeout(100);
+    after = await heatmapRows(page, 5);
+  }
+  assert.notEqual(after.join("|"), before.join("|"), "the heatmap shows the fine-tuned model");
+  console.log(`# WebGPU fine-tune (${device}): loss on the text ${lossBefore.toFixed(3)} → ${lossAfter.toFixed(3)}; ${(await page.textContent("#tune-status")).trim()}`);
+  await page.screenshot({ path: join(SHOTS, "tune-webgpu.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("train on this text: the loss falls over a few steps in the worker, every view then shows the fine-tuned model, Stop keeps the steps done, bad input is named", async () => {
   const { page, context, errors } = await open("?backend=cpu&tab=attention");
   const before = await heatmapRows(page, 5);
@@ -2090,6 +2128,7 @@ test("train on this text: the loss falls over a few steps in the worker, every v
   const [lossBefore, lossAfter] = [await num("#tune-setup", "data-loss-before"), await num("#tune-status", "data-loss-after")];
   const [first, last] = [await num("#tune-status", "data-loss-first"), await num("#tune-status", "data-loss-last")];
   assert.equal(await num("#tune-status", "data-steps"), 12);
+  assert.equal(await attr(page, "#tune-setup", "data-device"), "the CPU (wasm)");
   assert.ok(lossAfter < lossBefore - 0.2, `loss on the text ${lossBefore} → ${lossAfter}`);
   assert.ok(last < first, `batch loss ${first} → ${last}`);
   const plotted = numbers(await attr(page, '#tune-loss g.series[data-label="batch loss"]', "data-values"));

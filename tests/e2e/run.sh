@@ -98,14 +98,17 @@ echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); fine-tune mod
 # chart, the download of the tuned model and the worker's handle on the fine-tune module:
 # 3,365,689 → 3,435,655 bytes, +70 KB; the
 # trainer itself, candle, is the separate module attnlab-tune, 2.36 MB, fetched on the first Train,
-# which the page's bundle would otherwise carry: 5.09 MB measured with it linked in).
-if ((WASM_BYTES > 3440000)); then
-    echo "e2e: the wasm bundle is over the 3,440,000-byte budget" >&2
+# which the page's bundle would otherwise carry: 5.09 MB measured with it linked in), 3.445 MB since
+# fine-tuning on WebGPU (issue 14 item 1: the worker's handle awaits the GPU tuner's promises and
+# reports the device: 3,435,866 → 3,440,383 bytes, +4.5 KB).
+if ((WASM_BYTES > 3445000)); then
+    echo "e2e: the wasm bundle is over the 3,445,000-byte budget" >&2
     exit 1
 fi
-# The fine-tune module's own budget (not part of the page's load).
-if ((TUNE_BYTES > 2400000)); then
-    echo "e2e: the fine-tune module is over its 2,400,000-byte budget" >&2
+# The fine-tune module's own budget (not part of the page's load): 2.4 MB for candle's step, 2.7 MB
+# since it also carries the WGSL trainer and wgpu's WebGPU backend (2,358,986 → 2,633,006 bytes).
+if ((TUNE_BYTES > 2700000)); then
+    echo "e2e: the fine-tune module is over its 2,700,000-byte budget" >&2
     exit 1
 fi
 

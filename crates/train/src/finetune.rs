@@ -65,44 +65,7 @@ impl FineTune {
     /// above [`MAX_TUNE_PARAMS`], a text under [`MIN_TUNE_TOKENS`], ids outside the vocabulary,
     /// zero steps or windows, or a learning rate that is not finite and positive.
     pub fn new(model: &Model, tokens: Vec<u32>, opts: &TuneOptions) -> Result<FineTune> {
-        let cfg = model.config();
-        let params = model.weights().num_params();
-        if params > MAX_TUNE_PARAMS {
-            return Err(TrainError::option(
-                "model",
-                format!("it has {params} parameters; the page fine-tunes models of up to {MAX_TUNE_PARAMS}"),
-            ));
-        }
-        if tokens.len() < MIN_TUNE_TOKENS {
-            return Err(TrainError::option(
-                "text",
-                format!("it has {} tokens; fine-tuning needs at least {MIN_TUNE_TOKENS}", tokens.len()),
-            ));
-        }
-        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= cfg.vocab_size) {
-            return Err(TrainError::option(
-                "text",
-                format!("token id {id} is outside the model's vocabulary"),
-            ));
-        }
-        if opts.steps == 0 || opts.batch == 0 || opts.seq_len == 0 {
-            return Err(TrainError::option("steps/batch/window", "each must be at least 1"));
-        }
-        if !(opts.lr.is_finite() && opts.lr > 0.0 && opts.lr <= 1.0) {
-            return Err(TrainError::option("lr", format!("{} must be in (0, 1]", opts.lr)));
-        }
-        let seq_len = opts.seq_len.min(cfg.train_context.max(1)).min(tokens.len() - 1);
-        let train_opts = TrainOptions {
-            steps: opts.steps,
-            batch: opts.batch,
-            seq_len,
-            lr: opts.lr,
-            warmup: opts.steps / 10,
-            seed: opts.seed,
-            // The text's own effect only: no pull towards zero.
-            adamw: AdamWConfig { weight_decay: 0.0, ..AdamWConfig::default() },
-            ..TrainOptions::default()
-        };
+        let train_opts = plan(model, &tokens, opts)?;
         let model = TrainModel::from_core(model)?;
         let opt = AdamW::new(&model, train_opts.adamw)?;
         Ok(FineTune { model, opt, opts: train_opts, tokens, done: 0 })
@@ -139,23 +102,137 @@ impl FineTune {
     /// Mean next-token loss over the whole text, in consecutive windows of [`FineTune::seq_len`]
     /// inputs (every token after the first is predicted once; each window starts at position 0).
     pub fn text_loss(&self) -> Result<f32> {
-        let w = self.opts.seq_len + 1;
-        let (mut total, mut count) = (0.0f64, 0usize);
-        let mut start = 0;
-        while start + 1 < self.tokens.len() {
-            let window = &self.tokens[start..(start + w).min(self.tokens.len())];
-            let t = Tensor::from_vec(window.to_vec(), (1, window.len()), self.model.device())?;
-            let targets = window.len() - 1;
-            total += self.model.loss(&t)?.to_scalar::<f32>()? as f64 * targets as f64;
-            count += targets;
-            start += targets;
-        }
-        Ok((total / count.max(1) as f64) as f32)
+        text_loss(&self.model, &self.tokens, self.opts.seq_len)
     }
 
     /// The model as it is after the last finished step.
     pub fn model(&self) -> Result<Model> {
         self.model.to_core()
+    }
+}
+
+/// Check a fine-tune's inputs (every refusal names the problem) and turn its options into the
+/// trainer's: windows of min(seq_len, training length, text − 1) tokens, 10 % warmup, no weight decay.
+fn plan(model: &Model, tokens: &[u32], opts: &TuneOptions) -> Result<TrainOptions> {
+    let cfg = model.config();
+    let params = model.weights().num_params();
+    if params > MAX_TUNE_PARAMS {
+        return Err(TrainError::option(
+            "model",
+            format!("it has {params} parameters; the page fine-tunes models of up to {MAX_TUNE_PARAMS}"),
+        ));
+    }
+    if tokens.len() < MIN_TUNE_TOKENS {
+        return Err(TrainError::option(
+            "text",
+            format!("it has {} tokens; fine-tuning needs at least {MIN_TUNE_TOKENS}", tokens.len()),
+        ));
+    }
+    if let Some(&id) = tokens.iter().find(|&&id| id as usize >= cfg.vocab_size) {
+        return Err(TrainError::option("text", format!("token id {id} is outside the model's vocabulary")));
+    }
+    if opts.steps == 0 || opts.batch == 0 || opts.seq_len == 0 {
+        return Err(TrainError::option("steps/batch/window", "each must be at least 1"));
+    }
+    if !(opts.lr.is_finite() && opts.lr > 0.0 && opts.lr <= 1.0) {
+        return Err(TrainError::option("lr", format!("{} must be in (0, 1]", opts.lr)));
+    }
+    let seq_len = opts.seq_len.min(cfg.train_context.max(1)).min(tokens.len() - 1);
+    let train_opts = TrainOptions {
+        steps: opts.steps,
+        batch: opts.batch,
+        seq_len,
+        lr: opts.lr,
+        warmup: opts.steps / 10,
+        seed: opts.seed,
+        // The text's own effect only: no pull towards zero.
+        adamw: AdamWConfig { weight_decay: 0.0, ..AdamWConfig::default() },
+        ..TrainOptions::default()
+    };
+    Ok(train_opts)
+}
+
+/// Mean next-token loss of `model` over all of `tokens`, in consecutive windows of `seq_len + 1`.
+fn text_loss(model: &TrainModel, tokens: &[u32], seq_len: usize) -> Result<f32> {
+    let w = seq_len + 1;
+    let (mut total, mut count) = (0.0f64, 0usize);
+    let mut start = 0;
+    while start + 1 < tokens.len() {
+        let window = &tokens[start..(start + w).min(tokens.len())];
+        let t = Tensor::from_vec(window.to_vec(), (1, window.len()), model.device())?;
+        let targets = window.len() - 1;
+        total += model.loss(&t)?.to_scalar::<f32>()? as f64 * targets as f64;
+        count += targets;
+        start += targets;
+    }
+    Ok((total / count.max(1) as f64) as f32)
+}
+
+/// [`FineTune`] on the GPU (`crate::gpu::GpuTrain`, the WGSL trainer): the same options, batches,
+/// schedule and clipping; its methods are async, so the page awaits them in its worker (WebGPU).
+#[cfg(feature = "gpu")]
+pub struct GpuFineTune {
+    train: crate::gpu::GpuTrain,
+    opts: TrainOptions,
+    tokens: Vec<u32>,
+    done: usize,
+}
+
+#[cfg(feature = "gpu")]
+impl GpuFineTune {
+    /// As [`FineTune::new`], on the device `ctx`.
+    pub async fn new(
+        ctx: &attnlab_gpu::GpuContext,
+        model: &Model,
+        tokens: Vec<u32>,
+        opts: &TuneOptions,
+    ) -> Result<GpuFineTune> {
+        let opts = plan(model, &tokens, opts)?;
+        let train = crate::gpu::GpuTrain::create(
+            ctx,
+            &TrainModel::from_core(model)?,
+            opts.batch,
+            opts.seq_len,
+            opts.adamw,
+        )
+        .await?;
+        Ok(GpuFineTune { train, opts, tokens, done: 0 })
+    }
+
+    /// Tokens per training window.
+    pub fn seq_len(&self) -> usize {
+        self.opts.seq_len
+    }
+
+    /// Whether every step asked for is done.
+    pub fn finished(&self) -> bool {
+        self.done >= self.opts.steps
+    }
+
+    /// The adapter it trains on.
+    pub fn device(&self) -> String {
+        self.train.device()
+    }
+
+    /// One optimizer step, as [`FineTune::step`].
+    pub async fn step(&mut self) -> Result<TuneStep> {
+        let o = &self.opts;
+        let lr = lr_at(self.done, o.steps, o.warmup, o.lr, o.min_lr_ratio);
+        let batch = batch_for_step(&self.tokens, o, self.done);
+        let (loss, grad_norm) = self.train.step_async(&batch, lr, o.grad_clip, self.done + 1).await?;
+        self.done += 1;
+        Ok(TuneStep { step: self.done, loss, lr, grad_norm })
+    }
+
+    /// Mean next-token loss over the whole text (the model read back, the loss on the CPU: its
+    /// last window is shorter than the GPU's fixed shape).
+    pub async fn text_loss(&self) -> Result<f32> {
+        text_loss(&self.train.to_model_async().await?, &self.tokens, self.opts.seq_len)
+    }
+
+    /// The model after the last finished step.
+    pub async fn model(&self) -> Result<Model> {
+        self.train.to_model_async().await?.to_core()
     }
 }
 

@@ -34,6 +34,9 @@ pub struct GpuTrain {
 /// Gradients of one batch: the loss and each tensor's gradient by name.
 pub type Gradients = (f32, BTreeMap<String, Vec<f32>>);
 
+/// Blocking forms of the async methods, for native callers (`attnlab train`, `attnlab bench`, tests);
+/// the page awaits the async ones.
+#[cfg(not(target_arch = "wasm32"))]
 impl GpuTrain {
     /// Upload `model` to the first adapter for `[batch, seq_len]` windows.
     pub fn new(model: &TrainModel, batch: usize, seq_len: usize, adamw: AdamWConfig) -> Result<GpuTrain> {
@@ -49,6 +52,44 @@ impl GpuTrain {
         seq_len: usize,
         adamw: AdamWConfig,
     ) -> Result<GpuTrain> {
+        pollster::block_on(GpuTrain::create(ctx, model, batch, seq_len, adamw))
+    }
+
+    /// [`GpuTrain::gradients_async`].
+    pub fn gradients(&mut self, windows: &[u32]) -> Result<Gradients> {
+        pollster::block_on(self.gradients_async(windows))
+    }
+
+    /// [`GpuTrain::step_async`].
+    pub fn step(&mut self, windows: &[u32], lr: f64, grad_clip: f64, step: usize) -> Result<(f32, f64)> {
+        pollster::block_on(self.step_async(windows, lr, grad_clip, step))
+    }
+
+    /// [`GpuTrain::loss_async`].
+    pub fn loss(&mut self, windows: &[u32], rows: usize) -> Result<f32> {
+        pollster::block_on(self.loss_async(windows, rows))
+    }
+
+    /// [`GpuTrain::optimizer_async`].
+    pub fn optimizer(&self) -> Result<AdamW> {
+        pollster::block_on(self.optimizer_async())
+    }
+
+    /// [`GpuTrain::to_model_async`].
+    pub fn to_model(&self) -> Result<TrainModel> {
+        pollster::block_on(self.to_model_async())
+    }
+}
+
+impl GpuTrain {
+    /// Upload `model` to the device `ctx` for `[batch, seq_len]` windows.
+    pub async fn create(
+        ctx: &GpuContext,
+        model: &TrainModel,
+        batch: usize,
+        seq_len: usize,
+        adamw: AdamWConfig,
+    ) -> Result<GpuTrain> {
         let core = model.to_core()?;
         let adam = AdamSettings {
             beta1: adamw.beta1,
@@ -56,7 +97,7 @@ impl GpuTrain {
             eps: adamw.eps,
             weight_decay: adamw.weight_decay,
         };
-        let gpu = pollster::block_on(GpuTrainer::new(ctx, &core, batch, seq_len, adam, &decays))?;
+        let gpu = GpuTrainer::new(ctx, &core, batch, seq_len, adam, &decays).await?;
         let host = TrainModel::from_core(&core)?;
         let host_opt = AdamW::new(&host, adamw)?;
         Ok(GpuTrain { gpu, host, host_opt, adamw, batch, seq_len, last_sumsq: 0.0 })
@@ -69,9 +110,9 @@ impl GpuTrain {
 
     /// Loss and the gradient of every tensor for a `[batch, seq_len + 1]` batch of windows (no
     /// update): the GPU's own and the host's through the learned tables.
-    pub fn gradients(&mut self, windows: &[u32]) -> Result<Gradients> {
-        let (loss, host, _) = self.forward_backward(windows)?;
-        let mut all = pollster::block_on(self.gpu.gradients())?;
+    pub async fn gradients_async(&mut self, windows: &[u32]) -> Result<Gradients> {
+        let (loss, host, _) = self.forward_backward(windows).await?;
+        let mut all = self.gpu.gradients().await?;
         for name in self.gpu.host_tensors() {
             let var = self.host.var(&name)?;
             if let Some(g) = host.get(var.as_tensor()) {
@@ -84,8 +125,14 @@ impl GpuTrain {
     /// One optimizer step (number `step`, 1-based, for the error) at `lr` with global-norm clipping
     /// to `grad_clip` (0: none), as `optimizer_step`: returns the batch loss and the gradient norm
     /// before clipping; a non-finite loss or norm leaves the model untouched and is an error.
-    pub fn step(&mut self, windows: &[u32], lr: f64, grad_clip: f64, step: usize) -> Result<(f32, f64)> {
-        let (loss, host, host_sumsq) = self.forward_backward(windows)?;
+    pub async fn step_async(
+        &mut self,
+        windows: &[u32],
+        lr: f64,
+        grad_clip: f64,
+        step: usize,
+    ) -> Result<(f32, f64)> {
+        let (loss, host, host_sumsq) = self.forward_backward(windows).await?;
         if !loss.is_finite() {
             return Err(TrainError::NonFiniteLoss { step, loss });
         }
@@ -94,14 +141,14 @@ impl GpuTrain {
             return Err(TrainError::NonFiniteLoss { step, loss: f32::NAN });
         }
         let factor = if grad_clip > 0.0 && norm > grad_clip { grad_clip / (norm + 1e-12) } else { 1.0 };
-        pollster::block_on(self.gpu.update(lr, factor))?;
+        self.gpu.update(lr, factor).await?;
         self.host_opt.step(&self.host, &host, lr, factor)?;
         Ok((loss, norm))
     }
 
     /// Mean next-token loss of `windows` (`rows ≤ batch` windows of `seq_len + 1` ids), forward
     /// pass only; a partial batch is padded with copies of its first window, which are not counted.
-    pub fn loss(&mut self, windows: &[u32], rows: usize) -> Result<f32> {
+    pub async fn loss_async(&mut self, windows: &[u32], rows: usize) -> Result<f32> {
         let w = self.seq_len + 1;
         if rows == 0 || windows.len() != rows * w || rows > self.batch {
             return Err(TrainError::option("batch", format!("{rows} windows for a batch of {}", self.batch)));
@@ -111,14 +158,14 @@ impl GpuTrain {
         while full.len() < self.batch * w {
             full.extend_from_slice(&windows[..w]);
         }
-        let losses = pollster::block_on(self.gpu.position_losses(&full))?;
+        let losses = self.gpu.position_losses(&full).await?;
         let real = &losses[..rows * self.seq_len];
         Ok((real.iter().map(|&x| f64::from(x)).sum::<f64>() / real.len() as f64) as f32)
     }
 
     /// The optimizer state: the GPU's moments read back and the host tensors' own.
-    pub fn optimizer(&self) -> Result<AdamW> {
-        let (gm, gv, t) = pollster::block_on(self.gpu.moments())?;
+    pub async fn optimizer_async(&self) -> Result<AdamW> {
+        let (gm, gv, t) = self.gpu.moments().await?;
         let (hm, hv) = self.host_opt.moments();
         let (mut m, mut v) = (hm.clone(), hv.clone());
         for (dst, src) in [(&mut m, gm), (&mut v, gv)] {
@@ -142,8 +189,8 @@ impl GpuTrain {
     }
 
     /// The current model (GPU tensors read back, host tensors from here).
-    pub fn to_model(&self) -> Result<TrainModel> {
-        let mut weights = pollster::block_on(self.gpu.weights())?;
+    pub async fn to_model_async(&self) -> Result<TrainModel> {
+        let mut weights = self.gpu.weights().await?;
         for name in self.gpu.host_tensors() {
             let var = self.host.var(&name)?;
             let data = var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
@@ -182,9 +229,9 @@ impl GpuTrain {
 
     /// Push the learned tables, run forward and backward on the GPU, and differentiate the tables'
     /// host tensors. Returns the loss, the host gradients and their Σ g².
-    fn forward_backward(&mut self, windows: &[u32]) -> Result<(f32, GradStore, f64)> {
+    async fn forward_backward(&mut self, windows: &[u32]) -> Result<(f32, GradStore, f64)> {
         let tables = self.push_tables()?;
-        let out = pollster::block_on(self.gpu.forward_backward(windows))?;
+        let out = self.gpu.forward_backward(windows).await?;
         self.last_sumsq = out.sumsq;
         // Σ_tables Σ B ⊙ dL/dB: its gradient with respect to a host tensor is that tensor's dL/dθ.
         let mut proxy: Option<Tensor> = None;

@@ -158,3 +158,26 @@ fn a_short_run_has_the_same_losses_on_the_gpu() {
         );
     }
 }
+
+/// The page's fine-tune on the GPU (`GpuFineTune`, what the worker awaits on WebGPU) takes the same
+/// steps as the CPU one (`FineTune`): same batches, schedule and losses.
+#[test]
+fn the_page_fine_tune_on_the_gpu_follows_the_cpu_one() {
+    use attnlab_train::finetune::{FineTune, GpuFineTune, TuneOptions};
+    let Some(ctx) = context() else { return };
+    let model = Model::random(ModelConfig::preset("gla", common::tiny()).expect("preset"), 7).expect("model");
+    let vocab = model.config().vocab_size;
+    let tokens: Vec<u32> = (0..200).map(|i| ((i * 7 + i / 5) % vocab) as u32).collect();
+    let opts = TuneOptions { steps: 6, lr: 3e-3, batch: 2, seq_len: 16, seed: 1 };
+    let mut cpu = FineTune::new(&model, tokens.clone(), &opts).expect("cpu fine-tune");
+    let mut gpu = pollster::block_on(GpuFineTune::new(&ctx, &model, tokens, &opts)).expect("gpu fine-tune");
+    assert_eq!(gpu.seq_len(), cpu.seq_len());
+    while !cpu.finished() {
+        let (a, b) = (cpu.step().expect("cpu step"), pollster::block_on(gpu.step()).expect("gpu step"));
+        assert_eq!(a.step, b.step);
+        assert!((a.loss - b.loss).abs() <= 1e-5 * a.loss, "step {}: loss {} vs {}", a.step, b.loss, a.loss);
+    }
+    assert!(gpu.finished());
+    let (a, b) = (cpu.text_loss().expect("cpu"), pollster::block_on(gpu.text_loss()).expect("gpu"));
+    assert!((a - b).abs() <= 1e-4 * a, "loss on the text after: {b} vs {a}");
+}

@@ -1,7 +1,8 @@
 //! The page's fine-tune module: [`Tuner`] wraps the trainer's [`FineTune`] (candle on the CPU,
-//! the same step as `attnlab train`) behind an interface of plain values — the model as its two
-//! files' bytes, token ids, options and steps as JSON — so the model's worker (`attnlab-web`) can
-//! load this module only when the user trains, and hand models across without sharing types.
+//! the same step as `attnlab train`) and `GpuTuner` its `GpuFineTune` (the WGSL trainer on
+//! WebGPU, every call a promise) behind an interface of plain values — the model as its two files'
+//! bytes, token ids, options and steps as JSON — so the model's worker (`attnlab-web`) can load this
+//! module only when the user trains, and hand models across without sharing types.
 
 use attnlab_core::Model;
 use attnlab_train::finetune::{FineTune, TuneOptions};
@@ -59,6 +60,112 @@ impl Tuner {
     pub fn weights(&self) -> Result<Vec<u8>, String> {
         let model = self.tune.model().map_err(|e| e.to_string())?;
         model.weights().to_safetensors(None).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod gpu {
+    use attnlab_core::Model;
+    use attnlab_gpu::GpuContext;
+    use attnlab_train::finetune::{GpuFineTune, TuneOptions};
+    use js_sys::{Promise, Uint8Array};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use wasm_bindgen::prelude::wasm_bindgen;
+    use wasm_bindgen::JsValue;
+    use wasm_bindgen_futures::future_to_promise;
+
+    /// [`super::Tuner`] on WebGPU: the same fine-tune, each step's forward, backward and AdamW in
+    /// WGSL on the worker's own device. The methods that touch the GPU return promises.
+    #[wasm_bindgen]
+    pub struct GpuTuner {
+        /// Taken out while a call is in flight (a second call meanwhile is refused).
+        tune: Rc<RefCell<Option<GpuFineTune>>>,
+        seq_len: usize,
+        device: String,
+    }
+
+    fn fail(e: impl ToString) -> JsValue {
+        JsValue::from_str(&e.to_string())
+    }
+
+    /// Run `f` on the fine-tune, handing it back afterwards.
+    fn with_tune<T: Into<JsValue>, F, Fut>(tune: &Rc<RefCell<Option<GpuFineTune>>>, f: F) -> Promise
+    where
+        F: FnOnce(GpuFineTune) -> Fut + 'static,
+        Fut: std::future::Future<Output = (GpuFineTune, Result<T, String>)> + 'static,
+    {
+        let slot = tune.clone();
+        future_to_promise(async move {
+            let taken = slot.borrow_mut().take().ok_or_else(|| fail("the fine-tune is busy"))?;
+            let (back, out) = f(taken).await;
+            *slot.borrow_mut() = Some(back);
+            out.map(Into::into).map_err(fail)
+        })
+    }
+
+    #[wasm_bindgen]
+    impl GpuTuner {
+        /// Start on WebGPU from the model's files, the token ids and [`TuneOptions`] as JSON: a
+        /// promise of the tuner, or of one line naming the problem (no adapter, a bad file, a
+        /// text too short, options out of range).
+        pub async fn create(
+            config_json: String,
+            weights: Vec<u8>,
+            tokens: Vec<u32>,
+            options_json: String,
+        ) -> Result<GpuTuner, JsValue> {
+            let model = Model::from_bytes(&config_json, &weights).map_err(fail)?;
+            let options: TuneOptions =
+                serde_json::from_str(&options_json).map_err(|e| fail(format!("fine-tune options: {e}")))?;
+            let ctx = GpuContext::new().await.map_err(fail)?;
+            let tune = GpuFineTune::new(&ctx, &model, tokens, &options).await.map_err(fail)?;
+            let (seq_len, device) = (tune.seq_len(), tune.device());
+            Ok(GpuTuner { tune: Rc::new(RefCell::new(Some(tune))), seq_len, device })
+        }
+
+        /// Tokens per training window.
+        pub fn seq_len(&self) -> usize {
+            self.seq_len
+        }
+
+        /// The adapter it trains on.
+        pub fn device(&self) -> String {
+            self.device.clone()
+        }
+
+        /// Whether every step asked for is done.
+        pub fn finished(&self) -> bool {
+            self.tune.borrow().as_ref().is_none_or(|t| t.finished())
+        }
+
+        /// One optimizer step: a promise of the step as JSON.
+        pub fn step(&self) -> Promise {
+            with_tune(&self.tune, |mut t| async move {
+                let out = t.step().await.map_err(|e| e.to_string());
+                let json = out.and_then(|s| serde_json::to_string(&s).map_err(|e| e.to_string()));
+                (t, json)
+            })
+        }
+
+        /// A promise of the mean next-token loss over the whole text.
+        pub fn text_loss(&self) -> Promise {
+            with_tune(&self.tune, |t| async move {
+                let out = t.text_loss().await.map(f64::from).map_err(|e| e.to_string());
+                (t, out)
+            })
+        }
+
+        /// A promise of the model after the last finished step, as `model.safetensors` bytes (F32).
+        pub fn weights(&self) -> Promise {
+            with_tune(&self.tune, |t| async move {
+                let out = match t.model().await {
+                    Ok(m) => m.weights().to_safetensors(None).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                (t, out.map(|b| Uint8Array::from(b.as_slice())))
+            })
+        }
     }
 }
 

@@ -143,8 +143,10 @@ pub enum TuneEvent {
 
 /// How a fine-tune was set up: the text is `tokens` tokens, trained in windows of `seq_len`;
 /// `loss_before` is the text's mean next-token loss before any step.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TuneSetup {
+    /// Where the steps run ("WebGPU · <adapter>", or the CPU, with why not WebGPU if it was asked).
+    pub device: String,
     pub tokens: usize,
     pub seq_len: usize,
     pub steps: usize,

@@ -1,5 +1,6 @@
 //! The worker's handle on the fine-tune module: `attnlab-tune` is a wasm module of its own (the
-//! trainer's step, candle), so the page's bundle does not carry it. The worker script defines
+//! trainer's step: candle on the CPU, `Tuner`, or the WGSL trainer on WebGPU, `GpuTuner`, whose
+//! calls return promises), so the page's bundle does not carry it. The worker script defines
 //! `__attnlabLoadTune`, which fetches and starts it; the worker calls it on the first fine-tune and
 //! keeps the module. Values cross as plain JS values: the model's two files as a string and bytes,
 //! token ids, options and steps as JSON.
@@ -43,24 +44,29 @@ async fn module() -> Result<JsValue, String> {
     Ok(m)
 }
 
-/// One fine-tune in the module (its `Tuner`); freed when dropped.
+/// One fine-tune in the module (its `Tuner` or `GpuTuner`); freed when dropped.
 pub struct RemoteTuner {
     obj: JsValue,
+    /// Where its steps run: "WebGPU · <adapter>" or "the CPU (wasm)".
+    pub device: String,
 }
 
 impl RemoteTuner {
-    /// Start a fine-tune of the model given as its files on the token ids `tokens`.
+    /// Start a fine-tune of the model given as its files on the token ids `tokens`, on WebGPU with
+    /// `gpu` (the module's `GpuTuner.create`, a promise) or on the CPU.
     pub async fn new(
         config: &str,
         weights: &[u8],
         tokens: &[u32],
         options: &TuneOptions,
+        gpu: bool,
     ) -> Result<Self, String> {
         let m = module().await?;
-        let class: Function = Reflect::get(&m, &"Tuner".into())
+        let name = if gpu { "GpuTuner" } else { "Tuner" };
+        let class: Function = Reflect::get(&m, &name.into())
             .ok()
             .and_then(|c| c.dyn_into().ok())
-            .ok_or("the fine-tune module has no Tuner")?;
+            .ok_or_else(|| format!("the fine-tune module has no {name}"))?;
         let options = serde_json::to_string(options).map_err(|e| e.to_string())?;
         let args = Array::of4(
             &config.into(),
@@ -68,7 +74,16 @@ impl RemoteTuner {
             &Uint32Array::from(tokens).into(),
             &options.into(),
         );
-        Ok(RemoteTuner { obj: Reflect::construct(&class, &args).map_err(thrown)? })
+        if !gpu {
+            let obj = Reflect::construct(&class, &args).map_err(thrown)?;
+            return Ok(RemoteTuner { obj, device: "the CPU (wasm)".into() });
+        }
+        let create: Function = Reflect::get(&class, &"create".into())
+            .ok()
+            .and_then(|f| f.dyn_into().ok())
+            .ok_or("the fine-tune module's GpuTuner has no create()")?;
+        let obj = settle(create.apply(&class, &args).map_err(thrown)?).await?;
+        Ok(RemoteTuner { obj, device: "WebGPU".into() })
     }
 
     fn call(&self, name: &str) -> Result<JsValue, String> {
@@ -92,24 +107,39 @@ impl RemoteTuner {
         Ok(self.call("finished")?.is_truthy())
     }
 
+    /// A call's value, awaited when it is a promise (the GPU tuner's).
+    async fn value(&self, name: &str) -> Result<JsValue, String> {
+        settle(self.call(name)?).await
+    }
+
     /// One optimizer step.
-    pub fn step(&self) -> Result<TuneStep, String> {
-        let json = self.call("step")?.as_string().ok_or("the fine-tune module's step() gave no text")?;
+    pub async fn step(&self) -> Result<TuneStep, String> {
+        let json =
+            self.value("step").await?.as_string().ok_or("the fine-tune module's step() gave no text")?;
         serde_json::from_str(&json).map_err(|e| format!("the fine-tune module's step: {e}"))
     }
 
     /// Mean next-token loss over the whole text.
-    pub fn text_loss(&self) -> Result<f32, String> {
-        Ok(self.number("text_loss")? as f32)
+    pub async fn text_loss(&self) -> Result<f32, String> {
+        let v = self.value("text_loss").await?;
+        Ok(v.as_f64().ok_or("the fine-tune module's text_loss() gave no number")? as f32)
     }
 
     /// `model.safetensors` bytes of the model after the last finished step.
-    pub fn weights(&self) -> Result<Vec<u8>, String> {
-        let bytes = self.call("weights")?;
+    pub async fn weights(&self) -> Result<Vec<u8>, String> {
+        let bytes = self.value("weights").await?;
         bytes
             .dyn_into::<Uint8Array>()
             .map(|a| a.to_vec())
             .map_err(|_| "the fine-tune module's weights() gave no bytes".into())
+    }
+}
+
+/// `v`, or what it resolves to when it is a promise (a rejection's message as the error).
+async fn settle(v: JsValue) -> Result<JsValue, String> {
+    match v.dyn_into::<Promise>() {
+        Ok(p) => JsFuture::from(p).await.map_err(thrown),
+        Err(v) => Ok(v),
     }
 }
 

@@ -590,18 +590,24 @@ async fn sweep(
 /// finished step the page's model, unless another model became the page's model meanwhile.
 fn tune_run(shared: &Shared, tune: u32, of: ModelId, text: String, options: TuneOptions) {
     let events = move |event| post(&FromWorker::Tune { tune, event });
-    let (engine, stop) = {
+    let (engine, stop, gpu) = {
         let mut s = shared.borrow_mut();
         let Some(trained) = s.trained.clone().filter(|t| t.id == of) else {
             return events(TuneEvent::Finished(Err("that model is no longer loaded".to_string())));
         };
         let stop = Rc::new(Cell::new(false));
         s.tunes.insert(tune, stop.clone());
-        (trained.engine, stop)
+        // Training runs where generation does (the backend choice, or Auto's measurement), named
+        // by the adapter the page's probe found.
+        let gpu = match (&s.backend.probe, s.backend.active()) {
+            (Probe::Ready { adapter }, Active::Gpu) => Some(adapter.clone()),
+            _ => None,
+        };
+        (trained.engine, stop, gpu)
     };
     let shared = shared.clone();
     spawn_local(async move {
-        let result = match tune_steps(&engine, &text, &options, &stop, &events).await {
+        let result = match tune_steps(&engine, &text, &options, gpu, &stop, &events).await {
             Ok(_) if shared.borrow().trained.as_ref().map(|t| t.id) != Some(of) => {
                 Err("another model was loaded meanwhile; the fine-tuned model was dropped".to_string())
             }
@@ -613,28 +619,50 @@ fn tune_run(shared: &Shared, tune: u32, of: ModelId, text: String, options: Tune
     });
 }
 
-/// The steps of a fine-tune (in the fine-tune module, `crate::tuner`), each reported; returns the
-/// engine of the model after the last finished step. A failing step ends training with the steps
-/// before it kept.
+/// The steps of a fine-tune (in the fine-tune module, `crate::tuner`; on WebGPU with `gpu`, else or
+/// when WebGPU refuses the model, on the CPU), each reported; returns the engine of the model after
+/// the last finished step. A failing step ends training with the steps before it kept.
 async fn tune_steps(
     engine: &Engine,
     text: &str,
     options: &TuneOptions,
+    gpu: Option<String>,
     stop: &Cell<bool>,
     events: &dyn Fn(TuneEvent),
 ) -> Result<(Engine, TuneSummary), String> {
     let tokens = engine.encode(text)?;
     let (config, weights) = engine.model_files()?;
-    let tuner = RemoteTuner::new(&config, &weights, &tokens, options).await?;
-    let loss_before = tuner.text_loss()?;
+    let tuner = match gpu {
+        Some(adapter) => match RemoteTuner::new(&config, &weights, &tokens, options, true).await {
+            Ok(mut t) => {
+                t.device = format!("WebGPU · {adapter}");
+                t
+            }
+            Err(why) => {
+                let mut t = RemoteTuner::new(&config, &weights, &tokens, options, false).await?;
+                t.device = format!("the CPU (wasm; WebGPU: {why})");
+                t
+            }
+        },
+        None => RemoteTuner::new(&config, &weights, &tokens, options, false).await?,
+    };
+    let loss_before = tuner.text_loss().await?;
     let (seq_len, params) = (tuner.seq_len()?, engine.info().params);
     let steps = options.steps;
-    events(TuneEvent::Started(TuneSetup { tokens: tokens.len(), seq_len, steps, params, loss_before }));
+    let device = tuner.device.clone();
+    events(TuneEvent::Started(TuneSetup {
+        device,
+        tokens: tokens.len(),
+        seq_len,
+        steps,
+        params,
+        loss_before,
+    }));
     yield_now().await;
     let (mut note, mut busy_ms, mut done) = (None, 0.0, 0);
     while !tuner.finished()? && !stop.get() {
         let t0 = now_ms();
-        match tuner.step() {
+        match tuner.step().await {
             Ok(step) => {
                 let ms = now_ms() - t0;
                 (busy_ms, done) = (busy_ms + ms, step.step);
@@ -647,8 +675,8 @@ async fn tune_steps(
         }
         yield_now().await;
     }
-    let loss_after = tuner.text_loss()?;
-    let tuned = engine.with_weights(&tuner.weights()?)?;
+    let loss_after = tuner.text_loss().await?;
+    let tuned = engine.with_weights(&tuner.weights().await?)?;
     let tokens_per_s = (done * options.batch * seq_len) as f64 * 1000.0 / busy_ms.max(1e-3);
     let summary =
         TuneSummary { steps: done, stopped: done < steps, note, loss_before, loss_after, tokens_per_s };

@@ -1,6 +1,7 @@
 //! "Train on this text": fine-tunes the loaded model (as trained, without the sliders' edit) on a
 //! text in the model's worker, with the trainer's own step (`attnlab_train::finetune` in the
-//! fine-tune module `attnlab-tune`: candle on the CPU, AdamW, warmup + cosine, clipping). The loss is drawn as the steps arrive; Stop ends
+//! fine-tune module `attnlab-tune`: on WebGPU the WGSL trainer, on the CPU candle; AdamW, warmup +
+//! cosine, clipping). The loss is drawn as the steps arrive; Stop ends
 //! training after the current step and keeps the steps done. The result becomes the page's model
 //! (reported to the root through `on_tuned`), so every view shows it; the page's link still names
 //! the model as loaded (a reload shows the original); "download the fine-tuned model" saves its
@@ -202,8 +203,8 @@ impl Component for TunePanel {
                 <h2>{ "Train on this text" }</h2>
                 <p class="muted hint">
                     { "Fine-tunes the loaded model (as trained; the sliders reset) on the text below, in the \
-                       page's worker with the trainer's own step: candle on the CPU, AdamW, warmup and cosine \
-                       decay, 4 random windows per step. The result replaces the model in every view; the link \
+                       page's worker with the trainer's own step, where the page generates (WebGPU: the WGSL \
+                       trainer; CPU: candle): AdamW, warmup and cosine decay, 4 random windows per step. The result replaces the model in every view; the link \
                        still names the original, which a reload brings back." }
                 </p>
                 <textarea id="tune-text" rows="4" value={self.text.clone()} oninput={on_text} spellcheck="false"
@@ -242,15 +243,15 @@ impl TunePanel {
     fn view_progress(&self) -> Html {
         let first = self.losses.first().map(|p| p.1.to_string()).unwrap_or_default();
         let last = self.losses.last().map(|p| p.1.to_string()).unwrap_or_default();
-        let setup = self.setup.map(|s| {
+        let setup = self.setup.as_ref().map(|s| {
             html! {
-                <p class="muted" id="tune-setup" data-tokens={s.tokens.to_string()} data-loss-before={s.loss_before.to_string()}>
-                    { format!("{} tokens in windows of {}, {} parameters; loss on the text before: {:.3}",
-                        group(s.tokens as u64), s.seq_len, group(s.params as u64), s.loss_before) }
+                <p class="muted" id="tune-setup" data-tokens={s.tokens.to_string()} data-loss-before={s.loss_before.to_string()} data-device={s.device.clone()}>
+                    { format!("on {}: {} tokens in windows of {}, {} parameters; loss on the text before: {:.3}",
+                        s.device, group(s.tokens as u64), s.seq_len, group(s.params as u64), s.loss_before) }
                 </p>
             }
         });
-        let bar = match (self.running.is_some(), self.setup) {
+        let bar = match (self.running.is_some(), &self.setup) {
             (true, Some(s)) => html! {
                 <p class="muted">
                     <progress id="tune-progress" max={s.steps.to_string()} value={self.losses.len().to_string()}></progress>
