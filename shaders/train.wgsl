@@ -1,32 +1,12 @@
 // The trainer's kernels (crates/gpu/src/train): forward and backward of the embedding, RMSNorm,
 // SwiGLU, RoPE and the softmax-family attention row, the cross-entropy loss, the gradient norm and
-// AdamW. Matrix products are gemm.wgsl's. reduce.wgsl and activations.wgsl are prepended.
-//
-// Every kernel binds `tp` and a subset of the generic buffers below; each kernel's comment says
-// what they hold. Offsets into the flat parameter and gradient buffers come in `off0`.
-// Rows are `rows = B·T` positions of a batch, row r at position r % t of sequence r / t.
+// AdamW. Matrix products are gemm.wgsl's. reduce.wgsl, activations.wgsl and train_common.wgsl (the
+// bindings, index helpers) are prepended. Offsets into the flat parameter and gradient buffers
+// come in `off0`.
 
-// `TrainParams` and `AdamParams` are generated from their Rust twins (crates/gpu/src/params.rs).
+// `AdamParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
-@group(0) @binding(0) var<uniform> tp: TrainParams;
-@group(0) @binding(1) var<storage, read> src0: array<f32>;
-@group(0) @binding(2) var<storage, read> src1: array<f32>;
-@group(0) @binding(3) var<storage, read> src2: array<f32>;
-@group(0) @binding(4) var<storage, read> ids: array<u32>;
-@group(0) @binding(5) var<storage, read_write> dst0: array<f32>;
-@group(0) @binding(6) var<storage, read_write> dst1: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dst2: array<f32>;
 @group(0) @binding(8) var<uniform> ap: AdamParams;
-
-// The flat index of an invocation of a 64-wide kernel on a 2-D grid (the host folds large
-// counts into y), and the flat index of a workgroup.
-fn flat(wg: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wg.y * nwg.x + wg.x) * 64u + lid;
-}
-
-fn group(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return wg.y * nwg.x + wg.x;
-}
 
 // x[r, c] = emb[tok_r, c]·scale (+ pe[r mod t, c]).  src0 params (emb at off0), src1 pe [t, width]
 // (flag 1: add it), ids tokens, dst0 x.
@@ -481,21 +461,13 @@ fn den_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
         s = s + src0[row * tp.t + j];
     }
     let den = max(reduce_sum(lid, s), tp.eps);
-    let o = out_row(row);
+    let o = head_at(row, row % tp.t);
     for (var c = lid; c < tp.dh; c = c + 64u) {
         dst0[o + c] = dst0[o + c] / den;
     }
     if (lid == 0u) {
         dst1[row] = den;
     }
-}
-
-// First word of (b, h, i)'s head in a [B·t, a] buffer, for score row `row` = (b·h + hh)·t + i.
-fn out_row(row: u32) -> u32 {
-    let i = row % tp.t;
-    let hh = (row / tp.t) % tp.h;
-    let b = row / (tp.t * tp.h);
-    return (b * tp.t + i) * tp.a + hh * tp.dh;
 }
 
 // Denominator backward, one row per workgroup: with y = o/den saved (src0) and dy (dst0, in place
@@ -508,7 +480,7 @@ fn den_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     if (row >= tp.rows) {
         return;
     }
-    let o = out_row(row);
+    let o = head_at(row, row % tp.t);
     let den = src1[row];
     var dot = 0.0;
     var s = 0.0;

@@ -1,41 +1,8 @@
 // The trainer's per-channel gated linear attention (crates/gpu/src/train/mixer.rs), in the exact
 // parallel form (GLA, Yang et al., §2, Eq. 3 unrolled; ReGLA §3.1):
 //   P_is = Σ_j φq_i[j] φk_s[j] e^{B_i[j] − B_s[j]}  (s ≤ i),   B_i = Σ_{t ≤ i} lg_t ≤ 0 running,
-// so every exponent is ≤ 0 for s ≤ i. Token buffers are [B·t, a] with head hh's channels at hh·dh;
-// score rows are row = (b·h + hh)·t + i of [B·h, t, t].
-
-// `TrainParams` is generated from its Rust twin (crates/gpu/src/params.rs).
-
-@group(0) @binding(0) var<uniform> tp: TrainParams;
-@group(0) @binding(1) var<storage, read> src0: array<f32>;
-@group(0) @binding(2) var<storage, read> src1: array<f32>;
-@group(0) @binding(3) var<storage, read> src2: array<f32>;
-@group(0) @binding(5) var<storage, read_write> dst0: array<f32>;
-@group(0) @binding(6) var<storage, read_write> dst1: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dst2: array<f32>;
-
-fn flat(wg: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wg.y * nwg.x + wg.x) * 64u + lid;
-}
-
-fn group(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return wg.y * nwg.x + wg.x;
-}
-
-// First word of position i's head in a [B·t, a] buffer, for score row `row`.
-fn head_at(row: u32, i: u32) -> u32 {
-    let hh = (row / tp.t) % tp.h;
-    let b = row / (tp.t * tp.h);
-    return (b * tp.t + i) * tp.a + hh * tp.dh;
-}
-
-fn log_sigmoid(x: f32) -> f32 {
-    return min(x, 0.0) - log(1.0 + exp(-abs(x)));
-}
-
-fn sigmoid(x: f32) -> f32 {
-    return 1.0 / (1.0 + exp(-x));
-}
+// so every exponent is ≤ 0 for s ≤ i; and the other kernels of the linear mixers' gates and of the
+// two q·k-dependent biases' helpers. train_common.wgsl (bindings, index helpers) is prepended.
 
 // GLA's log-gate, elementwise over [rows, width]: lg = lnσ(z + bias[c]) / scale (fla's
 // normaliser).  src0 z, src1 parameters (bias at off0), dst0 lg.

@@ -30,6 +30,8 @@ const WEIGHTS: File = wgsl!("weights.wgsl");
 const FEATURES: File = wgsl!("features.wgsl");
 /// The fused decode's shared bindings, block input, norms and per-head output projection.
 const DECODE_COMMON: File = wgsl!("decode_common.wgsl");
+/// The trainer's parameter block, generic buffers and index helpers.
+const TRAIN_COMMON: File = wgsl!("train_common.wgsl");
 
 /// Snippets: not modules on their own, prepended to the shaders that use them.
 pub const SNIPPETS: &[File] = &[
@@ -42,6 +44,7 @@ pub const SNIPPETS: &[File] = &[
     WEIGHTS,
     FEATURES,
     DECODE_COMMON,
+    TRAIN_COMMON,
 ];
 
 /// A shader module: the prelude (if `prelude`), `snippets` in order, then `file`.
@@ -118,10 +121,10 @@ pub static ATTENTION_MAP: Shader =
 /// The trainer's strided, batched matrix product.
 pub static GEMM: Shader = Shader::new(wgsl!("gemm.wgsl"), false, &[]);
 /// The trainer's row, attention, loss and AdamW kernels.
-pub static TRAIN: Shader = Shader::new(wgsl!("train.wgsl"), false, &[REDUCE, ACTIVATIONS]);
+pub static TRAIN: Shader = Shader::new(wgsl!("train.wgsl"), false, &[REDUCE, ACTIVATIONS, TRAIN_COMMON]);
 
 /// The trainer's per-channel gated linear attention.
-pub static TRAIN_GATED: Shader = Shader::new(wgsl!("train_gated.wgsl"), false, &[]);
+pub static TRAIN_GATED: Shader = Shader::new(wgsl!("train_gated.wgsl"), false, &[TRAIN_COMMON]);
 
 /// Every shader module.
 pub static SHADERS: &[&Shader] = &[

@@ -615,17 +615,23 @@ impl Rec<'_, '_> {
         })
     }
 
+    /// SimpleRMSNorm over each row of all heads (the core's eps).
+    fn simple_rms_params(&self) -> TrainParams {
+        let Dims { r, a, .. } = self.p.dims;
+        TrainParams {
+            rows: r as u32,
+            width: a as u32,
+            eps: attnlab_core::ops::SIMPLE_RMS_EPS,
+            ..TrainParams::default()
+        }
+    }
+
     fn post_fwd(&mut self, s: &Saved, post: &Post) -> Result<()> {
         let Dims { r, a, d, .. } = self.p.dims;
         match post {
             Post::None => {}
             Post::Simple => {
-                let tp = TrainParams {
-                    rows: r as u32,
-                    width: a as u32,
-                    eps: attnlab_core::ops::SIMPLE_RMS_EPS,
-                    ..TrainParams::default()
-                };
+                let tp = self.simple_rms_params();
                 self.dispatch(K::SrmsFwd, &tp, &[&s.o, &s.att], grid(r));
             }
             Post::Rms { gain, eps, n, gate } => {
@@ -910,12 +916,7 @@ impl Rec<'_, '_> {
         match post {
             Post::None => {}
             Post::Simple => {
-                let tp = TrainParams {
-                    rows: r as u32,
-                    width: a as u32,
-                    eps: attnlab_core::ops::SIMPLE_RMS_EPS,
-                    ..TrainParams::default()
-                };
+                let tp = self.simple_rms_params();
                 self.dispatch(K::SrmsBwd, &tp, &[&s.o, &c.datt, &c.dout], grid(r));
             }
             Post::Rms { gain, eps, n, gate } => {
