@@ -1,18 +1,22 @@
 //! The token mixer of a block, forward and backward, from its lowering: the softmax family
 //! (`P = softmax(scale·q·kᵀ + B)` or T1's ReLU, `o = P·v`) and the linear family in its parallel
 //! form (`P = (φq·φkᵀ) ⊙ D`, `D` causal or `γ_h^{i−s}`, `o = P·v`, optionally over the denominator
-//! `max(Σ_s P_is, eps)`), then the post step (SimpleRMSNorm, grouped RMSNorm, RMSNorm ⊙ silu gate).
-//! Per-channel gates, LRPE, FIRE and CoPE are refused by name.
+//! `max(Σ_s P_is, eps)`; per-channel gates in the exact form `P_is = Σ_j φq_i φk_s e^{B_i − B_s}`,
+//! `gates.rs`), then the post step (SimpleRMSNorm, grouped RMSNorm, RMSNorm ⊙ silu gate). One
+//! side's features and LRPE's transforms are in `features.rs`.
+
+mod features;
+mod gates;
 
 use super::kernels::{grid, threads, K};
 use super::record::{unsupported, Rec, Saved, Scratch};
-use super::{init_storage, init_words, zeroed, Dims};
+use super::{init_storage, zeroed, Dims};
 use crate::error::Result;
 use crate::params::TrainParams;
 use attnlab_core::config::ModelConfig;
 use attnlab_core::lowering::{Bias, FeatureMap, Gate, Learned, Lowering, Post as LwPost, Rotation, Window};
-use attnlab_core::lrpe::{odd_even_index, Lrpe};
 use attnlab_core::variants::lrpe::LrpeCore;
+use features::lrpe_p;
 
 /// A softmax layer's constants.
 pub(super) struct Softmax {
@@ -374,33 +378,6 @@ impl Mixer {
     }
 }
 
-/// LRPE's P buffers for `lrpe` (and the gradient buffer of learned angles over `t` positions).
-fn lrpe_p(dev: &wgpu::Device, lrpe: &Lrpe, learned_theta: bool, t: usize) -> LrpeParts {
-    let dh = lrpe.dim();
-    let householder = lrpe.householder_v().map(|v| {
-        let v: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-        init_storage(dev, "householder v", &v)
-    });
-    let odd_even = (lrpe.p() == attnlab_core::variants::lrpe::LrpeP::OddEven).then(|| {
-        let idx: Vec<u32> = (0..dh).map(|j| odd_even_index(j, dh) as u32).collect();
-        let mut inv = vec![0u32; dh];
-        for (j, &i) in idx.iter().enumerate() {
-            inv[i as usize] = j as u32;
-        }
-        (init_words(dev, "odd-even", &idx), init_words(dev, "odd-even inverse", &inv))
-    });
-    let theta_grad = learned_theta.then(|| zeroed(dev, "angles grad", t * lrpe.angles().len() * 2));
-    let core_perm = (lrpe.core() == LrpeCore::Permutation).then(|| {
-        let fwd: Vec<u32> = (0..t).flat_map(|s| (0..dh).map(move |j| lrpe.perm_power(s, j) as u32)).collect();
-        let mut inv = vec![0u32; t * dh];
-        for (e, &i) in fwd.iter().enumerate() {
-            inv[e - e % dh + i as usize] = (e % dh) as u32;
-        }
-        (init_words(dev, "permutation powers", &fwd), init_words(dev, "inverse powers", &inv))
-    });
-    LrpeParts { householder, odd_even, theta_grad, core_perm, complex: None }
-}
-
 impl Rec<'_, '_> {
     /// `s.att` from `s.q, s.k, s.v` (and `s.u1` for the gates).
     pub(super) fn mixer_fwd(&mut self, s: &Saved, mx: &Mixer, c: &Scratch) -> Result<()> {
@@ -483,136 +460,6 @@ impl Rec<'_, '_> {
             self.dispatch(K::DenFwd, &tp, &[&s.p, &s.o, &s.den], grid(rows));
         }
         self.post_fwd(s, &mx.post)
-    }
-
-    /// One side's features before the rotation: the map, then LRPE's P and its permutation core
-    /// (`tmp`, `tmp2`: scratch).
-    #[allow(clippy::too_many_arguments)]
-    fn side_fwd(
-        &mut self,
-        x: &wgpu::Buffer,
-        fx: &wgpu::Buffer,
-        pre: &wgpu::Buffer,
-        f: Feat,
-        p: Option<&LrpeParts>,
-        tmp: [&wgpu::Buffer; 2],
-    ) {
-        let Dims { r, a, h, .. } = self.p.dims;
-        let core = p.and_then(|p| p.core_perm.as_ref());
-        let complex = p.and_then(|p| p.complex.as_ref());
-        let out = match (core, complex) {
-            (Some(_), _) => tmp[1],
-            (None, Some(_)) => pre,
-            (None, None) => fx,
-        };
-        let perm = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
-        match p.and_then(|p| p.odd_even.as_ref()) {
-            Some((idx, _)) => {
-                self.feature_fwd(x, tmp[0], f);
-                self.dispatch(K::Permute, &perm, &[tmp[0], idx, out], threads(r * a));
-            }
-            None => self.feature_fwd(x, out, f),
-        }
-        if let Some(v) = p.and_then(|p| p.householder.as_ref()) {
-            let tp = TrainParams { n: (r * h) as u32, ..self.attn_params(r) };
-            self.dispatch(K::Householder, &tp, &[v, out], threads(r * h));
-        }
-        if let Some((fwd, _)) = core {
-            self.dispatch(K::Permute, &TrainParams { mode: 1, ..perm }, &[out, fwd, fx], threads(r * a));
-        }
-        if let Some(tab) = complex {
-            self.dispatch(K::ComplexFwd, &perm, &[tab, out, fx], threads(r * a));
-        }
-    }
-
-    /// One side's feature map, `fx` from `x`.
-    fn feature_fwd(&mut self, x: &wgpu::Buffer, fx: &wgpu::Buffer, f: Feat) {
-        let Dims { r, a, h, .. } = self.p.dims;
-        match f {
-            Feat::Map(mode, scale) => {
-                let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
-                self.dispatch(K::FeatureFwd, &tp, &[x, fx], threads(r * a));
-            }
-            Feat::ExpMax(scale) => {
-                let tp = TrainParams { n: (r * h) as u32, scale, ..self.attn_params(r) };
-                self.dispatch(K::ExpmaxFwd, &tp, &[x, fx], threads(r * h));
-            }
-            // Written with the gate (`runmax_fwd` also rescales the log-gate).
-            Feat::RunningMax(_) | Feat::KeyForget => {}
-        }
-    }
-
-    /// The key-axis log-gates (per position, before the running sums) into `s.bc`.
-    fn key_gate_fwd(&mut self, s: &Saved, g: &KeyGate) -> Result<()> {
-        let Dims { r, a, d, .. } = self.p.dims;
-        match g {
-            KeyGate::Sigmoid(g) => self.gate_lg(&s.u1, g, &s.gd, &s.gz, &s.bc),
-            KeyGate::Refined { wg, bg, wr, br } => {
-                self.linear_fwd(&s.gz, &s.u1, wg, a, d, false)?;
-                self.linear_fwd(&s.gr, &s.u1, wr, a, d, false)?;
-                let tp = self.refined_params(bg, br)?;
-                let params = self.p.params;
-                self.dispatch(K::RefinedFwd, &tp, &[&s.gz, &s.gr, params, &s.bc], threads(r * a));
-                Ok(())
-            }
-            KeyGate::KeyForget { beta, .. } => {
-                let tp = TrainParams { rows: r as u32, width: a as u32, ..TrainParams::default() };
-                self.dispatch(K::KeyforgetFwd, &tp, &[&s.k, beta, &s.fk, &s.bc], threads(r * a));
-                Ok(())
-            }
-        }
-    }
-
-    fn refined_params(&self, bg: &str, br: &str) -> Result<TrainParams> {
-        let Dims { r, a, .. } = self.p.dims;
-        Ok(TrainParams {
-            rows: r as u32,
-            width: a as u32,
-            off0: self.off(bg)? as u32,
-            off1: self.off(br)? as u32,
-            ..TrainParams::default()
-        })
-    }
-
-    /// Running sums of `buf` `[R, a]` over each sequence's positions (`back`: from the end).
-    fn cumsum(&mut self, buf: &wgpu::Buffer, back: bool) {
-        let Dims { r, a, b, .. } = self.p.dims;
-        let cs = TrainParams { n: (b * a) as u32, mode: u32::from(back), ..self.attn_params(r) };
-        self.dispatch(K::Cumsum, &cs, &[buf], threads(b * a));
-    }
-
-    /// Per-position log-gates `lg` from the layer input `u`: `gd = u·downᵀ` (low rank),
-    /// `gz = ·upᵀ`, `lg = lnσ(gz + bias)/normalizer`.
-    fn gate_lg(
-        &mut self,
-        u: &wgpu::Buffer,
-        g: &SigmoidGate,
-        gd: &wgpu::Buffer,
-        gz: &wgpu::Buffer,
-        lg: &wgpu::Buffer,
-    ) -> Result<()> {
-        let Dims { r, a, d, .. } = self.p.dims;
-        match &g.down {
-            Some((down, rank)) => {
-                self.linear_fwd(gd, u, down, *rank, d, false)?;
-                self.linear_fwd(gz, gd, &g.up, a, *rank, false)?;
-            }
-            None => self.linear_fwd(gz, u, &g.up, a, d, false)?,
-        }
-        let tp = self.gate_params(g, r, a)?;
-        let params = self.p.params;
-        self.dispatch(K::GateFwd, &tp, &[gz, params, lg], threads(r * a));
-        Ok(())
-    }
-
-    fn gate_params(&self, g: &SigmoidGate, r: usize, a: usize) -> Result<TrainParams> {
-        Ok(TrainParams {
-            rows: r as u32,
-            width: a as u32,
-            scale: g.normalizer,
-            off0: self.off(&g.bias)? as u32,
-            ..TrainParams::default()
-        })
     }
 
     /// SimpleRMSNorm over each row of all heads (the core's eps).
@@ -758,88 +605,6 @@ impl Rec<'_, '_> {
         Ok(())
     }
 
-    /// dq, dk from dφq, dφk: the inverse rotation, then the feature maps' derivatives (a running
-    /// key max also reads the log-gates' gradient `c.dlg`).
-    fn features_bwd(&mut self, s: &Saved, mx: &Mixer, ln: &Linear, c: &Scratch) {
-        let Dims { r, a, b, h, t, .. } = self.p.dims;
-        let sides = [(&s.q, &s.fq, &s.cq, &c.dfq, &c.dq, ln.q), (&s.k, &s.fk, &s.ck, &c.dfk, &c.dk, ln.k)];
-        for (side, (x, fx, pre, dfx, dx, f)) in sides.into_iter().enumerate() {
-            let p = ln.lrpe.as_ref();
-            let perm = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
-            // The complex core: its table's gradient, then back to head_dim channels (in c.tmp2).
-            let dfx = match p.and_then(|p| p.complex.as_ref()) {
-                Some(tab) => {
-                    if let Some(grad) = p.and_then(|p| p.theta_grad.as_ref()) {
-                        let tp = TrainParams { flag: side as u32, ..perm };
-                        self.dispatch(K::ComplexGrad, &tp, &[pre, dfx, grad], threads(t * self.p.dims.dh));
-                    }
-                    self.dispatch(K::ComplexBwd, &perm, &[tab, dfx, &c.tmp2], threads(r * a));
-                    &c.tmp2
-                }
-                None => dfx,
-            };
-            if let (Some(grad), Some((tab, n))) = (p.and_then(|p| p.theta_grad.as_ref()), mx.rope.as_ref()) {
-                let tp = TrainParams { n: *n as u32, flag: side as u32, ..self.attn_params(r) };
-                self.dispatch(K::RotGrad, &tp, &[tab, fx, dfx, grad], threads(t * n));
-            }
-            self.rotate(mx.rope.as_ref(), dfx, true);
-            let dfx = match p.and_then(|p| p.core_perm.as_ref()) {
-                Some((_, inv)) => {
-                    self.dispatch(
-                        K::Permute,
-                        &TrainParams { mode: 1, ..perm },
-                        &[dfx, inv, &c.tmp2],
-                        threads(r * a),
-                    );
-                    &c.tmp2
-                }
-                None => dfx,
-            };
-            if let Some(v) = p.and_then(|p| p.householder.as_ref()) {
-                let tp = TrainParams { n: (r * h) as u32, ..self.attn_params(r) };
-                self.dispatch(K::Householder, &tp, &[v, dfx], threads(r * h));
-            }
-            let dfx = match p.and_then(|p| p.odd_even.as_ref()) {
-                Some((_, inv)) => {
-                    let tp = TrainParams { n: (r * a) as u32, ..self.attn_params(r) };
-                    self.dispatch(K::Permute, &tp, &[dfx, inv, &c.tmp], threads(r * a));
-                    &c.tmp
-                }
-                None => dfx,
-            };
-            match f {
-                Feat::Map(mode, scale) => {
-                    let tp = TrainParams { n: (r * a) as u32, mode, scale, ..TrainParams::default() };
-                    self.dispatch(K::FeatureBwd, &tp, &[x, dfx, dx], threads(r * a));
-                }
-                Feat::ExpMax(scale) => {
-                    let tp = TrainParams { n: (r * h) as u32, scale, ..self.attn_params(r) };
-                    self.dispatch(K::ExpmaxBwd, &tp, &[x, dfx, dx], threads(r * h));
-                }
-                Feat::KeyForget => {
-                    if let Some(KeyGate::KeyForget { beta, grad }) = &ln.gate {
-                        let tp = TrainParams { rows: r as u32, width: a as u32, ..TrainParams::default() };
-                        // c.tmp: each element's dβ, summed over the rows into the table's gradient.
-                        self.dispatch(
-                            K::KeyforgetBwd,
-                            &tp,
-                            &[x, beta, dfx, dx, &c.dlg, &c.tmp],
-                            threads(r * a),
-                        );
-                        if let Some(g) = grad {
-                            self.dispatch(K::Colsum, &tp, &[&c.tmp, g], threads(a));
-                        }
-                    }
-                }
-                Feat::RunningMax(_) => {
-                    let tp = TrainParams { n: (b * h) as u32, ..self.attn_params(r) };
-                    // c.dden (a denominator's scratch, unused with a gate) holds the running maxima.
-                    self.dispatch(K::RunmaxBwd, &tp, &[x, fx, dfx, dx, &c.dlg, &c.dden], threads(b * h));
-                }
-            }
-        }
-    }
-
     /// CoPE's bias gradients to the queries (added to `c.dq`) and to its position embedding.
     fn cope_grads(&mut self, s: &Saved, c: &Scratch, npos: usize, emb: &str) -> Result<()> {
         let Dims { b, h, t, dh, .. } = self.p.dims;
@@ -851,62 +616,6 @@ impl Rec<'_, '_> {
         let de = TrainParams { n: (npos * dh) as u32, mode: 1, ..tp };
         self.dispatch(K::CopeGrads, &de, &[&c.dint, &s.q, grads], threads(npos * dh));
         self.written.insert(emb.to_string());
-        Ok(())
-    }
-
-    /// The refined gate's bias gradients, `c.dlg` turned into d zg in place and `c.dgr` = d zr (the
-    /// input's gradient is added by [`Rec::post_gate_bwd`]).
-    fn refined_bwd(&mut self, s: &Saved, c: &Scratch, bg: &str, br: &str) -> Result<()> {
-        let Dims { r, a, .. } = self.p.dims;
-        let tp = self.refined_params(bg, br)?;
-        let (params, grads) = (self.p.params, self.p.grads);
-        self.dispatch(K::RefinedBwd, &tp, &[&s.gz, &s.gr, params, &c.dlg, &c.dgr], threads(r * a));
-        for (dz, bias) in [(&c.dlg, bg), (&c.dgr, br)] {
-            let cs = TrainParams { off0: self.off(bias)? as u32, ..tp };
-            self.dispatch(K::Colsum, &cs, &[dz, grads], threads(a));
-            self.written.insert(bias.to_string());
-        }
-        Ok(())
-    }
-
-    /// The running log-gate's gradient `dlg` from the two sides it scales: with `(x, dx)` pairs
-    /// `(φq, dφq), (φk, dφk)` (or `(o, do), (v, dv)` on the value axis), dB = x₀ ⊙ dx₀ − x₁ ⊙ dx₁ and
-    /// dlg_t = Σ_{i ≥ t} dB_i.
-    fn running_gate_bwd(
-        &mut self,
-        sides: [(&wgpu::Buffer, &wgpu::Buffer); 2],
-        dlg: &wgpu::Buffer,
-    ) -> Result<()> {
-        let Dims { r, a, .. } = self.p.dims;
-        for (flag, ((x, dx), scale)) in sides.into_iter().zip([1.0, -1.0]).enumerate() {
-            let tp = TrainParams { n: (r * a) as u32, flag: flag as u32, scale, ..TrainParams::default() };
-            self.dispatch(K::MulAcc, &tp, &[x, dx, dlg], threads(r * a));
-        }
-        self.cumsum(dlg, true);
-        Ok(())
-    }
-
-    /// A sigmoid gate's bias gradient and `dz` (its pre-activation's gradient) from `dlg`; a
-    /// low-rank gate also writes `up`'s gradient and `dgd` (the down projection's output gradient).
-    /// The input's gradient is added by [`Rec::post_gate_bwd`].
-    fn sigmoid_gate_bwd(
-        &mut self,
-        s: &Saved,
-        g: &SigmoidGate,
-        gz: &wgpu::Buffer,
-        dlg: &wgpu::Buffer,
-        dz: &wgpu::Buffer,
-        dgd: &wgpu::Buffer,
-    ) -> Result<()> {
-        let Dims { r, a, .. } = self.p.dims;
-        let tp = self.gate_params(g, r, a)?;
-        let (params, grads) = (self.p.params, self.p.grads);
-        self.dispatch(K::GateBwd, &tp, &[gz, params, dlg, dz], threads(r * a));
-        self.dispatch(K::Colsum, &tp, &[dz, grads], threads(a));
-        self.written.insert(g.bias.clone());
-        if let Some((_, rank)) = &g.down {
-            self.linear_bwd(&s.gd, dgd, dz, &g.up, a, *rank, false)?;
-        }
         Ok(())
     }
 
