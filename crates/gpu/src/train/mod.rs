@@ -272,8 +272,11 @@ impl GpuTrainer {
             dev,
             eps: cfg.norm.eps as f32,
         };
-        let recorded =
-            record::record(&mut trainer_parts, &cfg, &lowerings, &learned_tables, [&tok, &tgt, &csr])?;
+        let recorded = {
+            let by_layer: Vec<_> =
+                learned.iter().zip(&learned_tables).map(|(l, b)| (l.layer, b.clone())).collect();
+            record::record(&mut trainer_parts, &cfg, &lowerings, &by_layer, [&tok, &tgt, &csr])?
+        };
         let adam_uniform = dev.create_buffer(&wgpu::BufferDescriptor {
             label: Some("adam params"),
             size: std::mem::size_of::<AdamParams>() as u64,

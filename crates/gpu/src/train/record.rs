@@ -7,7 +7,7 @@
 //! `mid = x + (P·v)·Woᵀ`, `u2 = rms(mid)`, `x' = mid + (silu(u2·Wgᵀ) ⊙ u2·Wuᵀ)·Wdᵀ`.
 
 use super::kernels::{grid, threads, Kernels, Mat, Op, Shape, K};
-use super::mixer::Mixer;
+use super::mixer::{Mixer, Setup};
 use super::{init_storage, zeroed, Dims, Layout};
 use crate::error::{GpuError, Result};
 use crate::params::TrainParams;
@@ -164,22 +164,22 @@ pub(super) struct Rec<'a, 'b> {
 }
 
 /// Record the step of a model with these layer lowerings; `learned_tables` are the host-written
-/// table buffers (in layer order), `inputs` the token, target and rows-by-token buffers.
+/// table buffers by layer, `inputs` the token, target and rows-by-token buffers.
 pub(super) fn record(
     p: &mut Parts,
     cfg: &ModelConfig,
     lowerings: &[Lowering],
-    learned_tables: &[wgpu::Buffer],
+    learned_tables: &[(usize, wgpu::Buffer)],
     inputs: [&wgpu::Buffer; 3],
 ) -> Result<Recorded> {
     let Dims { r, d, a, f, v, t, b, h, dh } = p.dims;
     let [tok, tgt, csr] = inputs;
     let dev = p.dev;
-    let mut learned = learned_tables.iter();
     let mut table_grads = Vec::new();
     let mut mixers = Vec::new();
     for (i, l) in lowerings.iter().enumerate() {
-        let mixer = Mixer::new(cfg, i, l, p.dims, dev, &mut learned)?;
+        let learned = learned_tables.iter().find(|(layer, _)| *layer == i).map(|(_, b)| b);
+        let mixer = Mixer::new(&Setup { cfg, layer: i, dims: p.dims, dev, learned }, l)?;
         if let Some(g) = mixer.table_grad() {
             table_grads.push(g.clone());
         }

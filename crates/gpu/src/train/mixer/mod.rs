@@ -14,7 +14,11 @@ use super::{init_storage, zeroed, Dims};
 use crate::error::Result;
 use crate::params::TrainParams;
 use attnlab_core::config::ModelConfig;
-use attnlab_core::lowering::{Bias, FeatureMap, Gate, Learned, Lowering, Post as LwPost, Rotation, Window};
+use attnlab_core::lowering::{
+    Bias, FeatureMap, Gate, Learned, LinearLowering, Lowering, Post as LwPost, Rotation, SoftmaxLowering,
+    Window,
+};
+use attnlab_core::rotary::rope_cos_sin;
 use attnlab_core::variants::lrpe::LrpeCore;
 use features::lrpe_p;
 
@@ -136,186 +140,199 @@ pub(super) struct Mixer {
     post: Post,
 }
 
-impl Mixer {
-    /// Layer `i`'s mixer; a learned table takes the next of `learned`.
-    pub fn new<'t>(
-        cfg: &ModelConfig,
-        i: usize,
-        lowering: &Lowering,
-        dims: Dims,
-        dev: &wgpu::Device,
-        learned: &mut impl Iterator<Item = &'t wgpu::Buffer>,
-    ) -> Result<Mixer> {
-        let (t, h) = (dims.t, dims.h);
-        let no = |what: &str| unsupported(cfg, i, what);
-        let rope_table = |freqs: &[f64]| {
-            let cs: Vec<f32> = (0..t)
-                .flat_map(|pos| {
-                    freqs.iter().flat_map(move |f| {
-                        let (sn, c) = (pos as f64 * f).sin_cos();
-                        [c as f32, sn as f32]
-                    })
-                })
-                .collect();
-            (init_storage(dev, "rope table", &cs), freqs.len())
-        };
-        match lowering {
-            Lowering::Softmax(sl) => {
-                let table = match &sl.bias {
-                    Bias::None => None,
-                    Bias::Table { learned: Some(_), .. } => {
-                        let buf = learned.next().ok_or_else(|| no("a learned table without a buffer"))?;
-                        Some((buf.clone(), Some(zeroed(dev, "table grad", h * t))))
-                    }
-                    Bias::Table { len, values, learned: None } => {
-                        if *len < t || values.len() < h * len {
-                            return Err(no("a distance table shorter than the training length"));
-                        }
-                        let rows: Vec<f32> =
-                            (0..h).flat_map(|hh| values[hh * len..hh * len + t].iter().copied()).collect();
-                        Some((init_storage(dev, "bias table", &rows), None))
-                    }
-                    Bias::Fire { .. } => {
-                        let buf = learned.next().ok_or_else(|| no("FIRE without a bias buffer"))?;
-                        Some((buf.clone(), Some(zeroed(dev, "bias grad", h * t * t))))
-                    }
-                    Bias::Contextual { .. } if sl.rope.is_some() => {
-                        return Err(no("contextual positions with RoPE"))
-                    }
-                    Bias::Contextual { .. } => None,
-                };
-                let block = match sl.window {
-                    Window::Causal => 0,
-                    Window::Block(w) => w as u32,
-                };
-                let full = matches!(sl.bias, Bias::Fire { .. });
-                let cope = match &sl.bias {
-                    Bias::Contextual { npos, pos_emb } => Some((*npos, pos_emb.name.clone())),
-                    _ => None,
-                };
-                let kind = Kind::Softmax(Softmax {
-                    scale: sl.scale,
-                    block,
-                    relu: sl.relu_with_norm,
-                    table,
-                    full,
-                    cope,
-                });
-                let post = if sl.relu_with_norm { Post::Simple } else { Post::None };
-                Ok(Mixer { kind, rope: sl.rope.as_deref().map(rope_table), post })
+/// What building one layer's mixer needs: the layer (for refusals), the shapes, the device and the
+/// buffer of the layer's learned table, if it has one (written by the host each step).
+pub(super) struct Setup<'a> {
+    pub cfg: &'a ModelConfig,
+    pub layer: usize,
+    pub dims: Dims,
+    pub dev: &'a wgpu::Device,
+    pub learned: Option<&'a wgpu::Buffer>,
+}
+
+impl Setup<'_> {
+    fn no(&self, what: &str) -> crate::error::GpuError {
+        unsupported(self.cfg, self.layer, what)
+    }
+
+    /// The layer's learned table buffer.
+    fn learned(&self, what: &str) -> Result<wgpu::Buffer> {
+        self.learned.cloned().ok_or_else(|| self.no(&format!("{what} without a buffer")))
+    }
+
+    /// `(cos, sin)` of `s·f` at each position and frequency, `[T, n, 2]` (the core's tables).
+    fn rope_table(&self, freqs: &[f64]) -> (wgpu::Buffer, usize) {
+        let cs: Vec<f32> = (0..self.dims.t)
+            .flat_map(|pos| {
+                let (c, s) = rope_cos_sin(pos, freqs);
+                c.into_iter().zip(s).flat_map(|(c, s)| [c, s])
+            })
+            .collect();
+        (init_storage(self.dev, "rope table", &cs), freqs.len())
+    }
+
+    fn softmax(&self, sl: &SoftmaxLowering) -> Result<Mixer> {
+        let (t, h, dev) = (self.dims.t, self.dims.h, self.dev);
+        let table = match &sl.bias {
+            Bias::None => None,
+            Bias::Table { learned: Some(_), .. } => {
+                Some((self.learned("a learned table")?, Some(zeroed(dev, "table grad", h * t))))
             }
-            Lowering::Linear(ll) => {
-                let complex = matches!(&ll.rotation, Some(Rotation::Lrpe { lrpe, .. }) if lrpe.core() == LrpeCore::Complex);
-                if ll.dk != dims.dh * if complex { 2 } else { 1 } {
-                    return Err(no("a feature width other than head_dim"));
+            Bias::Table { len, values, learned: None } => {
+                if *len < t || values.len() < h * len {
+                    return Err(self.no("a distance table shorter than the training length"));
                 }
-                let feature = |f: attnlab_core::lowering::Feature| match f.map {
-                    FeatureMap::Identity => Ok(Feat::Map(0, f.scale)),
-                    FeatureMap::EluPlusOne => Ok(Feat::Map(1, f.scale)),
-                    FeatureMap::Elu => Ok(Feat::Map(2, f.scale)),
-                    FeatureMap::Swish => Ok(Feat::Map(3, f.scale)),
-                    _ if ll.rotation.is_some() => Err(no("an exponential feature map with a rotation")),
-                    FeatureMap::ExpMax => Ok(Feat::ExpMax(f.scale)),
-                    FeatureMap::ExpRunningMax => Ok(Feat::RunningMax(f.scale)),
-                };
-                let full = |w: &Learned<attnlab_core::ops::Linear>,
-                            b: &Learned<Vec<f32>>|
-                 -> Result<SigmoidGate> {
-                    if w.value.out != dims.a {
-                        return Err(no("a gate narrower than the heads (grouped keys)"));
-                    }
-                    Ok(SigmoidGate { down: None, up: w.name.clone(), bias: b.name.clone(), normalizer: 1.0 })
-                };
-                let (decay, gate, value_gate) = match &ll.gate {
-                    Gate::None => (None, None, None),
-                    Gate::PerHead { log_gamma } => {
-                        (Some(init_storage(dev, "ln gamma", log_gamma)), None, None)
-                    }
-                    Gate::LowRank { down, up, bias, normalizer } => {
-                        let mut g = full(up, bias)?;
-                        g.down = Some((down.name.clone(), down.value.out));
-                        g.normalizer = *normalizer as f32;
-                        (None, Some(KeyGate::Sigmoid(g)), None)
-                    }
-                    Gate::TwoSided { wf, bf, wz, bz } => {
-                        (None, Some(KeyGate::Sigmoid(full(wf, bf)?)), Some(full(wz, bz)?))
-                    }
-                    Gate::Refined { wg, bg, wr, br } => {
-                        let (g, r) = (full(wg, bg)?, full(wr, br)?);
-                        (None, Some(KeyGate::Refined { wg: g.up, bg: g.bias, wr: r.up, br: r.bias }), None)
-                    }
-                    Gate::KeyForget { lower_bound, learned: row } => {
-                        let (beta, grad) = match row {
-                            Some(_) => {
-                                let buf =
-                                    learned.next().ok_or_else(|| no("lower bounds without a buffer"))?;
-                                (buf.clone(), Some(zeroed(dev, "lower bound grad", lower_bound.len())))
-                            }
-                            None => (init_storage(dev, "lower bounds", lower_bound), None),
-                        };
-                        (None, Some(KeyGate::KeyForget { beta, grad }), None)
-                    }
-                };
-                let rope = match &ll.rotation {
-                    None => None,
-                    Some(Rotation::Rope { inv_freq }) => Some(rope_table(inv_freq)),
-                    Some(Rotation::Lrpe { lrpe, theta, .. }) => {
-                        let angles = lrpe.angles();
-                        match theta {
-                            _ if angles.is_empty() => None,
-                            Some(_) => {
-                                let buf =
-                                    learned.next().ok_or_else(|| no("learned angles without a buffer"))?;
-                                Some((buf.clone(), angles.len()))
-                            }
-                            None => Some(rope_table(angles)),
-                        }
-                    }
-                };
-                let mut lrpe = match &ll.rotation {
-                    Some(Rotation::Lrpe { lrpe, theta, .. }) => Some(lrpe_p(dev, lrpe, theta.is_some(), t)),
-                    _ => None,
+                let rows: Vec<f32> =
+                    (0..h).flat_map(|hh| values[hh * len..hh * len + t].iter().copied()).collect();
+                Some((init_storage(dev, "bias table", &rows), None))
+            }
+            Bias::Fire { .. } => Some((self.learned("FIRE")?, Some(zeroed(dev, "bias grad", h * t * t)))),
+            Bias::Contextual { .. } if sl.rope.is_some() => {
+                return Err(self.no("contextual positions with RoPE"))
+            }
+            Bias::Contextual { .. } => None,
+        };
+        let block = match sl.window {
+            Window::Causal => 0,
+            Window::Block(w) => w as u32,
+        };
+        let cope = match &sl.bias {
+            Bias::Contextual { npos, pos_emb } => Some((*npos, pos_emb.name.clone())),
+            _ => None,
+        };
+        let full = matches!(sl.bias, Bias::Fire { .. });
+        let kind =
+            Kind::Softmax(Softmax { scale: sl.scale, block, relu: sl.relu_with_norm, table, full, cope });
+        let post = if sl.relu_with_norm { Post::Simple } else { Post::None };
+        Ok(Mixer { kind, rope: sl.rope.as_deref().map(|f| self.rope_table(f)), post })
+    }
+
+    fn linear(&self, ll: &LinearLowering) -> Result<Mixer> {
+        let complex =
+            matches!(&ll.rotation, Some(Rotation::Lrpe { lrpe, .. }) if lrpe.core() == LrpeCore::Complex);
+        if ll.dk != self.dims.dh * if complex { 2 } else { 1 } {
+            return Err(self.no("a feature width other than head_dim"));
+        }
+        let (decay, gate, value_gate) = self.gates(&ll.gate)?;
+        if matches!(ll.k.map, FeatureMap::ExpRunningMax) && gate.is_none() {
+            return Err(self.no("a running key max without a per-channel gate"));
+        }
+        let (mut rope, mut lrpe) = (None, None);
+        match &ll.rotation {
+            None => {}
+            Some(Rotation::Rope { inv_freq }) => rope = Some(self.rope_table(inv_freq)),
+            Some(Rotation::Lrpe { lrpe: l, theta, .. }) => {
+                let mut parts = lrpe_p(self.dev, l, theta.is_some(), self.dims.t);
+                let angles = match theta {
+                    _ if l.angles().is_empty() => None,
+                    Some(_) => Some((self.learned("learned angles")?, l.angles().len())),
+                    None => Some(self.rope_table(l.angles())),
                 };
                 // The complex core's table is not a rotation of pairs: it goes with LRPE's parts.
-                let rope = match (complex, &mut lrpe) {
-                    (true, Some(parts)) => {
-                        parts.complex = rope.map(|(tab, _)| tab);
-                        None
-                    }
-                    _ => rope,
-                };
-                let post = match &ll.post {
-                    LwPost::None => Post::None,
-                    LwPost::SimpleRmsNorm => Post::Simple,
-                    LwPost::RmsNorm { gain, eps } => {
-                        Post::Rms { gain: gain.name.clone(), eps: *eps, n: gain.value.len(), gate: None }
-                    }
-                    LwPost::RmsNormGate { gain, eps, out_gate } => Post::Rms {
-                        gain: gain.name.clone(),
-                        eps: *eps,
-                        n: gain.value.len(),
-                        gate: Some(out_gate.name.clone()),
-                    },
-                };
-                if matches!(ll.k.map, FeatureMap::ExpRunningMax) && gate.is_none() {
-                    return Err(no("a running key max without a per-channel gate"));
+                match complex {
+                    true => parts.complex = angles.map(|(tab, _)| tab),
+                    false => rope = angles,
                 }
-                let lin = Linear {
-                    q: feature(ll.q)?,
-                    k: if matches!(ll.gate, Gate::KeyForget { .. }) {
-                        Feat::KeyForget
-                    } else {
-                        feature(ll.k)?
-                    },
-                    decay,
-                    gate,
-                    value_gate,
-                    den: ll.denominator,
-                    lrpe,
-                    dk: ll.dk,
-                };
-                Ok(Mixer { kind: Kind::Linear(lin), rope, post })
+                lrpe = Some(parts);
             }
+        }
+        let k = match ll.gate {
+            Gate::KeyForget { .. } => Feat::KeyForget,
+            _ => self.feature(ll.k, ll)?,
+        };
+        let lin = Linear {
+            q: self.feature(ll.q, ll)?,
+            k,
+            decay,
+            gate,
+            value_gate,
+            den: ll.denominator,
+            lrpe,
+            dk: ll.dk,
+        };
+        Ok(Mixer { kind: Kind::Linear(lin), rope, post: post_step(&ll.post) })
+    }
+
+    /// One side's feature map.
+    fn feature(&self, f: attnlab_core::lowering::Feature, ll: &LinearLowering) -> Result<Feat> {
+        match f.map {
+            FeatureMap::Identity => Ok(Feat::Map(0, f.scale)),
+            FeatureMap::EluPlusOne => Ok(Feat::Map(1, f.scale)),
+            FeatureMap::Elu => Ok(Feat::Map(2, f.scale)),
+            FeatureMap::Swish => Ok(Feat::Map(3, f.scale)),
+            _ if ll.rotation.is_some() => Err(self.no("an exponential feature map with a rotation")),
+            FeatureMap::ExpMax => Ok(Feat::ExpMax(f.scale)),
+            FeatureMap::ExpRunningMax => Ok(Feat::RunningMax(f.scale)),
+        }
+    }
+
+    /// A full-rank sigmoid gate from `w` and `b` (over all heads).
+    fn sigmoid_gate(
+        &self,
+        w: &Learned<attnlab_core::ops::Linear>,
+        b: &Learned<Vec<f32>>,
+    ) -> Result<SigmoidGate> {
+        if w.value.out != self.dims.a {
+            return Err(self.no("a gate narrower than the heads (grouped keys)"));
+        }
+        Ok(SigmoidGate { down: None, up: w.name.clone(), bias: b.name.clone(), normalizer: 1.0 })
+    }
+
+    /// RetNet's fixed decay, the key-axis gate and Fast Decay's value-axis gate.
+    fn gates(&self, gate: &Gate) -> Result<(Option<wgpu::Buffer>, Option<KeyGate>, Option<SigmoidGate>)> {
+        Ok(match gate {
+            Gate::None => (None, None, None),
+            Gate::PerHead { log_gamma } => (Some(init_storage(self.dev, "ln gamma", log_gamma)), None, None),
+            Gate::LowRank { down, up, bias, normalizer } => {
+                let mut g = self.sigmoid_gate(up, bias)?;
+                g.down = Some((down.name.clone(), down.value.out));
+                g.normalizer = *normalizer as f32;
+                (None, Some(KeyGate::Sigmoid(g)), None)
+            }
+            Gate::TwoSided { wf, bf, wz, bz } => {
+                (None, Some(KeyGate::Sigmoid(self.sigmoid_gate(wf, bf)?)), Some(self.sigmoid_gate(wz, bz)?))
+            }
+            Gate::Refined { wg, bg, wr, br } => {
+                let (g, r) = (self.sigmoid_gate(wg, bg)?, self.sigmoid_gate(wr, br)?);
+                (None, Some(KeyGate::Refined { wg: g.up, bg: g.bias, wr: r.up, br: r.bias }), None)
+            }
+            Gate::KeyForget { lower_bound, learned: row } => {
+                let (beta, grad) = match row {
+                    Some(_) => (
+                        self.learned("lower bounds")?,
+                        Some(zeroed(self.dev, "lower bound grad", lower_bound.len())),
+                    ),
+                    None => (init_storage(self.dev, "lower bounds", lower_bound), None),
+                };
+                (None, Some(KeyGate::KeyForget { beta, grad }), None)
+            }
+        })
+    }
+}
+
+/// The post step of a linear layer.
+fn post_step(post: &LwPost) -> Post {
+    match post {
+        LwPost::None => Post::None,
+        LwPost::SimpleRmsNorm => Post::Simple,
+        LwPost::RmsNorm { gain, eps } => {
+            Post::Rms { gain: gain.name.clone(), eps: *eps, n: gain.value.len(), gate: None }
+        }
+        LwPost::RmsNormGate { gain, eps, out_gate } => Post::Rms {
+            gain: gain.name.clone(),
+            eps: *eps,
+            n: gain.value.len(),
+            gate: Some(out_gate.name.clone()),
+        },
+    }
+}
+
+impl Mixer {
+    /// The mixer of `setup`'s layer.
+    pub fn new(setup: &Setup, lowering: &Lowering) -> Result<Mixer> {
+        match lowering {
+            Lowering::Softmax(sl) => setup.softmax(sl),
+            Lowering::Linear(ll) => setup.linear(ll),
         }
     }
 
