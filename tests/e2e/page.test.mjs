@@ -891,6 +891,67 @@ test("losing the GPU device mid-generation stops the run, keeps its text and swi
   await context.close();
 });
 
+/**
+ * Make the model's worker (the newest) throw an uncaught error, as a panic in its wasm does; with
+ * `restarts`, returns once a new worker runs.
+ */
+async function crashWorker(page, message, restarts = true) {
+  const old = page.workers();
+  await old[old.length - 1].evaluate((m) => setTimeout(() => {
+    throw new Error(m);
+  }), message);
+  const deadline = Date.now() + LOAD_MS;
+  while (restarts && Date.now() < deadline && page.workers().every((w) => old.includes(w))) await page.waitForTimeout(50);
+}
+
+test("a crashed worker: the page names it, keeps the text and the slider edit, starts a new worker and generates again; crashing in a loop asks for a reload", async () => {
+  const { page, context, errors } = await open();
+  // A slider edit that must survive the restart (the new worker applies it again).
+  await slide(page, "#slope-scale", 2); // ×4
+  await page.waitForFunction(() => /[?&]slope=4\b/.test(location.search));
+  const curves = await kernelValues(page);
+  // Sampled (greedy decoding of this random model reaches end of text within ~150 tokens).
+  await page.fill("#temperature", "1");
+  await page.fill("#max-tokens", "4096");
+  await page.click("#generate");
+  await page.waitForFunction(() => /generating… [2-9]\d* tokens/.test(document.querySelector("#status")?.textContent ?? ""), null, {
+    timeout: LOAD_MS,
+  });
+  const before = await page.textContent("#generated");
+  await crashWorker(page, "simulated crash");
+  await page.waitForFunction(() => /the model's worker stopped \(.*simulated crash\)\. A new worker started and loads alibi again; your text is kept\./.test(document.querySelector("#worker-notice")?.textContent ?? ""), null, {
+    timeout: LOAD_MS,
+  });
+  // The run in flight ended with the reason; its text stays.
+  assert.match(await page.textContent("#error"), /^Generation failed: the model's worker stopped \(.*simulated crash\)/);
+  await page.waitForSelector('main[data-state="ready"]', { timeout: LOAD_MS });
+  const kept = await page.textContent("#generated");
+  assert.ok(before.length > 0 && kept.startsWith(before), "the text generated before the crash stays");
+  assert.equal(await page.inputValue("#prompt"), DEFAULT_PROMPT, "the prompt stays");
+  for (let t = 0; t < 100 && page.workers().length > 1; t++) await page.waitForTimeout(50);
+  assert.equal(page.workers().length, 1, "the stopped worker was terminated");
+  // The new worker has the model with the edit: the same kernel curves as before the crash.
+  assert.match(await page.evaluate(() => location.search), /[?&]slope=4\b/);
+  assert.equal(await page.inputValue("#slope-scale"), "2");
+  await page.waitForSelector('#kernel-curves[data-current="true"] #kernel-chart g.series');
+  assert.deepEqual(await kernelValues(page), curves);
+  await page.fill("#max-tokens", "8");
+  const run = await generateRun(page);
+  assert.match(run.status, /^done: \d+ tokens/);
+  console.log(`# before the crash: ${before.length} chars; after: ${kept.length}; notice: ${await page.textContent("#worker-notice")}`);
+  await page.screenshot({ path: join(SHOTS, "worker-restarted.png") });
+  // Three more crashes within a minute: the page stops restarting and asks for a reload.
+  for (let k = 0; k < 3; k++) {
+    await crashWorker(page, `crash ${k}`, k < 2);
+    const where = k < 2 ? "#worker-notice" : "#error";
+    await page.waitForFunction(([k, where]) => new RegExp(`crash ${k}`).test(document.querySelector(where)?.textContent ?? ""), [k, where], { timeout: LOAD_MS });
+  }
+  assert.match(await page.textContent("#error"), /crash 2\), 4 times within a minute; reload the page/);
+  assert.equal(await page.inputValue("#prompt"), DEFAULT_PROMPT);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 /** Paths (below the site prefix) of the requests the page makes from now on. */
 function recordRequests(page) {
   const paths = [];

@@ -101,8 +101,8 @@ echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); fine-tune mod
 # which the page's bundle would otherwise carry: 5.09 MB measured with it linked in), 3.445 MB since
 # fine-tuning on WebGPU (issue 14 item 1: the worker's handle awaits the GPU tuner's promises and
 # reports the device: 3,435,866 → 3,440,383 bytes, +4.5 KB).
-if ((WASM_BYTES > 3445000)); then
-    echo "e2e: the wasm bundle is over the 3,445,000-byte budget" >&2
+if ((WASM_BYTES > 3470000)); then
+    echo "e2e: the wasm bundle is over the 3,470,000-byte budget" >&2
     exit 1
 fi
 # The fine-tune module's own budget (not part of the page's load): 2.4 MB for candle's step, 2.7 MB

@@ -76,6 +76,11 @@ pub struct App {
     pending_gen: Option<usize>,
     /// Tokens the generator regenerates now (the link's output), until the run starts.
     autorun: Option<usize>,
+    /// The index model a new worker loads again after a crash; `None` for a model opened from
+    /// local files or fine-tuned in the page (it lived in the worker only).
+    reloadable: Option<String>,
+    /// What the page did after the worker stopped (shown until dismissed).
+    worker_notice: Option<String>,
 }
 
 /// What a link restores once its model is ready.
@@ -115,6 +120,7 @@ pub enum Msg {
     /// A parameter of the opened link that a view could not use.
     UrlWarning(String),
     DismissUrlWarnings,
+    DismissWorkerNotice,
     CopyLink,
     LinkCopied(Result<String, String>),
 }
@@ -170,6 +176,7 @@ impl App {
         self.phase = Phase::Loading;
         self.progress = None;
         self.status = format!("loading model {name}…");
+        self.reloadable = Some(name.clone());
         self.model = Some(name);
         self.load_report = None;
     }
@@ -241,6 +248,7 @@ impl App {
         self.open = OpenState::Done(line);
         self.host.adopt_open();
         self.load_seq = None;
+        self.reloadable = None;
         self.model = Some(name.clone());
         self.error = None;
         self.on_loaded(meta, LoadReport::default());
@@ -255,10 +263,34 @@ impl App {
         let name = if base.ends_with(TUNED_SUFFIX) { base } else { format!("{base}{TUNED_SUFFIX}") };
         self.host.adopt_open();
         self.load_seq = None;
+        self.reloadable = None;
         self.model = Some(name.clone());
         self.on_loaded(tuned.meta, LoadReport::default());
         self.load_report = None;
         self.status = format!("model {name}: fine-tuned on the text, ready");
+    }
+
+    /// A new worker replaced one that stopped (`why`): it loads the page's model again with the
+    /// sliders' edit, or the index's default when the model lived in the old worker only (opened
+    /// from local files, fine-tuned). The prompt and the text shown stay as they are.
+    fn on_restarted(&mut self, why: String) {
+        let edit = self.host.lab_model().map(|m| m.edit).unwrap_or_default();
+        self.host.restarted();
+        let (name, lost) = match self.reloadable.clone() {
+            Some(name) => (name, String::new()),
+            None => (
+                models::choose_model(None, self.index.as_deref()).0,
+                format!(
+                    " {} lived in the stopped worker only: open or train it again.",
+                    self.model.as_deref().unwrap_or("the model")
+                ),
+            ),
+        };
+        self.worker_notice =
+            Some(format!("{why}. A new worker started and loads {name} again; your text is kept.{lost}"));
+        self.restore = Some(Restore { edit, gen: None });
+        self.running = false;
+        self.start_load(name);
     }
 
     /// A message of the worker that no view took.
@@ -386,6 +418,8 @@ impl Component for App {
             restore,
             pending_gen: None,
             autorun: None,
+            reloadable: None,
+            worker_notice: None,
         }
     }
 
@@ -394,6 +428,7 @@ impl Component for App {
             Msg::Index(result) => self.on_index(result),
             Msg::Pick(name) => return self.on_pick(name),
             Msg::Client(ClientEvent::Message(msg)) => return self.on_worker(msg),
+            Msg::Client(ClientEvent::Restarted(why)) => self.on_restarted(why),
             Msg::Client(ClientEvent::Failed(e)) => {
                 if self.phase == Phase::Loading {
                     self.phase = Phase::LoadFailed;
@@ -418,6 +453,7 @@ impl Component for App {
             }
             Msg::UrlWarning(w) => self.url_warnings.push(w),
             Msg::DismissUrlWarnings => self.url_warnings.clear(),
+            Msg::DismissWorkerNotice => self.worker_notice = None,
             Msg::CopyLink => {
                 self.share.write();
                 let href = web_sys::window().and_then(|w| w.location().href().ok()).unwrap_or_default();
@@ -463,6 +499,7 @@ impl Component for App {
                     { self.view_copy_link(ctx) }
                 </header>
                 { self.view_url_warnings(ctx) }
+                { self.view_worker_notice(ctx) }
                 <p class="tagline">
                     { "Small language models with steerable attention variants, \
                        running entirely in your browser." }
@@ -506,6 +543,19 @@ impl App {
                 <button id="copy-link" title="Copy a link to this view: model, prompt, settings and seed, sliders, tab and selection"
                     onclick={ctx.link().callback(|_| Msg::CopyLink)}>{ "copy link" }</button>
                 <span id="copy-link-status" class="muted" data-link={link}>{ text }</span>
+            </div>
+        }
+    }
+
+    /// What happened to the model's worker, and what the page did about it.
+    fn view_worker_notice(&self, ctx: &Context<Self>) -> Html {
+        let Some(notice) = &self.worker_notice else { return html! {} };
+        html! {
+            <div id="worker-notice" class="notice url-warning" role="status">
+                <span>{ notice }</span>
+                <button class="dismiss" title="Dismiss" onclick={ctx.link().callback(|_| Msg::DismissWorkerNotice)}>
+                    { "×" }
+                </button>
             </div>
         }
     }

@@ -32,9 +32,16 @@ const WORKER_URL_GLOBAL: &str = "__attnlabWorker";
 /// What the root component hears: every message no view subscribed to, and the worker's failure.
 pub enum ClientEvent {
     Message(FromWorker),
-    /// The worker could not start or stopped (a script error, a crash).
+    /// The worker could not start, or stopped too often to be restarted.
     Failed(String),
+    /// The worker stopped (a script error, a crash) and a new one was started: what it held (the
+    /// models) is gone and must be loaded again; the page's own state (the text) is untouched.
+    Restarted(String),
 }
+
+/// Crashes within [`RESTART_WINDOW_MS`] after which the page stops starting new workers.
+const MAX_RESTARTS: usize = 3;
+const RESTART_WINDOW_MS: f64 = 60_000.0;
 
 type AnswerSlot = Box<dyn FnOnce(Result<Answer, String>)>;
 /// A message's bytes and the files that go with it (with their paths in the picked folder).
@@ -59,6 +66,8 @@ struct Inner {
     channels: RefCell<HashMap<&'static str, u32>>,
     /// Where the loads of the models beside page model `of` go (`ToWorker::LoadAux`).
     aux: RefCell<HashMap<ModelId, Callback<FromWorker>>>,
+    /// When the worker last crashed (page clock, ms), the latest few.
+    crashes: RefCell<Vec<f64>>,
     root: Callback<ClientEvent>,
 }
 
@@ -88,6 +97,7 @@ impl WorkerClient {
             frame_pending: Cell::new(false),
             channels: RefCell::new(HashMap::new()),
             aux: RefCell::new(HashMap::new()),
+            crashes: RefCell::new(Vec::new()),
             root: root.clone(),
         }));
         if let Err(e) = spawn_worker(&client) {
@@ -211,6 +221,52 @@ impl WorkerClient {
     /// to `to`.
     pub fn on_aux(&self, of: ModelId, to: Callback<FromWorker>) {
         self.0.aux.borrow_mut().insert(of, to);
+    }
+
+    /// The worker stopped (`what`): every request in flight ends with an error naming it (runs and
+    /// fine-tunes finish, keeping what they showed), and a new worker starts, unless it crashed
+    /// [`MAX_RESTARTS`] times within a minute (then the page asks for a reload).
+    fn restart(&self, what: String) {
+        let inner = &self.0;
+        WORKER.with(|w| {
+            if let Some(old) = w.borrow_mut().take() {
+                old.terminate();
+            }
+        });
+        inner.ready.set(false);
+        inner.queue.borrow_mut().clear();
+        inner.channels.borrow_mut().clear();
+        inner.sweeps.borrow_mut().clear();
+        self.flush_tokens(None);
+        let why = format!("the model's worker stopped ({what})");
+        for (_, answer) in inner.answers.borrow_mut().drain() {
+            answer(Err(why.clone()));
+        }
+        let runs: Vec<_> = inner.runs.borrow_mut().drain().map(|(_, events)| events).collect();
+        for events in runs {
+            events.emit(RunEvent::Finished(Err(why.clone())));
+        }
+        let tunes: Vec<_> = inner.tunes.borrow_mut().drain().map(|(_, events)| events).collect();
+        for events in tunes {
+            events.emit(TuneEvent::Finished(Err(why.clone())));
+        }
+        inner.aux.borrow_mut().clear();
+        let now = js_sys::Date::now();
+        let recent = {
+            let mut crashes = inner.crashes.borrow_mut();
+            crashes.retain(|&t| now - t < RESTART_WINDOW_MS);
+            crashes.push(now);
+            crashes.len()
+        };
+        if recent > MAX_RESTARTS {
+            return inner.root.emit(ClientEvent::Failed(format!(
+                "{why}, {recent} times within a minute; reload the page"
+            )));
+        }
+        match spawn_worker(self) {
+            Ok(()) => inner.root.emit(ClientEvent::Restarted(why)),
+            Err(e) => inner.root.emit(ClientEvent::Failed(format!("{why}; a new one could not start: {e}"))),
+        }
     }
 
     fn receive(&self, msg: FromWorker) {
@@ -348,11 +404,12 @@ fn spawn_worker(client: &WorkerClient) -> Result<(), String> {
     });
     worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     on_message.forget();
-    let root = client.0.root.clone();
+    let weak = Rc::downgrade(&client.0);
     let on_error = Closure::<dyn FnMut(ErrorEvent)>::new(move |e: ErrorEvent| {
         e.prevent_default();
+        let Some(inner) = weak.upgrade() else { return };
         let what = if e.message().is_empty() { "a script error".to_string() } else { e.message() };
-        root.emit(ClientEvent::Failed(format!("the model's worker stopped ({what}); reload the page")));
+        WorkerClient(inner).restart(what);
     });
     worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
     on_error.forget();

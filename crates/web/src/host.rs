@@ -326,6 +326,16 @@ impl ModelHost {
         Ok(true)
     }
 
+    /// A new worker replaced one that stopped: it holds no model, and hears the backend choice
+    /// again (the page's loads follow).
+    pub fn restarted(&mut self) {
+        self.trained = None;
+        self.current = None;
+        if self.backend.choice != Choice::Auto {
+            self.client.send(&ToWorker::Choose(self.backend.choice));
+        }
+    }
+
     /// The badge's controls.
     pub fn control(&mut self, msg: HostMsg) {
         match msg {
