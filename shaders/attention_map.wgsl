@@ -1,10 +1,12 @@
 // Introspection: one layer's attention matrices [H, out_n, out_n], bounded and downsampled on the
 // GPU (prepended: the prelude, reduce.wgsl, and attention_common.wgsl with the layer's AttnParams `p`
-// at binding 0 and bias()). Map row b is query i = min(n − 1, b·stride + stride − 1), the last
-// query of its block of `stride` rows; map column c covers keys [c·stride, (c+1)·stride): summed
-// for probability-like matrices (rows keep summing to 1), averaged over the bin's causal cells
-// j ≤ i for scores. stride = 1 is the exact n×n matrix of the CPU reference's trace;
-// attnlab_core::analysis::downsample_attention is the reference for stride > 1.
+// at binding 0 and bias()), over a window of queries from row0 and keys from col0 (0, 0: the whole
+// map). Map row b is query i = min(n − 1, row0 + b·stride + stride − 1), the last query of its block
+// of `stride` rows; map column c covers keys col0 + [c·stride, (c+1)·stride): summed for
+// probability-like matrices (a whole map's rows keep summing to 1), averaged over the bin's causal
+// cells j ≤ i for scores; normalisers always run over the query's whole row. stride = 1 over the
+// whole map is the exact n×n matrix of the CPU reference's trace; attnlab_core::analysis::
+// attention_window is the reference for every window and stride.
 //
 // softmax_map: softmax-family layers, from the captured rotated q and the layer's KV cache.
 //   STAGE_LOGITS: scale·q·k, STAGE_BIASED: + B_h(i, j), STAGE_PROBABILITIES: softmax probabilities
@@ -36,18 +38,23 @@ var<workgroup> tot: array<f32, MAX_DK>;
 var<workgroup> totv: array<f32, MAX_DH>;
 
 fn query_row(b: u32) -> u32 {
-    return min(mp.n - 1u, b * mp.stride + mp.stride - 1u);
+    return min(mp.n - 1u, mp.row0 + b * mp.stride + mp.stride - 1u);
 }
 
-// Bin c accumulated in rowbuf: lane 0 adds the workgroup's 64 per-key values of keys base..base+63.
+// Bin c accumulated in rowbuf (keys inside the window only): lane 0 adds the workgroup's 64 per-key
+// values of keys base..base+63; returns their sum (or Σ|·|) over every key j ≤ i.
 fn add_block(lid: u32, base: u32, i: u32, is_abs: bool) -> f32 {
     var s = 0.0;
+    let end = mp.col0 + mp.out_n * mp.stride;
     workgroupBarrier();
     if (lid == 0u) {
         for (var t = 0u; t < MAP_WG; t = t + 1u) {
             let j = base + t;
             if (j <= i) {
-                rowbuf[j / mp.stride] = rowbuf[j / mp.stride] + pj[t];
+                if (j >= mp.col0 && j < end) {
+                    let c = (j - mp.col0) / mp.stride;
+                    rowbuf[c] = rowbuf[c] + pj[t];
+                }
                 if (is_abs) {
                     s = s + abs(pj[t]);
                 } else {
@@ -109,8 +116,10 @@ fn softmax_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
                 m = big;
             }
         }
-        // Pass 2: 64 keys at a time, one per lane, binned into rowbuf.
-        for (var base = j0 - j0 % MAP_WG; base <= i; base = base + MAP_WG) {
+        // Pass 2: the window's keys 64 at a time, one per lane, binned into rowbuf.
+        let first = max(j0, mp.col0);
+        let last = min(i, mp.col0 + mp.out_n * mp.stride - 1u);
+        for (var base = first - first % MAP_WG; base <= last && first <= last; base = base + MAP_WG) {
             let j = base + lid;
             var v = 0.0;
             if (j >= j0 && j <= i) {
@@ -142,7 +151,7 @@ fn softmax_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
         var v = rowbuf[c];
         if (!probs) {
             // Scores: mean over the bin's causal cells (cells outside a Diag block count as 0).
-            let lo = c * mp.stride;
+            let lo = mp.col0 + c * mp.stride;
             let hi = min(lo + mp.stride - 1u, i);
             if (hi >= lo) {
                 v = v / f32(hi - lo + 1u);

@@ -395,28 +395,78 @@ pub fn map_rows(n: usize, stride: usize) -> Vec<usize> {
     (0..n.div_ceil(s)).map(|b| (b * s + s - 1).min(n.saturating_sub(1))).collect()
 }
 
-/// Downsampled view of recorded attention matrices, the reference for the GPU's bounded maps
-/// (shaders/attention_map.wgsl). Row b is query i = min(n − 1, b·s + s − 1); column c covers keys
-/// [c·s, (c+1)·s): summed for probability-like kinds (rows keep summing to 1), averaged over the
-/// bin's causal cells j ≤ i for [`AttnMatrixKind::Scores`]. `stride` 1 returns the matrices as recorded.
+/// A square window of an attention map, in tokens: `side` map rows of `stride` queries from query
+/// `row0`, and `side` map columns of `stride` keys from key `col0`. Map row b is query
+/// min(n − 1, row0 + b·stride + stride − 1), the last query of its block; column c covers keys
+/// col0 + [c·stride, (c+1)·stride).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapWindow {
+    pub row0: usize,
+    pub col0: usize,
+    pub side: usize,
+    pub stride: usize,
+}
+
+impl MapWindow {
+    /// The whole map of `n` tokens within `max_side` rows and columns.
+    pub fn whole(n: usize, max_side: usize) -> MapWindow {
+        let stride = map_stride(n, max_side);
+        MapWindow { row0: 0, col0: 0, side: n.div_ceil(stride), stride }
+    }
+
+    /// The query of map row `b` in an `n`-token map.
+    pub fn query(&self, n: usize, b: usize) -> usize {
+        let s = self.stride.max(1);
+        (self.row0 + b * s + s - 1).min(n.saturating_sub(1))
+    }
+
+    /// Why this window does not fit an `n`-token map of at most `max_side` cells a side, if it
+    /// does not.
+    pub fn check(&self, n: usize, max_side: usize) -> std::result::Result<(), String> {
+        if self.stride == 0 || self.side == 0 || self.side > max_side {
+            return Err(format!(
+                "a map window needs 1 to {max_side} cells a side and a stride of at least 1 (got {} cells, stride {})",
+                self.side, self.stride
+            ));
+        }
+        if self.row0 >= n || self.col0 >= n {
+            return Err(format!(
+                "the window starts at query {} and key {}, outside the {n} tokens traced",
+                self.row0, self.col0
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Downsampled view of recorded attention matrices: [`attention_window`] over the whole map.
 pub fn downsample_attention(la: &LayerAttention, stride: usize) -> LayerAttention {
-    let (n, s) = (la.n, stride.max(1));
-    let rows = map_rows(n, s);
-    let out_n = rows.len();
+    let s = stride.max(1);
+    attention_window(la, MapWindow { row0: 0, col0: 0, side: la.n.div_ceil(s), stride: s })
+}
+
+/// A window of recorded attention matrices, the reference for the GPU's bounded maps and tiles
+/// (shaders/attention_map.wgsl). Cells sum their keys for probability-like kinds (a whole map's
+/// rows keep summing to 1) and average them over the bin's causal cells j ≤ i for
+/// [`AttnMatrixKind::Scores`]; keys past the map's end count as empty. The whole map at stride 1
+/// returns the matrices as recorded.
+pub fn attention_window(la: &LayerAttention, w: MapWindow) -> LayerAttention {
+    let (n, s, side) = (la.n, w.stride.max(1), w.side);
     let heads = la
         .heads
         .iter()
         .map(|m| {
-            let mut out = vec![0.0f32; out_n * out_n];
-            for (b, &i) in rows.iter().enumerate() {
-                for c in 0..out_n {
-                    let lo = c * s;
-                    let hi = ((c + 1) * s).min(i + 1);
+            let mut out = vec![0.0f32; side * side];
+            for b in 0..side {
+                let i = w.query(n, b);
+                for c in 0..side {
+                    let lo = w.col0 + c * s;
+                    let hi = (lo + s).min(i + 1);
                     if lo >= hi {
                         continue;
                     }
                     let sum: f32 = m[i * n + lo..i * n + hi].iter().sum();
-                    out[b * out_n + c] = match la.kind {
+                    out[b * side + c] = match la.kind {
                         AttnMatrixKind::Scores => sum / (hi - lo) as f32,
                         _ => sum,
                     };
@@ -425,7 +475,7 @@ pub fn downsample_attention(la: &LayerAttention, stride: usize) -> LayerAttentio
             out
         })
         .collect();
-    LayerAttention { layer: la.layer, kind: la.kind, n: out_n, heads }
+    LayerAttention { layer: la.layer, kind: la.kind, n: side, heads }
 }
 
 /// Record attention matrices (bounded by `max_tokens`) and gates for a token sequence.
@@ -470,6 +520,37 @@ mod tests {
         assert_eq!(d.heads[0][2 * 3 + 2], 66.0);
         assert_eq!(map_stride(8192, 512), 16);
         assert_eq!(map_stride(100, 512), 1);
+    }
+
+    /// A stride-1 window is the sub-matrix; a strided window sums its keys from `col0`, takes the
+    /// last query of each block from `row0`, and clamps rows past the end to the last query.
+    #[test]
+    fn map_windows_cut_and_bin_from_their_origin() {
+        let n = 10;
+        let mut p = vec![0.0f32; n * n];
+        for i in 0..n {
+            for j in 0..=i {
+                p[i * n + j] = (i * 100 + j) as f32;
+            }
+        }
+        let la = LayerAttention { layer: 0, kind: AttnMatrixKind::Probabilities, n, heads: vec![p.clone()] };
+        let w = MapWindow { row0: 4, col0: 2, side: 3, stride: 1 };
+        let cut = attention_window(&la, w);
+        let expect: Vec<f32> = (4..7)
+            .flat_map(|i| (2..5).map(move |j| if j <= i { (i * 100 + j) as f32 } else { 0.0 }))
+            .collect();
+        assert_eq!(cut.heads[0], expect);
+        let w = MapWindow { row0: 3, col0: 1, side: 4, stride: 2 };
+        let binned = attention_window(&la, w);
+        // Rows are queries 4, 6, 8, 9 (10 clamps to the last); column 1 holds keys 3 and 4.
+        assert_eq!((0..4).map(|b| w.query(n, b)).collect::<Vec<_>>(), vec![4, 6, 8, 9]);
+        assert_eq!(binned.heads[0][1], 403.0 + 404.0);
+        assert_eq!(binned.heads[0][2], 0.0, "keys 5, 6 lie past query 4");
+        assert_eq!(binned.heads[0][3 * 4 + 3], 907.0 + 908.0);
+        assert_eq!(attention_window(&la, MapWindow::whole(n, 5)), downsample_attention(&la, 2));
+        assert!(MapWindow { row0: 10, col0: 0, side: 2, stride: 1 }.check(n, 512).is_err());
+        assert!(MapWindow { row0: 0, col0: 0, side: 513, stride: 1 }.check(n, 512).is_err());
+        assert!(w.check(n, 512).is_ok());
     }
 
     #[test]

@@ -21,5 +21,5 @@ pub mod train;
 
 pub use context::{GpuCaps, GpuContext, Traffic};
 pub use error::{GpuError, Result};
-pub use model::{GpuModel, GpuSampling, GpuSession, GpuTrace, GREEDY_BATCH, MAX_MAP_SIDE};
+pub use model::{GpuModel, GpuSampling, GpuSession, GpuTrace, HeldTrace, GREEDY_BATCH, MAX_MAP_SIDE};
 pub use params::DEFAULT_SPLIT_KEYS;

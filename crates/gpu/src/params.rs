@@ -237,8 +237,10 @@ gpu_params! {
         /// their decay over the head's value channels.
         value_gate: u32,
         dh: u32,
-        pad0: u32,
-        pad1: u32,
+        /// The window's first query and first key (tokens): map row b is query
+        /// min(n − 1, row0 + b·stride + stride − 1), column c covers keys col0 + [c·stride, (c+1)·stride).
+        row0: u32,
+        col0: u32,
     }
 
     /// gemm.wgsl (the trainer's strided, batched matrix product): `C_z(i, j) (+)= alpha·Σ_k A_z(i, k)

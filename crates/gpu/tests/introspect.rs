@@ -4,7 +4,7 @@
 //! `analysis::downsample_attention` of the CPU's full matrices. Runs on any adapter (CI: lavapipe);
 //! without one the tests fail unless `ATTNLAB_SKIP_GPU=1`.
 
-use attnlab_core::analysis::downsample_attention;
+use attnlab_core::analysis::{attention_window, downsample_attention, MapWindow};
 use attnlab_core::attention::{AttnStage, LayerAttention, TraceRequest};
 use attnlab_core::config::ModelConfig;
 use attnlab_core::Model;
@@ -117,6 +117,43 @@ fn downsampled_maps_match_the_core_reference() {
             assert!(gpu.trace.attention.iter().all(|la| la.n == 15));
             compare_maps(&format!("{name} {stage:?} downsampled"), &reference, &gpu.trace.attention, TOL);
         }
+    }
+}
+
+/// Windows of a held trace (the page's zoom tiles), for every variant: an exact cut across the
+/// diagonal, a strided window from an unaligned origin (its last rows clamped to the last query),
+/// and the whole map, each equal to the core's `attention_window` of the CPU's full matrices.
+#[test]
+fn map_windows_of_a_held_trace_match_the_core_reference_for_every_variant() {
+    let Some(ctx) = context() else { return };
+    let n = 150;
+    let windows = [
+        MapWindow { row0: 70, col0: 40, side: 48, stride: 1 },
+        MapWindow { row0: 13, col0: 5, side: 24, stride: 6 },
+        MapWindow::whole(n, 40),
+    ];
+    for (name, cfg) in configs() {
+        let model = Model::random(cfg.clone(), 6).expect("model");
+        let toks = tokens(n, cfg.vocab_size, 9);
+        let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+        for stage in [AttnStage::Biased, AttnStage::Probabilities] {
+            let req = TraceRequest { attention: true, stage, gates: false };
+            let cpu = model.trace(&toks, req).expect("cpu trace");
+            let (_, held) = pollster::block_on(gm.trace_held(&toks, req, 32)).expect("gpu trace");
+            assert_eq!(held.tokens(), n);
+            for w in windows {
+                for la in &cpu.attention {
+                    let gpu = pollster::block_on(gm.map_window(&held, la.layer, w)).expect("window");
+                    let what = format!("{name} {stage:?} layer {} window {w:?}", la.layer);
+                    compare_maps(&what, &[attention_window(la, w)], &[gpu], TOL);
+                }
+            }
+        }
+        // A window outside the trace is refused by name, not drawn.
+        let (_, held) = pollster::block_on(gm.trace_held(&toks, TraceRequest::default(), 32)).expect("trace");
+        let far = MapWindow { row0: n, col0: 0, side: 8, stride: 1 };
+        let e = pollster::block_on(gm.map_window(&held, 0, far)).expect_err("outside");
+        assert!(e.to_string().contains("outside the 150 tokens"), "{e}");
     }
 }
 

@@ -93,7 +93,7 @@ pub enum AttnMatrixKind {
 
 /// Attention matrices of one layer: `heads[h]` is `[n, n]` row-major, zeros above the diagonal and
 /// outside a Diag block.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LayerAttention {
     pub layer: usize,
     pub kind: AttnMatrixKind,

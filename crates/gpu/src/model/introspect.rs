@@ -15,7 +15,7 @@ use super::record::{Builder, Disp};
 use super::{bind, uniform, zeros, GpuModel, GpuSession, CHUNK};
 use crate::error::{GpuError, Result};
 use crate::params::{BiasKind, CaptureParams, FeatKind, MapParams, MapStage};
-use attnlab_core::analysis::map_stride;
+use attnlab_core::analysis::MapWindow;
 use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, LayerGates, TraceRequest};
 use attnlab_core::model::Trace;
 use attnlab_core::Error as CoreError;
@@ -40,6 +40,14 @@ pub(super) enum Captured {
         /// Fast Decay's value-axis log-gates `[capacity, H, dh]`.
         lgv: Option<wgpu::Buffer>,
     },
+}
+
+impl Captured {
+    fn layer(&self) -> usize {
+        match self {
+            Captured::Softmax { layer, .. } | Captured::Linear { layer, .. } => *layer,
+        }
+    }
 }
 
 /// Capture ops of a trace session, recorded layer by layer while the forward pass is built.
@@ -146,9 +154,25 @@ async fn read_f32(m: &GpuModel, buf: &wgpu::Buffer, len: usize) -> Result<Vec<f3
 #[derive(Clone, Copy)]
 struct MapShape {
     n: usize,
-    out_n: usize,
-    stride: usize,
+    window: MapWindow,
     stage: MapStage,
+}
+
+/// A trace kept on the GPU: every layer's captured rows (n rows each, never n × n), from which
+/// [`GpuModel::map_window`] builds the maps of any window at any stride (the page's zoom). Valid
+/// with the model that recorded it only.
+pub struct HeldTrace {
+    captured: Vec<Captured>,
+    pipes: Vec<usize>,
+    n: usize,
+    stage: MapStage,
+}
+
+impl HeldTrace {
+    /// Tokens traced.
+    pub fn tokens(&self) -> usize {
+        self.n
+    }
 }
 
 impl GpuModel {
@@ -157,6 +181,16 @@ impl GpuModel {
     /// trace), bounded to `max_side` (≤ [`MAX_MAP_SIDE`]) rows and columns, and the gates of gated
     /// layers (F, and ReGLA's g and r) for every token.
     pub async fn trace(&mut self, tokens: &[u32], req: TraceRequest, max_side: usize) -> Result<GpuTrace> {
+        Ok(self.trace_held(tokens, req, max_side).await?.0)
+    }
+
+    /// [`GpuModel::trace`], keeping the captured rows on the GPU for [`GpuModel::map_window`].
+    pub async fn trace_held(
+        &mut self,
+        tokens: &[u32],
+        req: TraceRequest,
+        max_side: usize,
+    ) -> Result<(GpuTrace, HeldTrace)> {
         let n = tokens.len();
         if n == 0 {
             return Err(CoreError::EmptyPrompt.into());
@@ -167,13 +201,13 @@ impl GpuModel {
         for (what, bytes) in Capture::buffer_sizes(self, n) {
             self.ctx.check_size(&what, bytes)?;
         }
-        let stride = map_stride(n, max_side.clamp(1, MAX_MAP_SIDE));
+        let window = MapWindow::whole(n, max_side.clamp(1, MAX_MAP_SIDE));
         let stage = match req.stage {
             AttnStage::Logits => MapStage::Logits,
             AttnStage::Biased => MapStage::Biased,
             AttnStage::Probabilities => MapStage::Probabilities,
         };
-        let shape = MapShape { n, out_n: n.div_ceil(stride), stride, stage };
+        let shape = MapShape { n, window, stage };
         // Map pipelines first (they need the model mutably; the session borrows it).
         let map_pipes = self.map_pipes();
         let mut session = GpuSession::new(self, CHUNK, Some(n)).await?;
@@ -187,7 +221,23 @@ impl GpuModel {
         if req.gates {
             trace.gates = m.gates(&captured, n).await?;
         }
-        Ok(GpuTrace { trace, tokens: n, stride })
+        let held = HeldTrace { captured, pipes: map_pipes, n, stage };
+        Ok((GpuTrace { trace, tokens: n, stride: window.stride }, held))
+    }
+
+    /// The maps of layer `layer` over window `w` of a held trace (at most [`MAX_MAP_SIDE`] cells a
+    /// side), built on the GPU from the captured rows; `attnlab_core::analysis::attention_window`
+    /// of the full matrices is the reference.
+    pub async fn map_window(&self, held: &HeldTrace, layer: usize, w: MapWindow) -> Result<LayerAttention> {
+        w.check(held.n, MAX_MAP_SIDE).map_err(GpuError::Unsupported)?;
+        let c = held
+            .captured
+            .iter()
+            .find(|c| c.layer() == layer)
+            .ok_or_else(|| GpuError::Unsupported(format!("the trace holds no layer {layer}")))?;
+        let shape = MapShape { n: held.n, window: w, stage: held.stage };
+        let mut maps = self.attention_maps(std::slice::from_ref(c), &held.pipes, shape).await?;
+        maps.pop().ok_or_else(|| mismatch(layer))
     }
 
     /// The map pipeline of every layer.
@@ -213,8 +263,8 @@ impl GpuModel {
         pipes: &[usize],
         s: MapShape,
     ) -> Result<Vec<LayerAttention>> {
-        let h = self.cfg.n_heads;
-        let side = h * s.out_n * s.out_n;
+        let (h, out_n) = (self.cfg.n_heads, s.window.side);
+        let side = h * out_n * out_n;
         let dev = &self.ctx.device;
         let mut maps = Vec::new();
         let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
@@ -228,7 +278,7 @@ impl GpuModel {
                     pipes.get(layer).and_then(|&p| self.pipes.get(p)).ok_or_else(|| mismatch(layer))?;
                 pass.set_pipeline(&pipe.pipeline);
                 pass.set_bind_group(0, &bind, &[]);
-                pass.dispatch_workgroups(s.out_n as u32, h as u32, 1);
+                pass.dispatch_workgroups(out_n as u32, h as u32, 1);
                 maps.push((layer, kind, out));
             }
         }
@@ -237,8 +287,8 @@ impl GpuModel {
         let mut out = Vec::with_capacity(maps.len());
         for (layer, kind, buf) in maps {
             let all = read_f32(self, &buf, side).await?;
-            let heads = all.chunks_exact(s.out_n * s.out_n).map(<[f32]>::to_vec).collect();
-            out.push(LayerAttention { layer, kind, n: s.out_n, heads });
+            let heads = all.chunks_exact(out_n * out_n).map(<[f32]>::to_vec).collect();
+            out.push(LayerAttention { layer, kind, n: out_n, heads });
         }
         Ok(out)
     }
@@ -254,8 +304,10 @@ impl GpuModel {
         let dev = &self.ctx.device;
         let base = MapParams {
             n: s.n as u32,
-            out_n: s.out_n as u32,
-            stride: s.stride as u32,
+            out_n: s.window.side as u32,
+            stride: s.window.stride as u32,
+            row0: s.window.row0 as u32,
+            col0: s.window.col0 as u32,
             stage: s.stage.code(),
             h: self.cfg.n_heads as u32,
             ..MapParams::default()
