@@ -891,6 +891,115 @@ test("losing the GPU device mid-generation stops the run, keeps its text and swi
   await context.close();
 });
 
+/** The heatmap's window: [row0, col0, side, stride]. */
+const heatWindow = async (page) => numbers(await attr(page, "#heatmap", "data-window"));
+
+/** Hover window cell (b, c) of the zoomed heatmap. */
+async function hoverCell(page, b, c) {
+  const canvas = page.locator("#heatmap canvas");
+  await canvas.scrollIntoViewIfNeeded();
+  const side = (await heatWindow(page))[2];
+  const box = await canvas.boundingBox();
+  await page.mouse.move(box.x + ((c + 0.5) * box.width) / side, box.y + ((b + 0.5) * box.height) / side);
+}
+
+test("zoom on an exact map (CPU): the window is cut in the page around the locked cell, which keeps its value; pan and the whole map", async () => {
+  const { page, context, errors } = await open("?backend=cpu");
+  await page.fill("#prompt", readFileSync(join(SITE, "eval", "heldout.txt"), "utf8").slice(0, 800));
+  await page.fill("#max-tokens", "1");
+  await generateRun(page);
+  await page.click("#tab-attention");
+  await page.waitForFunction(() => Number(document.querySelector("#heatmap")?.dataset.tokens) > 200, null, { timeout: LOAD_MS });
+  const n = Number(await attr(page, "#heatmap", "data-tokens"));
+  assert.deepEqual(await heatWindow(page), [0, 0, n, 1]);
+  await page.focus("#heatmap canvas");
+  for (let k = 0; k < 40; k++) await page.keyboard.press("ArrowDown");
+  for (let k = 0; k < 20; k++) await page.keyboard.press("ArrowRight");
+  await page.waitForFunction(() => document.querySelector("#heatmap")?.dataset.selected === "40,20");
+  const value = await attr(page, "#heatmap", "data-value");
+  await page.keyboard.press("+");
+  await page.waitForFunction(() => document.querySelector("#heatmap")?.dataset.zoom === "zoomed");
+  const [row0, col0, side, stride] = await heatWindow(page);
+  assert.equal(stride, 1);
+  assert.equal(side, Math.round(n / 2));
+  assert.ok(row0 <= 40 && 40 < row0 + side && col0 <= 20 && 20 < col0 + side, `the window ${row0},${col0} holds the locked cell`);
+  assert.equal(await attr(page, "#heatmap", "data-selected"), "40,20");
+  assert.equal(await attr(page, "#heatmap", "data-value"), value, "the locked cell keeps its value in the window");
+  await page.click("#heatmap-pan-down");
+  await page.waitForFunction((r) => Number(document.querySelector("#heatmap")?.dataset.window.split(",")[0]) > r, row0);
+  await page.click("#heatmap-zoom-whole");
+  assert.deepEqual(await heatWindow(page), [0, 0, n, 1]);
+  assert.equal(await page.locator("#heatmap-zoom-out").isDisabled(), true);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("long texts on WebGPU: the views trace in the worker's GPU, binned maps zoom down to single tokens equal to attnlab dump, LAA of the first 512 tokens equals attnlab analyze", async (t) => {
+  const { page, context, errors } = await open("?backend=gpu");
+  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
+  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
+    await context.close();
+    t.skip("no WebGPU in this Chromium");
+    return;
+  }
+  const heldout = readFileSync(join(SITE, "eval", "heldout.txt"), "utf8");
+  const prompt = heldout.slice(0, 2000);
+  await page.fill("#prompt", prompt);
+  await page.fill("#max-tokens", "1");
+  await generateRun(page);
+  await page.click("#tab-attention");
+  await page.waitForFunction(() => Number(document.querySelector("#heatmap")?.dataset.tokens) > 512, null, { timeout: 120_000 });
+  const tokens = Number(await attr(page, "#heatmap", "data-tokens"));
+  const [, , side, stride] = await heatWindow(page);
+  console.log(`# ${tokens} tokens traced on WebGPU: map ${side}×${side}, ${stride} tokens per cell`);
+  assert.ok(stride >= 2 && side === Math.ceil(tokens / stride), `binned map: ${side} cells of ${stride}`);
+  assert.match(await page.textContent("#attention-view .trace-note"), /traced on WebGPU: the maps are binned on the GPU/);
+  assert.equal(await page.locator("#token-strip").count(), 0, "the strip links exact maps only");
+  // Zoom in around a cell until one cell is one token; the window comes from the worker.
+  await hoverCell(page, 150, 100);
+  for (let k = 0; k < 6 && (await heatWindow(page))[3] > 1; k++) {
+    await page.click("#heatmap-zoom-in");
+    await page.waitForFunction(() => document.querySelector("#heatmap")?.dataset.zoom === "zoomed", null, { timeout: 60_000 });
+  }
+  const [row0, col0, zside, zstride] = await heatWindow(page);
+  assert.equal(zstride, 1, "zoomed to single tokens");
+  await hoverCell(page, 5, 2);
+  await page.waitForFunction(() => document.querySelector("#heatmap")?.dataset.selected !== "");
+  const [qi, kj] = numbers(await attr(page, "#heatmap", "data-selected"));
+  const shown = Number(await attr(page, "#heatmap", "data-value"));
+  assert.deepEqual([qi, kj], [row0 + 5, col0 + 2]);
+  assert.match(await page.textContent("#heatmap .readout"), new RegExp(`^query ${qi} .* → key ${kj} .*: `));
+  await page.screenshot({ path: join(SHOTS, "attention-gpu-zoomed.png"), fullPage: true });
+  // The CLI's exact matrices of the prompt (rows depend only on earlier tokens).
+  const dir = mkdtempSync(join(tmpdir(), "attnlab-e2e-"));
+  writeFileSync(join(dir, "prompt.txt"), prompt);
+  cli(["dump", "--model", join(SITE, "models/alibi"), "--text", join(dir, "prompt.txt"), "--out", join(dir, "d.safetensors"), "--attention", "--max-tokens", "1000"]);
+  const a = readSafetensors(join(dir, "d.safetensors"))["attention.layer0"];
+  const n = a.shape[1];
+  assert.ok(qi < n - 8, `query ${qi} lies inside the prompt's ${n} tokens`);
+  const expected = a.data[qi * n + kj];
+  assert.ok(Math.abs(shown - expected) < 1e-4, `page ${shown} vs CLI ${expected} at (${qi}, ${kj})`);
+  console.log(`# zoomed window ${row0},${col0} (${zside} cells): cell (${qi}, ${kj}) = ${shown} (CLI ${expected})`);
+  // Pan and back to the whole map.
+  await page.click("#heatmap-pan-right");
+  await page.waitForFunction((c) => Number(document.querySelector("#heatmap")?.dataset.window.split(",")[1]) > c, col0, { timeout: 60_000 });
+  await page.click("#heatmap-zoom-whole");
+  assert.deepEqual(await heatWindow(page), [0, 0, side, stride]);
+
+  // LAA and the head summaries come from an exact GPU trace of the first 512 tokens: equal to the
+  // CLI's analysis of those tokens.
+  assert.match(await page.textContent("#attention-view .trace-note"), /cover the first 512 tokens/);
+  await page.click("#tab-laa");
+  await page.waitForSelector("#laa-table tr[data-auc]", { timeout: 120_000 });
+  const aucs = await page.$$eval("#laa-table tr[data-auc]", (rows) => rows.map((r) => Number(r.dataset.auc)));
+  const analyzed = JSON.parse(cli(["analyze", "--model", join(SITE, "models/alibi"), "--text", join(dir, "prompt.txt"), "--max-tokens", "512", "--json"]));
+  assert.equal(analyzed.tokens, 512);
+  analyzed.layers.forEach((l, i) => assert.ok(Math.abs(aucs[i] - l.laa.auc) < 1e-5, `layer ${i}: page ${aucs[i]} vs CLI ${l.laa.auc}`));
+  await page.screenshot({ path: join(SHOTS, "laa-gpu.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 /**
  * Make the model's worker (the newest) throw an uncaught error, as a panic in its wasm does; with
  * `restarts`, returns once a new worker runs.

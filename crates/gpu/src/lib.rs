@@ -21,5 +21,8 @@ pub mod train;
 
 pub use context::{GpuCaps, GpuContext, Traffic};
 pub use error::{GpuError, Result};
-pub use model::{GpuModel, GpuSampling, GpuSession, GpuTrace, HeldTrace, GREEDY_BATCH, MAX_MAP_SIDE};
+pub use model::{
+    GpuModel, GpuSampling, GpuSession, GpuTrace, HeldTrace, GREEDY_BATCH, MAX_LINEAR_TRACE_TOKENS,
+    MAX_MAP_SIDE,
+};
 pub use params::DEFAULT_SPLIT_KEYS;

@@ -5,11 +5,15 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use attnlab_gpu::{GpuContext, GpuError, GpuModel};
+use attnlab_core::analysis::{self, MapWindow};
+use attnlab_core::attention::{AttnStage, LayerAttention, TraceRequest};
+use attnlab_core::config::Family;
+use attnlab_gpu::{GpuContext, GpuError, GpuModel, HeldTrace, MAX_LINEAR_TRACE_TOKENS, MAX_MAP_SIDE};
 use gloo_timers::future::TimeoutFuture;
 
 use crate::backend::GpuFailure;
 use crate::engine::Engine;
+use crate::lab::{TraceShape, TraceView, MAX_GPU_TRACE_TOKENS, MAX_TRACE_TOKENS};
 
 /// The page's word for a GPU error.
 pub fn failure(e: GpuError) -> GpuFailure {
@@ -67,10 +71,19 @@ async fn js_adapter_name() -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(" "))
 }
 
-/// The GPU copy of one engine's model.
+/// The GPU copy of one engine's model, with the last trace it recorded (the zoom's tiles come from
+/// it; it goes with the upload it belongs to).
 struct Uploaded {
     engine: Rc<Engine>,
     model: GpuModel,
+    trace: Option<KeptTrace>,
+}
+
+/// A trace kept on the GPU: which text and stage it is of.
+struct KeptTrace {
+    text: String,
+    stage: AttnStage,
+    held: HeldTrace,
 }
 
 #[derive(Default)]
@@ -132,12 +145,102 @@ impl Lease {
             // Free the previous model before the new one is allocated.
             self.current = None;
             let model = GpuModel::new(ctx.clone(), &engine.model).await.map_err(failure)?;
-            self.current = Some(Uploaded { engine: engine.clone(), model });
+            self.current = Some(Uploaded { engine: engine.clone(), model, trace: None });
         }
         match self.current.as_mut() {
             Some(u) => Ok(&mut u.model),
             None => Err(GpuFailure::Other("internal error: no GPU model".to_string())),
         }
+    }
+}
+
+impl Lease {
+    /// Trace the first `MAX_GPU_TRACE_TOKENS` tokens of `text` on the GPU with `engine`'s model:
+    /// maps binned to at most [`MAX_MAP_SIDE`] cells a side, gates for every token, and, when the
+    /// maps are binned, LAA summaries from an exact trace of the first [`MAX_TRACE_TOKENS`]. The
+    /// trace stays on the GPU for [`Lease::window`].
+    pub async fn trace(
+        &mut self,
+        ctx: &GpuContext,
+        engine: &Rc<Engine>,
+        text: &str,
+        stage: AttnStage,
+    ) -> Result<TraceView, GpuTraceError> {
+        let (ids, cut) = engine.trace_tokens(text, gpu_trace_limit(engine)).map_err(GpuTraceError::Input)?;
+        let model = self.model_for(ctx, engine).await?;
+        let req = TraceRequest { attention: true, stage, gates: true };
+        let (t, held) = model.trace_held(&ids, req, MAX_MAP_SIDE).await.map_err(failure)?;
+        let exact = if stage != AttnStage::Probabilities {
+            None
+        } else if t.stride == 1 {
+            Some((ids.len(), t.trace.attention.clone()))
+        } else {
+            let n = ids.len().min(MAX_TRACE_TOKENS);
+            let req = TraceRequest { gates: false, ..req };
+            let first = model.trace(&ids[..n], req, MAX_MAP_SIDE).await.map_err(failure)?;
+            Some((n, first.trace.attention))
+        };
+        let (summary_tokens, summaries) = match exact {
+            Some((n, maps)) => (n, analysis::summarize_attention(&engine.model, &maps)),
+            None => (0, Vec::new()),
+        };
+        if let Some(u) = self.current.as_mut() {
+            u.trace = Some(KeptTrace { text: text.to_string(), stage, held });
+        }
+        let shape = TraceShape { cut, stride: t.stride, on_gpu: true, summary_tokens };
+        Ok(engine.trace_view(&ids, shape, t.trace.attention, summaries, &t.trace.gates))
+    }
+
+    /// Layer `layer`'s maps over `window` of the GPU trace of `text` at `stage`, tracing it again
+    /// first when the upload holds another (or none).
+    pub async fn window(
+        &mut self,
+        ctx: &GpuContext,
+        engine: &Rc<Engine>,
+        text: &str,
+        stage: AttnStage,
+        layer: usize,
+        window: MapWindow,
+    ) -> Result<LayerAttention, GpuTraceError> {
+        self.model_for(ctx, engine).await?;
+        let held = |u: &Uploaded| u.trace.as_ref().is_some_and(|k| k.text == text && k.stage == stage);
+        if !self.current.as_ref().is_some_and(held) {
+            self.trace(ctx, engine, text, stage).await?;
+        }
+        let (Some(u), Some(k)) =
+            (self.current.as_ref(), self.current.as_ref().and_then(|u| u.trace.as_ref()))
+        else {
+            return Err(GpuFailure::Other("internal error: no GPU trace".to_string()).into());
+        };
+        match u.model.map_window(&k.held, layer, window).await {
+            Ok(maps) => Ok(maps),
+            // A window outside the trace is the request's fault, not the GPU's.
+            Err(GpuError::Unsupported(why)) => Err(GpuTraceError::Input(why)),
+            Err(e) => Err(failure(e).into()),
+        }
+    }
+}
+
+/// Longest text the views trace on the GPU for `engine`'s model: [`MAX_GPU_TRACE_TOKENS`], or
+/// [`MAX_LINEAR_TRACE_TOKENS`] when it has linear-family layers (their longer maps are not verified).
+pub fn gpu_trace_limit(engine: &Engine) -> usize {
+    let softmax_only = engine.model.config().layers.iter().all(|l| l.family() == Family::Softmax);
+    if softmax_only {
+        MAX_GPU_TRACE_TOKENS
+    } else {
+        MAX_LINEAR_TRACE_TOKENS
+    }
+}
+
+/// Why a GPU trace gave nothing: the request (a bad window, an empty text) or the GPU.
+pub enum GpuTraceError {
+    Input(String),
+    Gpu(GpuFailure),
+}
+
+impl From<GpuFailure> for GpuTraceError {
+    fn from(f: GpuFailure) -> Self {
+        GpuTraceError::Gpu(f)
     }
 }
 

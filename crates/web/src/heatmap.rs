@@ -5,20 +5,61 @@
 //! (with an aria-live read-out), and "copy as CSV" puts the matrix on the clipboard. The locked cell
 //! belongs to the parent (it links the map to the token strip and the URL); the map marks the
 //! query row the strip points at.
+//!
+//! Zoom and pan show a window of the map, down to single tokens: cut from the exact matrix in the
+//! page, or, when the page holds a binned map of a long trace (a cell = `stride` × `stride`
+//! tokens), fetched from the worker's WebGPU trace a window at a time ([`TileSource`]), so a
+//! 8,192 × 8,192 map never exists in the page.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
+use attnlab_core::analysis::{attention_window, MapWindow};
+use attnlab_core::attention::{AttnMatrixKind, LayerAttention};
 use wasm_bindgen::{Clamped, JsCast};
 use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement, ImageData};
 use yew::prelude::*;
 
 use crate::colors::{Scale, MASKED};
 use crate::figure;
+use crate::lab;
 use crate::plot::{self, Format};
 use crate::share::Share;
 
+/// The narrowest zoom window, in tokens.
+const MIN_ZOOM_TOKENS: usize = 8;
+
+/// A window's values, on their way from the worker.
+pub type TileFuture = Pin<Box<dyn Future<Output = Result<Vec<f32>, String>>>>;
+
+/// Where the windows of a binned map come from: the worker's WebGPU trace of the same text, layer
+/// and head. Sources with the same `key` fetch the same maps.
+#[derive(Clone)]
+pub struct TileSource {
+    pub key: String,
+    pub fetch: Rc<dyn Fn(MapWindow) -> TileFuture>,
+}
+
+impl PartialEq for TileSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
 /// Paint `matrix` (`[n, n]`, row = query) into `canvas`; cells above the diagonal are masked.
 pub fn paint(canvas: &HtmlCanvasElement, matrix: &[f32], n: usize, scale: &Scale) -> Result<(), String> {
+    paint_masked(canvas, matrix, n, scale, &|i, j| j > i)
+}
+
+/// Paint `matrix` (`[n, n]`) into `canvas`, cells for which `masked(row, col)` holds in grey.
+fn paint_masked(
+    canvas: &HtmlCanvasElement,
+    matrix: &[f32],
+    n: usize,
+    scale: &Scale,
+    masked: &dyn Fn(usize, usize) -> bool,
+) -> Result<(), String> {
     if n == 0 || matrix.len() < n * n {
         return Err(format!("heatmap: matrix has {} values, expected {n}×{n}", matrix.len()));
     }
@@ -33,7 +74,7 @@ pub fn paint(canvas: &HtmlCanvasElement, matrix: &[f32], n: usize, scale: &Scale
     let mut rgba = vec![255u8; n * n * 4];
     for i in 0..n {
         for j in 0..n {
-            let c = if j > i { MASKED } else { scale.color(matrix[i * n + j]) };
+            let c = if masked(i, j) { MASKED } else { scale.color(matrix[i * n + j]) };
             let o = (i * n + j) * 4;
             rgba[o..o + 3].copy_from_slice(&c);
         }
@@ -78,6 +119,18 @@ pub struct HeatmapProps {
     /// matrix.
     #[prop_or_default]
     pub scale: Option<Scale>,
+    /// Tokens the map covers (`labels` has one per token); 0: `n`.
+    #[prop_or_default]
+    pub tokens: usize,
+    /// Tokens per cell side of `matrix` (1: exact; then cells, `cell` and `mark_row` are tokens).
+    #[prop_or(1)]
+    pub stride: usize,
+    /// What the values are (how a binned window combines keys: scores average, the rest sum).
+    #[prop_or(AttnMatrixKind::Probabilities)]
+    pub kind: AttnMatrixKind,
+    /// Where the windows of a binned map come from.
+    #[prop_or_default]
+    pub tiles: Option<TileSource>,
 }
 
 impl HeatmapProps {
@@ -86,14 +139,80 @@ impl HeatmapProps {
         self.scale.unwrap_or_else(|| fit_scale(&self.matrix, self.n, self.signed))
     }
 
-    /// The locked cell when it lies inside the matrix.
+    /// The locked cell (tokens) when it lies inside an exact matrix.
     fn locked(&self) -> Option<(usize, usize)> {
-        self.cell.filter(|&(i, j)| i < self.n && j < self.n)
+        self.cell.filter(|&(i, j)| self.stride == 1 && i < self.n && j < self.n)
+    }
+
+    fn tokens(&self) -> usize {
+        if self.tokens == 0 {
+            self.n
+        } else {
+            self.tokens
+        }
+    }
+
+    /// The whole map as a window.
+    fn base(&self) -> MapWindow {
+        MapWindow { row0: 0, col0: 0, side: self.n, stride: self.stride.max(1) }
+    }
+
+    /// Labels of the whole map's cells: the tokens' own, or the token range of each binned cell.
+    fn cell_labels(&self) -> Rc<Vec<String>> {
+        if self.stride <= 1 {
+            return self.labels.clone();
+        }
+        let (s, t) = (self.stride, self.tokens());
+        Rc::new((0..self.n).map(|c| format!("{}–{}", c * s, ((c + 1) * s).min(t) - 1)).collect())
+    }
+}
+
+/// The window on screen: its place in the map and its values.
+#[derive(Clone)]
+struct Shown {
+    window: MapWindow,
+    values: Rc<Vec<f32>>,
+}
+
+impl Shown {
+    /// Query (token) of window row `b` and the keys [lo, hi] of column `c`.
+    fn cell(&self, tokens: usize, (b, c): (usize, usize)) -> (usize, usize, usize) {
+        let w = &self.window;
+        let i = w.query(tokens, b);
+        let lo = w.col0 + c * w.stride;
+        (i, lo, (lo + w.stride - 1).min(tokens.saturating_sub(1)))
+    }
+
+    /// Window cell (row, column) of token cell (query, key), when it is on screen.
+    fn locate(&self, tokens: usize, (i, j): (usize, usize)) -> Option<(usize, usize)> {
+        let w = &self.window;
+        let (b, c) = (i.checked_sub(w.row0)? / w.stride, j.checked_sub(w.col0)? / w.stride);
+        (b < w.side && c < w.side && w.query(tokens, b) == i).then_some((b, c))
+    }
+
+    fn masked(&self, tokens: usize, (b, c): (usize, usize)) -> bool {
+        let (i, lo, _) = self.cell(tokens, (b, c));
+        lo > i
+    }
+
+    /// Width in tokens and centre (query, key) of the window.
+    fn span(&self) -> (usize, (usize, usize)) {
+        let w = &self.window;
+        let width = w.side * w.stride;
+        (width, (w.row0 + width / 2, w.col0 + width / 2))
     }
 }
 
 pub enum HeatMsg {
     Hover(i32, i32, f64, f64),
+    /// Zoom by this factor (½: in) around the hovered or locked cell, else the window's centre.
+    Zoom(f64),
+    /// Move the window by this many quarter widths (rows, columns).
+    Pan(i64, i64),
+    /// Back to the whole map.
+    Whole,
+    /// A fetched window (request number, window, values).
+    Tile(u32, MapWindow, Result<Vec<f32>, String>),
     Leave,
     Click,
     Key(KeyboardEvent),
@@ -120,49 +239,143 @@ pub struct Heatmap {
     painted: Option<HtmlCanvasElement>,
     /// The page's URL state (the exports' caption).
     share: Option<Share>,
+    /// The zoomed window on screen (`None`: the whole map).
+    zoom: Option<Shown>,
+    /// A window asked of the worker and not yet here, with its request number.
+    pending: Option<(u32, MapWindow)>,
+    requests: u32,
+    /// Why the last window could not be shown.
+    zoom_error: Option<String>,
 }
 
 impl Heatmap {
-    /// Export the matrix: SVG and PNG around the canvas as painted, CSV and JSON of its values.
+    /// The window on screen: the zoom, else the whole map.
+    fn shown(&self, p: &HeatmapProps) -> Shown {
+        self.zoom.clone().unwrap_or_else(|| Shown { window: p.base(), values: p.matrix.clone() })
+    }
+
+    /// Export the whole map (whatever the zoom shows): SVG and PNG of it painted, CSV and JSON of
+    /// its values, with each cell's tokens as labels.
     fn export(&self, ctx: &Context<Self>, format: Format) {
         let p = ctx.props();
         let done = ctx.link().callback(HeatMsg::Exported);
         let caption = plot::caption_of(self.share.as_ref(), &p.model);
         let name = format!("attnlab-{}.{}", p.id, format.ext());
+        let labels = p.cell_labels();
         let (text, size) = match format {
-            Format::Csv => (crate::lab::matrix_csv(&p.labels, &p.matrix, p.n), (0.0, 0.0)),
-            Format::Json => (
-                figure::matrix_json(&p.title, &p.value_name, &caption, &p.labels, &p.matrix, p.n),
-                (0.0, 0.0),
-            ),
+            Format::Csv => (crate::lab::matrix_csv(&labels, &p.matrix, p.n), (0.0, 0.0)),
+            Format::Json => {
+                (figure::matrix_json(&p.title, &p.value_name, &caption, &labels, &p.matrix, p.n), (0.0, 0.0))
+            }
             Format::Svg | Format::Png => {
-                let image = self.canvas.cast::<HtmlCanvasElement>().map(|c| c.to_data_url());
+                let scale = p.scale();
+                let image = web_sys::window()
+                    .and_then(|w| w.document())
+                    .and_then(|d| d.create_element("canvas").ok())
+                    .and_then(|c| c.dyn_into::<HtmlCanvasElement>().ok())
+                    .filter(|c| paint(c, &p.matrix, p.n, &scale).is_ok())
+                    .map(|c| c.to_data_url());
                 let Some(Ok(image)) = image else {
-                    return done.emit(Err("the heatmap's canvas could not be read".to_string()));
+                    return done.emit(Err("the heatmap could not be painted for export".to_string()));
                 };
-                let (svg, w, h) = figure::heatmap_svg(
-                    &p.title,
-                    &p.value_name,
-                    &caption,
-                    &p.labels,
-                    p.n,
-                    &self.scale,
-                    &image,
-                );
+                let (svg, w, h) =
+                    figure::heatmap_svg(&p.title, &p.value_name, &caption, &labels, p.n, &scale, &image);
                 (svg, (w, h))
             }
         };
         plot::deliver(format, name, text, size, done);
     }
 
-    fn cell_text(props: &HeatmapProps, (i, j): (usize, usize)) -> String {
+    /// The read-out of window cell `(b, c)`, in tokens.
+    fn cell_text(props: &HeatmapProps, shown: &Shown, (b, c): (usize, usize)) -> String {
         let label = |k: usize| props.labels.get(k).map(|s| format!("{s:?}")).unwrap_or_default();
-        let value = if j > i {
-            "masked (future key)".to_string()
+        let (i, lo, hi) = shown.cell(props.tokens(), (b, c));
+        if lo > i {
+            return format!("query {i} {} → key {lo} {}: masked (future key)", label(i), label(lo));
+        }
+        let value = shown.values.get(b * shown.window.side + c).copied().unwrap_or(f32::NAN);
+        if shown.window.stride == 1 {
+            return format!("query {i} {} → key {lo} {}: {value:.6}", label(i), label(lo));
+        }
+        let how = if props.kind == AttnMatrixKind::Scores { "mean" } else { "sum" };
+        format!(
+            "query {i} {} → keys {lo}–{} ({how} of {} keys): {value:.6}",
+            label(i),
+            hi.min(i),
+            hi.min(i) - lo + 1
+        )
+    }
+
+    /// Show `window`: cut from the exact matrix in the page, else asked of the worker.
+    fn show(&mut self, ctx: &Context<Self>, window: MapWindow) {
+        let p = ctx.props();
+        self.zoom_error = None;
+        self.hover = None;
+        if window == p.base() {
+            (self.zoom, self.pending) = (None, None);
+        } else if p.stride == 1 {
+            let whole = LayerAttention { layer: 0, kind: p.kind, n: p.n, heads: vec![(*p.matrix).clone()] };
+            let values = attention_window(&whole, window).heads.pop().unwrap_or_default();
+            (self.zoom, self.pending) = (Some(Shown { window, values: Rc::new(values) }), None);
+        } else if let Some(source) = &p.tiles {
+            self.requests = self.requests.wrapping_add(1);
+            let (request, fetch) = (self.requests, source.fetch.clone());
+            self.pending = Some((request, window));
+            ctx.link().send_future(async move { HeatMsg::Tile(request, window, fetch(window).await) });
+            return;
         } else {
-            format!("{:.6}", props.matrix[i * props.n + j])
+            self.zoom_error = Some("this binned map has no source of finer windows".to_string());
+            return;
+        }
+        self.scale = self.fit(p);
+        self.repaint = true;
+    }
+
+    /// The colour scale of what is on screen: the whole map's (shared in compare mode), or fitted
+    /// to the zoomed window's visible cells.
+    fn fit(&self, p: &HeatmapProps) -> Scale {
+        match &self.zoom {
+            None => p.scale(),
+            Some(z) => {
+                let (t, side) = (p.tokens(), z.window.side);
+                let visible = (0..side * side).filter(|&k| !z.masked(t, (k / side, k % side)));
+                Scale::fit(visible.map(|k| z.values[k]), p.signed)
+            }
+        }
+    }
+
+    /// Zoom by `factor` around the hovered or locked cell, else around the window's centre.
+    fn zoom_by(&mut self, ctx: &Context<Self>, factor: f64) {
+        let p = ctx.props();
+        let shown = self.shown(p);
+        let (width, centre) = shown.span();
+        let centre = match self.hover.or_else(|| p.locked().and_then(|c| shown.locate(p.tokens(), c))) {
+            Some(cell) => {
+                let (i, lo, hi) = shown.cell(p.tokens(), cell);
+                (i, (lo + hi) / 2)
+            }
+            None => centre,
         };
-        format!("query {i} {} → key {j} {}: {value}", label(i), label(j))
+        let new = ((width as f64 * factor).round() as usize).max(MIN_ZOOM_TOKENS);
+        if new >= p.tokens() {
+            return self.show(ctx, p.base());
+        }
+        let half = new / 2;
+        self.show(
+            ctx,
+            lab::zoom_window(p.tokens(), new, centre.0.saturating_sub(half), centre.1.saturating_sub(half)),
+        );
+    }
+
+    /// Move the window by quarter widths.
+    fn pan(&mut self, ctx: &Context<Self>, rows: i64, cols: i64) {
+        let p = ctx.props();
+        let Some(z) = &self.zoom else { return };
+        let (width, _) = z.span();
+        let step = (width / 4).max(1) as i64;
+        let at = |o: usize, d: i64| (o as i64 + d * step).max(0) as usize;
+        let w = &z.window;
+        self.show(ctx, lab::zoom_window(p.tokens(), width, at(w.row0, rows), at(w.col0, cols)));
     }
 }
 
@@ -184,24 +397,41 @@ impl Component for Heatmap {
             error: None,
             refocus: false,
             share,
+            zoom: None,
+            pending: None,
+            requests: 0,
+            zoom_error: None,
         }
     }
 
     fn changed(&mut self, ctx: &Context<Self>, old: &Self::Properties) -> bool {
         let p = ctx.props();
-        if p.n != old.n {
+        let new_map =
+            p.n != old.n || p.matrix != old.matrix || p.tokens != old.tokens || p.tiles != old.tiles;
+        if new_map {
             self.hover = None;
+            // Another map: the same window of it (the zoom stays where the user put it).
+            if let Some(w) =
+                self.zoom.as_ref().map(|z| z.window).filter(|w| w.check(p.tokens(), 4096).is_ok())
+            {
+                self.zoom = None;
+                self.show(ctx, w);
+            } else {
+                (self.zoom, self.pending) = (None, None);
+            }
         }
         // Only new values are painted again (not a moved mark or lock).
-        if p.n != old.n || p.signed != old.signed || p.scale != old.scale || p.matrix != old.matrix {
-            self.scale = p.scale();
+        if new_map || p.signed != old.signed || p.scale != old.scale {
+            self.scale = self.fit(p);
             self.repaint = true;
         }
         true
     }
 
     fn update(&mut self, ctx: &Context<Self>, msg: Self::Message) -> bool {
-        let n = ctx.props().n;
+        let p = ctx.props();
+        let shown = self.shown(p);
+        let n = shown.window.side;
         match msg {
             HeatMsg::Hover(x, y, w, h) => {
                 if n == 0 || w <= 0.0 || h <= 0.0 {
@@ -216,39 +446,51 @@ impl Component for Heatmap {
             }
             HeatMsg::Leave => self.hover = None,
             HeatMsg::Click => {
-                let locked = ctx.props().locked();
-                let next = match (locked, self.hover) {
+                if shown.window.stride > 1 {
+                    // A binned cell: look closer.
+                    self.zoom_by(ctx, 0.25);
+                    return true;
+                }
+                let hovered = self.hover.map(|c| {
+                    let (i, j, _) = shown.cell(p.tokens(), c);
+                    (i, j)
+                });
+                let next = match (p.locked(), hovered) {
                     (Some(l), Some(h)) if l == h => None,
                     (_, Some(h)) => Some(h),
                     (l, None) => l,
                 };
-                ctx.props().on_cell.emit(next);
+                p.on_cell.emit(next);
             }
-            HeatMsg::Key(e) => {
-                if n == 0 {
+            HeatMsg::Key(e) => return self.key(ctx, &shown, e),
+            HeatMsg::Zoom(f) => self.zoom_by(ctx, f),
+            HeatMsg::Pan(r, c) => self.pan(ctx, r, c),
+            HeatMsg::Whole => self.show(ctx, p.base()),
+            HeatMsg::Tile(request, window, result) => {
+                if self.pending.map(|(r, _)| r) != Some(request) {
                     return false;
                 }
-                let (i, j) = ctx.props().locked().or(self.hover).unwrap_or((0, 0));
-                let next = match e.key().as_str() {
-                    "ArrowUp" => (i.saturating_sub(1), j),
-                    "ArrowDown" => ((i + 1).min(n - 1), j),
-                    "ArrowLeft" => (i, j.saturating_sub(1)),
-                    "ArrowRight" => (i, (j + 1).min(n - 1)),
-                    "Home" => (i, 0),
-                    "End" => (i, i),
-                    "Escape" => {
-                        ctx.props().on_cell.emit(None);
-                        return true;
+                self.pending = None;
+                match result {
+                    Ok(values) if values.len() == window.side * window.side => {
+                        self.zoom = Some(Shown { window, values: Rc::new(values) });
+                        self.scale = self.fit(p);
+                        self.repaint = true;
                     }
-                    _ => return false,
-                };
-                e.prevent_default();
-                ctx.props().on_cell.emit(Some(next));
-                self.refocus = true;
+                    Ok(values) => {
+                        self.zoom_error = Some(format!(
+                            "the worker sent {} values for a {}-cell window",
+                            values.len(),
+                            window.side
+                        ))
+                    }
+                    // A newer window took this one's place.
+                    Err(e) if e == "superseded" => {}
+                    Err(e) => self.zoom_error = Some(e),
+                }
             }
             HeatMsg::Copy => {
-                let props = ctx.props();
-                let csv = crate::lab::matrix_csv(&props.labels, &props.matrix, n);
+                let csv = crate::lab::matrix_csv(&p.cell_labels(), &p.matrix, p.n);
                 let link = ctx.link().clone();
                 wasm_bindgen_futures::spawn_local(async move {
                     link.send_message(HeatMsg::Copied(crate::export::copy_text(&csv).await));
@@ -264,7 +506,7 @@ impl Component for Heatmap {
             }
             HeatMsg::Copied(r) => {
                 self.copy_status = match r {
-                    Ok(()) => format!("copied {n}×{n} matrix as CSV"),
+                    Ok(()) => format!("copied {0}×{0} matrix as CSV", p.n),
                     Err(e) => format!("copy failed: {e}"),
                 }
             }
@@ -276,7 +518,11 @@ impl Component for Heatmap {
         let props = ctx.props();
         if let Some(canvas) = self.canvas.cast::<HtmlCanvasElement>() {
             if std::mem::take(&mut self.repaint) || self.painted.as_ref() != Some(&canvas) {
-                self.error = paint(&canvas, &props.matrix, props.n, &self.scale).err();
+                let shown = self.shown(props);
+                let t = props.tokens();
+                let masked = |b: usize, c: usize| shown.masked(t, (b, c));
+                self.error =
+                    paint_masked(&canvas, &shown.values, shown.window.side, &self.scale, &masked).err();
                 self.painted = Some(canvas.clone());
             }
             if std::mem::take(&mut self.refocus) {
@@ -287,7 +533,8 @@ impl Component for Heatmap {
 
     fn view(&self, ctx: &Context<Self>) -> Html {
         let props = ctx.props();
-        let n = props.n;
+        let shown = self.shown(props);
+        let (n, t) = (shown.window.side, props.tokens());
         let link = ctx.link();
         let scale = self.scale;
         let onmousemove = link.callback(|e: MouseEvent| {
@@ -300,50 +547,72 @@ impl Component for Heatmap {
                 rect.height(),
             )
         });
-        let locked = props.locked();
+        let locked = props.locked().and_then(|c| shown.locate(t, c));
         let selected = locked.or(self.hover);
-        let outside = props.cell.filter(|&(i, j)| i >= n || j >= n);
+        let outside = props.cell.filter(|&(i, j)| props.stride == 1 && (i >= props.n || j >= props.n));
         let readout = match (selected, outside) {
-            (Some(c), _) => Self::cell_text(props, c),
+            (Some(c), _) => Self::cell_text(props, &shown, c),
             (None, Some((i, j))) => format!(
-                "the link's cell (query {i}, key {j}) is outside this {n}-token text; hover a cell, click to lock it"
+                "the link's cell (query {i}, key {j}) is outside this {}-token text; hover a cell, click to lock it",
+                props.n
             ),
-            (None, None) => "hover a cell; click to lock it; arrow keys move it".to_string(),
+            (None, None) if shown.window.stride > 1 => {
+                "hover a cell; click it (or +) to zoom in, down to single tokens".to_string()
+            }
+            (None, None) => "hover a cell; click to lock it; arrow keys move it; + and − zoom".to_string(),
         };
         let (sel_attr, val_attr) = match selected {
-            Some((i, j)) if j <= i => (format!("{i},{j}"), format!("{}", props.matrix[i * n + j])),
-            Some((i, j)) => (format!("{i},{j}"), "masked".to_string()),
+            Some(c) => {
+                let (i, j, _) = shown.cell(t, c);
+                let value =
+                    if j > i { "masked".to_string() } else { format!("{}", shown.values[c.0 * n + c.1]) };
+                (format!("{i},{j}"), value)
+            }
             None => (String::new(), String::new()),
         };
         let crosshair = locked.map(|(i, j)| {
             let (x, y) = (100.0 * (j as f64 + 0.5) / n as f64, 100.0 * (i as f64 + 0.5) / n as f64);
             html! { <div class="crosshair" style={format!("left:{x:.3}%;top:{y:.3}%")}></div> }
         });
-        let mark_row = props.mark_row.filter(|&i| i < n);
-        let band = mark_row.map(|i| {
-            let (top, height) = (100.0 * i as f64 / n as f64, 100.0 / n as f64);
+        let mark_row = props.mark_row.filter(|&i| props.stride == 1 && i < props.n);
+        let band = mark_row.and_then(|i| shown.locate(t, (i, shown.window.col0))).map(|(b, _)| {
+            let (top, height) = (100.0 * b as f64 / n as f64, 100.0 / n as f64);
             html! { <div class="row-mark" aria-hidden="true"
             style={format!("top:{top:.3}%;height:{height:.3}%")}></div> }
         });
         let tick = |k: usize| props.labels.get(k).cloned().unwrap_or_default();
-        // Up to five labelled positions, each at its cell's centre.
+        // Up to five labelled positions, each at its cell's centre, named by their tokens.
         let mut axis_ticks: Vec<usize> =
             if n <= 1 { vec![0] } else { (0..5).map(|t| t * (n - 1) / 4).collect() };
         axis_ticks.dedup();
         let pos = |k: usize| 100.0 * (k as f64 + 0.5) / n.max(1) as f64;
+        let row_token = |b: usize| shown.window.query(t, b);
+        let col_token = |c: usize| shown.window.col0 + c * shown.window.stride;
+        let w = shown.window;
+        let zoom_state = if self.pending.is_some() {
+            "loading"
+        } else if self.zoom_error.is_some() {
+            "error"
+        } else if self.zoom.is_some() {
+            "zoomed"
+        } else {
+            "whole"
+        };
         html! {
             <div class="heatmap" id={props.id.clone()} data-n={n.to_string()} data-selected={sel_attr} data-value={val_attr}
-                data-row={mark_row.map(|i| i.to_string()).unwrap_or_default()}>
+                data-row={mark_row.map(|i| i.to_string()).unwrap_or_default()} data-tokens={t.to_string()}
+                data-window={format!("{},{},{},{}", w.row0, w.col0, w.side, w.stride)} data-zoom={zoom_state}>
                 <div class="heatmap-title">{ &props.title }</div>
+                { self.view_zoom_bar(ctx, &shown) }
                 <div class="heatmap-body">
                     <div class="y-axis" aria-hidden="true">
                         { for axis_ticks.iter().map(|&k| html! {
-                            <span style={format!("top:{:.3}%", pos(k))}>{ format!("{k} {}", tick(k)) }</span>
+                            <span style={format!("top:{:.3}%", pos(k))}>{ format!("{} {}", row_token(k), tick(row_token(k))) }</span>
                         }) }
                     </div>
                     <div class="canvas-wrap">
                         <canvas ref={self.canvas.clone()} tabindex="0" role="grid"
-                            aria-label={format!("{} heatmap, {n} by {n}; arrow keys move the selected cell", props.title)}
+                            aria-label={format!("{} heatmap, {n} by {n}; arrow keys move the selected cell, + and − zoom", props.title)}
                             onmousemove={onmousemove} onmouseleave={link.callback(|_| HeatMsg::Leave)}
                             onclick={link.callback(|_| HeatMsg::Click)}
                             onkeydown={link.callback(HeatMsg::Key)}></canvas>
@@ -355,7 +624,7 @@ impl Component for Heatmap {
                 </div>
                 <div class="x-axis" aria-hidden="true">
                     { for axis_ticks.iter().map(|&k| html! {
-                        <span style={format!("left:{:.3}%", pos(k))}>{ format!("{k} {}", tick(k)) }</span>
+                        <span style={format!("left:{:.3}%", pos(k))}>{ format!("{} {}", col_token(k), tick(col_token(k))) }</span>
                     }) }
                 </div>
                 <div class="colorbar">
@@ -374,6 +643,108 @@ impl Component for Heatmap {
                 if let Some(e) = &self.error { <p class="error">{ e }</p> }
             </div>
         }
+    }
+}
+
+impl Heatmap {
+    /// The zoom and pan buttons and where the window lies.
+    fn view_zoom_bar(&self, ctx: &Context<Self>, shown: &Shown) -> Html {
+        let (p, link) = (ctx.props(), ctx.link());
+        let w = shown.window;
+        let (width, t) = (w.side * w.stride, p.tokens());
+        let last = |o: usize| (o + width).min(t) - 1;
+        let place = format!(
+            "queries {}–{}, keys {}–{} of {t} tokens · {}",
+            w.row0,
+            last(w.row0),
+            w.col0,
+            last(w.col0),
+            if w.stride == 1 {
+                "one token per cell".to_string()
+            } else {
+                format!("{0}×{0} tokens per cell", w.stride)
+            }
+        );
+        let status = match (&self.pending, &self.zoom_error) {
+            (Some((_, asked)), _) => {
+                format!(" · fetching {}×{} cells from the GPU trace…", asked.side, asked.side)
+            }
+            (None, Some(e)) => format!(" · zoom failed: {e}"),
+            (None, None) => String::new(),
+        };
+        let id = |what: &str| format!("{}-{what}", p.id);
+        let zoomed = self.zoom.is_some();
+        let button =
+            |what: &str, label: &'static str, title: &'static str, msg: fn() -> HeatMsg, enabled: bool| {
+                html! { <button id={id(what)} title={title} disabled={!enabled}
+                onclick={link.callback(move |_| msg())}>{ label }</button> }
+            };
+        html! {
+            <div class="zoom-bar">
+                { button("zoom-in", "+", "Zoom in (+), around the hovered or locked cell", || HeatMsg::Zoom(0.5), width > MIN_ZOOM_TOKENS) }
+                { button("zoom-out", "−", "Zoom out (−)", || HeatMsg::Zoom(2.0), zoomed) }
+                { button("pan-left", "←", "Earlier keys", || HeatMsg::Pan(0, -1), zoomed && w.col0 > 0) }
+                { button("pan-right", "→", "Later keys", || HeatMsg::Pan(0, 1), zoomed && w.col0 + width < t) }
+                { button("pan-up", "↑", "Earlier queries", || HeatMsg::Pan(-1, 0), zoomed && w.row0 > 0) }
+                { button("pan-down", "↓", "Later queries", || HeatMsg::Pan(1, 0), zoomed && w.row0 + width < t) }
+                { button("zoom-whole", "whole map", "Show the whole map (0)", || HeatMsg::Whole, zoomed) }
+                <span class="muted zoom-place">{ place }{ status }</span>
+            </div>
+        }
+    }
+
+    /// Keys: arrows move the locked cell (panning along when it leaves the window; on a binned map
+    /// they pan), Home/End go to the row's first key and the diagonal, + − 0 zoom.
+    fn key(&mut self, ctx: &Context<Self>, shown: &Shown, e: KeyboardEvent) -> bool {
+        let p = ctx.props();
+        let t = p.tokens();
+        if t == 0 {
+            return false;
+        }
+        match e.key().as_str() {
+            "+" | "=" => self.zoom_by(ctx, 0.5),
+            "-" | "_" => self.zoom_by(ctx, 2.0),
+            "0" => self.show(ctx, p.base()),
+            "Escape" => p.on_cell.emit(None),
+            key if shown.window.stride > 1 || p.stride > 1 => {
+                let (r, c) = match key {
+                    "ArrowUp" => (-1, 0),
+                    "ArrowDown" => (1, 0),
+                    "ArrowLeft" => (0, -1),
+                    "ArrowRight" => (0, 1),
+                    _ => return false,
+                };
+                self.pan(ctx, r, c);
+            }
+            key => {
+                let hovered = self.hover.map(|c| {
+                    let (i, j, _) = shown.cell(t, c);
+                    (i, j)
+                });
+                let (i, j) = p.locked().or(hovered).unwrap_or((shown.window.row0, shown.window.col0));
+                let next = match key {
+                    "ArrowUp" => (i.saturating_sub(1), j),
+                    "ArrowDown" => ((i + 1).min(t - 1), j),
+                    "ArrowLeft" => (i, j.saturating_sub(1)),
+                    "ArrowRight" => (i, (j + 1).min(t - 1)),
+                    "Home" => (i, 0),
+                    "End" => (i, i),
+                    _ => return false,
+                };
+                if self.zoom.is_some() && shown.locate(t, next).is_none() {
+                    let (width, _) = shown.span();
+                    let half = width / 2;
+                    self.show(
+                        ctx,
+                        lab::zoom_window(t, width, next.0.saturating_sub(half), next.1.saturating_sub(half)),
+                    );
+                }
+                p.on_cell.emit(Some(next));
+            }
+        }
+        e.prevent_default();
+        self.refocus = true;
+        true
     }
 }
 

@@ -7,8 +7,8 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use attnlab_core::analysis::{GateStats, KernelCurve, PplPoint};
-use attnlab_core::attention::AttnStage;
+use attnlab_core::analysis::{GateStats, KernelCurve, MapWindow, PplPoint};
+use attnlab_core::attention::{AttnStage, LayerAttention};
 use attnlab_core::AttentionSpec;
 use yew::Callback;
 
@@ -103,6 +103,22 @@ impl ModelRef {
         match self.client.analyze(self.channel(["trace", "trace-b", "trace-r"]), self.meta.id, task).await? {
             Answer::Trace(t) => Ok(t),
             _ => Err(wrong("trace")),
+        }
+    }
+
+    /// Layer `layer`'s maps over `window` of the WebGPU trace of `text` at `stage` (the heatmap's
+    /// zoom; a newer window supersedes this one).
+    pub async fn tile(
+        &self,
+        text: &str,
+        stage: AttnStage,
+        layer: usize,
+        window: MapWindow,
+    ) -> Result<LayerAttention, String> {
+        let task = Task::Tile { text: text.to_string(), stage, layer, window };
+        match self.client.analyze(self.channel(["tile", "tile-b", "tile-r"]), self.meta.id, task).await? {
+            Answer::Tile(t) => Ok(t),
+            _ => Err(wrong("map window")),
         }
     }
 

@@ -5,7 +5,7 @@
 //! error box; out-of-range slider values are clamped here (and the clamped value is what the page
 //! shows), so no input can put a NaN into a plot.
 
-use attnlab_core::analysis::{self, GateStats, KernelCurve, LayerSummary, PplPoint};
+use attnlab_core::analysis::{self, GateStats, KernelCurve, LayerSummary, MapWindow, PplPoint};
 use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, LayerGates, TraceRequest};
 use attnlab_core::steer::BiasOverride;
 use attnlab_core::variants::KernelTerm;
@@ -17,6 +17,12 @@ use crate::engine::Engine;
 /// kept, so 512 tokens of a 4-layer, 4-head model is 16 MiB. Longer texts are cut to this many tokens
 /// (the view says so).
 pub const MAX_TRACE_TOKENS: usize = 512;
+/// Longest text the views trace on WebGPU: the worker keeps n rows per layer on the GPU (never
+/// n × n), the maps come downsampled to at most 512 cells a side, and the heatmap's zoom fetches
+/// windows of them (down to single tokens) on demand.
+pub const MAX_GPU_TRACE_TOKENS: usize = 8192;
+/// Cells a side of a zoom window: a window wider than this many tokens is binned.
+pub const TILE_SIDE: usize = 256;
 /// Largest value a slope or kernel-scale slider may set (larger is clamped).
 pub const MAX_SCALE: f64 = 1024.0;
 /// Largest kernel-mix weight (larger is clamped).
@@ -109,14 +115,42 @@ pub fn edited_spec(spec: &AttentionSpec, edit: &BiasEdit, n_heads: usize) -> Res
 pub struct TraceView {
     /// Readable label of every traced token (its own decoded text).
     pub labels: Vec<String>,
-    /// Tokens of the text beyond [`MAX_TRACE_TOKENS`] that were left out.
+    /// Tokens of the text beyond the trace limit ([`MAX_TRACE_TOKENS`] on the CPU,
+    /// [`MAX_GPU_TRACE_TOKENS`] on WebGPU) that were left out.
     pub cut: usize,
+    /// Tokens per map cell side: 1 for exact matrices, more when a long trace's maps were binned
+    /// (`attention[l].n` cells a side cover `labels.len()` tokens).
+    pub stride: usize,
+    /// Traced on WebGPU: the worker keeps the trace, and the heatmap's zoom fetches windows of it.
+    pub on_gpu: bool,
     pub attention: Vec<LayerAttention>,
     /// Per-layer LAA and head summaries; empty unless the trace was of the probabilities stage.
     pub summaries: Vec<LayerSummary>,
+    /// Tokens the summaries cover: the first ones, all of them when the maps are exact (LAA needs
+    /// exact rows).
+    pub summary_tokens: usize,
     pub gates: Vec<GateStats>,
     /// Gate values per token (mean over each head's features), for the views linked to the text.
     pub position_gates: Vec<PositionGates>,
+}
+
+/// How a trace covers its text: see the fields of [`TraceView`] of the same names.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceShape {
+    pub cut: usize,
+    pub stride: usize,
+    pub on_gpu: bool,
+    pub summary_tokens: usize,
+}
+
+/// The zoom window of a heatmap over `tokens` tokens: `width` tokens a side from query `row0` and
+/// key `col0` (clamped inside the map), binned to at most [`TILE_SIDE`] cells a side.
+pub fn zoom_window(tokens: usize, width: usize, row0: usize, col0: usize) -> MapWindow {
+    let width = width.clamp(1, tokens.max(1));
+    let stride = width.div_ceil(TILE_SIDE);
+    let side = width.div_ceil(stride);
+    let last = tokens.saturating_sub(width);
+    MapWindow { row0: row0.min(last), col0: col0.min(last), side, stride }
 }
 
 /// One gated layer's quantity (`f`, `g` or `r`) at every token: `means[pos * heads + h]` is head
@@ -196,31 +230,54 @@ impl Engine {
     /// Trace `text` (cut to [`MAX_TRACE_TOKENS`]): attention matrices at `stage`, gate statistics,
     /// and (probabilities stage only) LAA summaries.
     pub fn trace(&self, text: &str, stage: AttnStage) -> Result<TraceView, String> {
-        let all = self.encode(text)?;
-        if all.is_empty() {
-            return Err(attnlab_core::Error::EmptyPrompt.to_string());
-        }
-        let n = all.len().min(MAX_TRACE_TOKENS.min(self.info.max_context));
-        let ids = &all[..n];
-        let cut = all.len() - n;
+        let (ids, cut) = self.trace_tokens(text, MAX_TRACE_TOKENS)?;
         let req = TraceRequest { attention: true, stage, gates: true };
-        let trace = self.model.trace(ids, req).map_err(|e| e.to_string())?;
+        let trace = self.model.trace(&ids, req).map_err(|e| e.to_string())?;
         // LAA and the head summaries are defined on the weights a layer uses (probabilities stage).
         let summaries = if stage == AttnStage::Probabilities {
             analysis::summarize_attention(&self.model, &trace.attention)
         } else {
             Vec::new()
         };
+        let shape = TraceShape { cut, stride: 1, on_gpu: false, summary_tokens: ids.len() };
+        Ok(self.trace_view(&ids, shape, trace.attention, summaries, &trace.gates))
+    }
+
+    /// The first tokens of `text` a trace covers (at most `limit` and the model's context), and
+    /// how many were left out.
+    pub fn trace_tokens(&self, text: &str, limit: usize) -> Result<(Vec<u32>, usize), String> {
+        let mut all = self.encode(text)?;
+        if all.is_empty() {
+            return Err(attnlab_core::Error::EmptyPrompt.to_string());
+        }
+        let n = all.len().min(limit.min(self.info.max_context));
+        let cut = all.len() - n;
+        all.truncate(n);
+        Ok((all, cut))
+    }
+
+    /// The views' side of a trace of `ids` (from either backend).
+    pub fn trace_view(
+        &self,
+        ids: &[u32],
+        shape: TraceShape,
+        attention: Vec<LayerAttention>,
+        summaries: Vec<LayerSummary>,
+        gates: &[LayerGates],
+    ) -> TraceView {
         let labels =
             ids.iter().map(|&id| self.tokenizer.decode(&[id]).unwrap_or_else(|_| format!("#{id}"))).collect();
-        Ok(TraceView {
+        TraceView {
             labels,
-            cut,
-            attention: trace.attention,
+            cut: shape.cut,
+            stride: shape.stride,
+            on_gpu: shape.on_gpu,
+            attention,
             summaries,
-            gates: analysis::gate_stats(&trace.gates, GATE_BINS),
-            position_gates: position_gates(&trace.gates),
-        })
+            summary_tokens: shape.summary_tokens,
+            gates: analysis::gate_stats(gates, GATE_BINS),
+            position_gates: position_gates(gates),
+        }
     }
 
     /// Gate statistics of `text` alone, cut to the same length as [`Engine::trace`] (no attention
@@ -423,6 +480,19 @@ mod tests {
     }
 
     /// MEP Eq. 17: ALiBi is B = −m·d, so scaling every slope scales the curve.
+    /// Zoom windows: at most TILE_SIDE cells a side, binned above it, kept inside the map.
+    #[test]
+    fn zoom_windows_bin_to_the_tile_side_and_stay_inside_the_map() {
+        let w = zoom_window(8192, 8192, 0, 0);
+        assert_eq!((w.side, w.stride), (256, 32));
+        let w = zoom_window(8192, 300, 8000, 10);
+        assert_eq!((w.row0, w.col0, w.side, w.stride), (7892, 10, 150, 2));
+        let w = zoom_window(100, 64, 50, 0);
+        assert_eq!((w.row0, w.side, w.stride), (36, 64, 1));
+        assert_eq!(zoom_window(100, 0, 0, 0).side, 1);
+        assert!(zoom_window(8192, 8, 9000, 9000).check(8192, TILE_SIDE).is_ok());
+    }
+
     #[test]
     fn slope_scale_scales_the_alibi_curve() {
         let e = engine("alibi");

@@ -7,8 +7,8 @@
 //! Plain Rust, compiled and tested natively: both sides use the same types, so a message that
 //! encodes decodes, and a change of a type changes both ends.
 
-use attnlab_core::analysis::{GateStats, KernelCurve, PplPoint};
-use attnlab_core::attention::AttnStage;
+use attnlab_core::analysis::{GateStats, KernelCurve, MapWindow, PplPoint};
+use attnlab_core::attention::{AttnStage, LayerAttention};
 use attnlab_core::AttentionSpec;
 use attnlab_train::finetune::{TuneOptions, TuneStep};
 use serde::{Deserialize, Serialize};
@@ -203,6 +203,9 @@ pub enum Aux {
 pub enum Task {
     /// Attention matrices at `stage`, gate statistics and LAA of `text` (cut to the trace limit).
     Trace { text: String, stage: AttnStage },
+    /// One layer's maps over `window` of the WebGPU trace of `text` at `stage` (the heatmap's
+    /// zoom; the worker traces the text again when it no longer holds that trace).
+    Tile { text: String, stage: AttnStage, layer: usize, window: MapWindow },
     /// Gate statistics of `text` alone (ReGLA Fig. 4's initial checkpoint).
     GateStats { text: String },
     /// B_h(d) and exp(B_h(d)) of every head of `layer`, d < n.
@@ -217,6 +220,7 @@ pub enum Task {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Answer {
     Trace(TraceView),
+    Tile(LayerAttention),
     Gates(Vec<GateStats>),
     Curves(Vec<KernelCurve>),
     Sweep(Vec<PplPoint>),
@@ -380,7 +384,7 @@ pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, WireError> {
 mod tests {
     use super::*;
     use attnlab_core::analysis::{GateStats, KernelCurve};
-    use attnlab_core::attention::{AttnMatrixKind, LayerAttention};
+    use attnlab_core::attention::AttnMatrixKind;
     use attnlab_core::variants::{KernelKind, KernelTerm};
 
     fn round_trip<T: Serialize + for<'a> Deserialize<'a>>(msg: &T) -> T {
@@ -490,8 +494,11 @@ mod tests {
         let trace = TraceView {
             labels: vec!["a".into(), " b".into(), "c".into(), "d".into()],
             cut: 2,
+            stride: 1,
+            on_gpu: true,
             attention: vec![LayerAttention { layer: 0, kind: AttnMatrixKind::Probabilities, n: 4, heads }],
             summaries: Vec::new(),
+            summary_tokens: 4,
             gates: vec![GateStats {
                 layer: 0,
                 variant: "gla".into(),

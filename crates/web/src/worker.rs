@@ -13,6 +13,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
+use attnlab_core::analysis::MapWindow;
+use attnlab_core::attention::{AttnStage, LayerAttention};
 use attnlab_gpu::GpuContext;
 use attnlab_train::finetune::TuneOptions;
 use js_sys::{Array, Uint8Array};
@@ -25,8 +27,8 @@ use crate::backend::{Active, BackendState, Choice, GpuFailure, Probe, Speeds};
 use crate::engine::Engine;
 use crate::generate::{self, Job};
 use crate::global::now_ms;
-use crate::gpu::{self, GpuSlot};
-use crate::lab::{self, BiasEdit};
+use crate::gpu::{self, GpuSlot, GpuTraceError};
+use crate::lab::{self, BiasEdit, TraceView};
 use crate::loader;
 use crate::local;
 use crate::open;
@@ -531,7 +533,12 @@ fn analyze(shared: &Shared, req: u32, model: ModelId, task: Task) {
             return post(&FromWorker::Answer { req, result });
         };
         let result = match task {
-            Task::Trace { text, stage } => engine.trace(&text, stage).map(Answer::Trace),
+            Task::Trace { text, stage } => {
+                trace(&shared, model, &engine, &text, stage).await.map(Answer::Trace)
+            }
+            Task::Tile { text, stage, layer, window } => {
+                tile(&shared, model, &engine, &text, stage, layer, window).await.map(Answer::Tile)
+            }
             Task::GateStats { text } => engine.gate_stats(&text).map(Answer::Gates),
             Task::KernelCurves { layer, n } => engine.kernel_curves(layer, n).map(Answer::Curves),
             Task::Files => engine.model_files().map(|(config, weights)| {
@@ -545,6 +552,70 @@ fn analyze(shared: &Shared, req: u32, model: ModelId, task: Task) {
         };
         post(&FromWorker::Answer { req, result });
     });
+}
+
+/// The GPU the views trace on: WebGPU when generation runs there (the backend choice or Auto's
+/// measurement), else none.
+fn trace_gpu(shared: &Shared) -> Option<(Rc<GpuContext>, GpuSlot)> {
+    let s = shared.borrow();
+    match (s.backend.active(), &s.gpu_ctx) {
+        (Active::Gpu, Some(ctx)) => Some((ctx.clone(), s.gpu_slot.clone())),
+        _ => None,
+    }
+}
+
+/// The trace views' analysis of `text`: on WebGPU when generation runs there (to
+/// [`lab::MAX_GPU_TRACE_TOKENS`], the trace kept for the zoom), else, or when the GPU fails (the
+/// badge then says why), on the CPU reference (to [`lab::MAX_TRACE_TOKENS`]).
+async fn trace(
+    shared: &Shared,
+    model: ModelId,
+    engine: &Rc<Engine>,
+    text: &str,
+    stage: AttnStage,
+) -> Result<TraceView, String> {
+    if let Some((ctx, slot)) = trace_gpu(shared) {
+        let result = match slot.acquire().await {
+            Ok(mut lease) => lease.trace(&ctx, engine, text, stage).await,
+            Err(f) => Err(f.into()),
+        };
+        match result {
+            Ok(view) => return Ok(view),
+            Err(GpuTraceError::Input(e)) => return Err(e),
+            Err(GpuTraceError::Gpu(failure)) => gpu_failed(shared, Some(model), failure),
+        }
+    }
+    engine.trace(text, stage)
+}
+
+/// A zoom window of the WebGPU trace of `text` (traced again if the GPU no longer holds it).
+async fn tile(
+    shared: &Shared,
+    model: ModelId,
+    engine: &Rc<Engine>,
+    text: &str,
+    stage: AttnStage,
+    layer: usize,
+    window: MapWindow,
+) -> Result<LayerAttention, String> {
+    let Some((ctx, slot)) = trace_gpu(shared) else {
+        return Err(
+            "the zoom's windows come from a WebGPU trace, and the views now trace on the CPU".to_string()
+        );
+    };
+    let result = match slot.acquire().await {
+        Ok(mut lease) => lease.window(&ctx, engine, text, stage, layer, window).await,
+        Err(f) => Err(f.into()),
+    };
+    match result {
+        Ok(maps) => Ok(maps),
+        Err(GpuTraceError::Input(e)) => Err(e),
+        Err(GpuTraceError::Gpu(failure)) => {
+            let why = failure.reason();
+            gpu_failed(shared, Some(model), failure);
+            Err(format!("WebGPU failed ({why}); trace the text again"))
+        }
+    }
 }
 
 /// Perplexity against length in slices, posting progress; `None` once the page cancelled it.

@@ -24,6 +24,12 @@ use attnlab_core::Error as CoreError;
 /// attention_map.wgsl); longer sequences are downsampled to at most this many rows and columns.
 pub const MAX_MAP_SIDE: usize = 512;
 
+/// Longest trace of a model with linear-family layers whose maps are checked against the CPU
+/// reference (tests/introspect.rs): past query ≈ 3,500, Mesa lavapipe returns zero rows for windows
+/// of the linear map wider than a few hundred cells while narrower windows of the same rows are
+/// right. Until that is understood the page traces such models to this many tokens.
+pub const MAX_LINEAR_TRACE_TOKENS: usize = 3072;
+
 /// What one layer of a trace session captured (buffers of `capacity` rows).
 pub(super) enum Captured {
     Softmax {

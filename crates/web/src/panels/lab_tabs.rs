@@ -410,10 +410,13 @@ impl Component for LabPanel {
                 <div class="tabs" role="tablist">{ for tabs }</div>
                 <p class="muted" id="bias-state">{ format!("model: {edited}") }</p>
                 <p class="muted" id="lab-backend-note">
-                    { "The lab views (heatmaps, gates, perplexity sweep, kernels) run on the CPU \
-                       (wasm) reference runtime in the model's worker, whatever backend generates; \
-                       traces stop at 512 tokens there. A bias edit is uploaded to the GPU at the \
-                       next generation." }
+                    { "The attention, LAA and gate views trace in the model's worker: on WebGPU when \
+                       generation runs there (texts up to 8,192 tokens, 3,072 with linear-family layers; long maps \
+                       are binned on the GPU and the heatmap's zoom fetches windows down to single \
+                       tokens), else on the CPU \
+                       (wasm) reference runtime (up to 512 tokens, exact maps). Kernel curves and the \
+                       perplexity sweep run on the CPU. A bias edit is uploaded to the GPU at the next \
+                       generation or trace." }
                 </p>
                 { self.view_tab(ctx, model) }
             </section>

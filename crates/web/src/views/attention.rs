@@ -8,13 +8,14 @@
 
 use std::rc::Rc;
 
+use attnlab_core::analysis::MapWindow;
 use attnlab_core::attention::{AttnStage, LayerAttention};
 use yew::prelude::*;
 
 use super::note;
 use super::trace::TraceProps;
 use crate::compare;
-use crate::heatmap::{Heatmap, Thumb};
+use crate::heatmap::{Heatmap, Thumb, TileFuture, TileSource};
 use crate::lab::{self, TraceView};
 use crate::url_state::UrlState;
 
@@ -50,6 +51,34 @@ pub struct AttentionState {
     matrices: Matrices,
     /// Model B's (compare mode).
     matrices_b: Matrices,
+}
+
+/// The worker's windows of the WebGPU trace of the page's text (layer `layer`, head `head`), for a
+/// binned map's zoom; `None` when the page holds the exact map.
+fn tile_source(
+    props: &TraceProps,
+    stage: AttnStage,
+    t: &TraceView,
+    layer: usize,
+    head: usize,
+) -> Option<TileSource> {
+    if !t.on_gpu || t.stride == 1 {
+        return None;
+    }
+    let (model, text) = (props.engine.clone(), props.text.clone());
+    let key = format!("{}/{:p}/{stage:?}/{layer}/{head}", model.id(), Rc::as_ptr(&text));
+    let fetch = Rc::new(move |window: MapWindow| -> TileFuture {
+        let (model, text) = (model.clone(), text.clone());
+        Box::pin(async move {
+            let mut maps = model.tile(&text, stage, layer, window).await?;
+            if head < maps.heads.len() {
+                Ok(maps.heads.swap_remove(head))
+            } else {
+                Err(format!("the worker's window has no head {head}"))
+            }
+        })
+    });
+    Some(TileSource { key, fetch })
 }
 
 /// Model B's trace beside A's (compare mode).
@@ -209,7 +238,8 @@ impl AttentionState {
         let a_heatmap = a_map.as_ref().map(|(la, m)| {
             html! {
                 <Heatmap id="heatmap" title={format!("{prefix}layer {sl}, head {sh} ({:?})", la.kind)}
-                    matrix={m.clone()} n={la.n} labels={labels.clone()}
+                    matrix={m.clone()} n={la.n} labels={labels.clone()} tokens={t.labels.len()}
+                    stride={t.stride} kind={la.kind} tiles={tile_source(props, self.stage, t, la.layer, sh)}
                     signed={lab::is_signed(la.kind) || shared.is_some_and(|s| s.signed)}
                     value_name={format!("{:?}", la.kind).to_lowercase()}
                     model={a_name.clone()} scale={shared}
@@ -223,7 +253,8 @@ impl AttentionState {
             let b_labels = Rc::new(b.trace.labels.clone());
             let b_heatmap = html! {
                 <Heatmap id="heatmap-b" title={format!("B {} · layer {bl}, head {bh} ({:?})", b.name, lb.kind)}
-                    matrix={mb.clone()} n={lb.n} labels={b_labels}
+                    matrix={mb.clone()} n={lb.n} labels={b_labels} tokens={b.trace.labels.len()}
+                    stride={b.trace.stride} kind={lb.kind}
                     signed={lab::is_signed(lb.kind) || shared.is_some_and(|s| s.signed)}
                     value_name={format!("{:?}", lb.kind).to_lowercase()}
                     model={b.name.to_string()} scale={shared}
@@ -234,6 +265,7 @@ impl AttentionState {
                     html! {
                         <Heatmap id="heatmap-diff" title={format!("A − B: {a_name} − {} · layer {sl}/{bl}, head {sh}/{bh}", b.name)}
                             matrix={Rc::new(d)} n={la.n} labels={labels.clone()} signed={true}
+                            tokens={t.labels.len()} stride={t.stride} kind={la.kind}
                             value_name={format!("difference of {:?}", la.kind).to_lowercase()}
                             model={compare::caption_model(&a_name, b.name, true)}
                             cell={linked.cell} on_cell={linked.on_cell.clone()} mark_row={linked.mark_row} />

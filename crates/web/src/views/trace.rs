@@ -382,13 +382,12 @@ impl Component for TraceViewComp {
                 }
             }
         };
-        let strip = self.trace.as_ref().filter(|_| self.error.is_none()).map(|t| {
+        // The strip links exact maps (a token is a row); a binned map's cells are token ranges.
+        let strip = self.trace.as_ref().filter(|t| self.error.is_none() && t.stride == 1).map(|t| {
             let send = ctx.link().callback(TraceMsg::Link);
             html! { <div ref={self.strip.clone()}>{ self.link.view(t, self.attention.selected(), &send) }</div> }
         });
-        let cut = self.trace.as_ref().filter(|t| t.cut > 0).map(|t| {
-            html! { <p class="notice">{ format!("The text was cut to its first {} tokens ({} more left out): the CPU trace keeps every n×n matrix.", t.labels.len(), t.cut) }</p> }
-        });
+        let cut = self.trace.as_deref().map(trace_notes);
         html! {
             <section class="view" id={id} data-running={self.running.to_string()} data-compare={compare}>
                 <h2>{ title }</h2>
@@ -400,4 +399,36 @@ impl Component for TraceViewComp {
             </section>
         }
     }
+}
+
+/// What the trace covers, when it is not simply the whole text in exact maps: the cut, the binned
+/// maps of a long WebGPU trace, and the tokens LAA covers.
+fn trace_notes(t: &TraceView) -> Html {
+    let n = t.labels.len();
+    let cut = (t.cut > 0).then(|| {
+        let why = if t.on_gpu {
+            format!(
+                "the WebGPU trace stops there for this model ({} tokens; {} for models with linear-family \
+                 layers, whose longer maps are not verified yet)",
+                crate::lab::MAX_GPU_TRACE_TOKENS,
+                attnlab_gpu::MAX_LINEAR_TRACE_TOKENS
+            )
+        } else {
+            format!(
+                "the CPU trace keeps every n×n matrix and stops at {} tokens (on WebGPU: {})",
+                crate::lab::MAX_TRACE_TOKENS,
+                crate::lab::MAX_GPU_TRACE_TOKENS
+            )
+        };
+        format!("The text was cut to its first {n} tokens ({} more left out): {why}.", t.cut)
+    });
+    let binned = (t.stride > 1).then(|| {
+        format!(
+            "{n} tokens traced on WebGPU: the maps are binned on the GPU ({0}×{0} tokens per cell; the trace stays in \
+             the worker) and the heatmap's zoom fetches windows of them down to single tokens. The token strip links \
+             exact maps only; LAA and the head summaries cover the first {1} tokens (they need exact rows).",
+            t.stride, t.summary_tokens
+        )
+    });
+    html! { for cut.into_iter().chain(binned).map(|note| html! { <p class="notice trace-note">{ note }</p> }) }
 }
