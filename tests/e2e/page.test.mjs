@@ -947,19 +947,23 @@ test("long texts on WebGPU: the views trace in the worker's GPU, binned maps zoo
   await page.fill("#prompt", prompt);
   await page.fill("#max-tokens", "1");
   await generateRun(page);
+  const traceStart = Date.now();
   await page.click("#tab-attention");
   await page.waitForFunction(() => Number(document.querySelector("#heatmap")?.dataset.tokens) > 512, null, { timeout: 120_000 });
+  const traceS = (Date.now() - traceStart) / 1000;
   const tokens = Number(await attr(page, "#heatmap", "data-tokens"));
   const [, , side, stride] = await heatWindow(page);
-  console.log(`# ${tokens} tokens traced on WebGPU: map ${side}×${side}, ${stride} tokens per cell`);
+  console.log(`# ${tokens} tokens traced on WebGPU in ${traceS.toFixed(1)} s (SwiftShader; prefill, binned maps, exact first 512): map ${side}×${side}, ${stride} tokens per cell`);
   assert.ok(stride >= 2 && side === Math.ceil(tokens / stride), `binned map: ${side} cells of ${stride}`);
   assert.match(await page.textContent("#attention-view .trace-note"), /traced on WebGPU: the maps are binned on the GPU/);
   assert.equal(await page.locator("#token-strip").count(), 0, "the strip links exact maps only");
   // Zoom in around a cell until one cell is one token; the window comes from the worker.
   await hoverCell(page, 150, 100);
   for (let k = 0; k < 6 && (await heatWindow(page))[3] > 1; k++) {
+    const t0 = Date.now();
     await page.click("#heatmap-zoom-in");
     await page.waitForFunction(() => document.querySelector("#heatmap")?.dataset.zoom === "zoomed", null, { timeout: 60_000 });
+    console.log(`# zoom ${k + 1}: window ${(await heatWindow(page)).join(",")} fetched from the worker's GPU trace in ${Date.now() - t0} ms`);
   }
   const [row0, col0, zside, zstride] = await heatWindow(page);
   assert.equal(zstride, 1, "zoomed to single tokens");
