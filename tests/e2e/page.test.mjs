@@ -1004,6 +1004,29 @@ test("long texts on WebGPU: the views trace in the worker's GPU, binned maps zoo
   await context.close();
 });
 
+test("the perplexity sweep runs on WebGPU when generation does: its first length equals attnlab eval", async (t) => {
+  const { page, context, errors } = await open("?backend=gpu");
+  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
+  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
+    await context.close();
+    t.skip("no WebGPU in this Chromium");
+    return;
+  }
+  const t0 = Date.now();
+  await page.click("#tab-extrapolation");
+  const current = '#ppl-chart g.series[data-label="current settings"]';
+  // SwiftShader is slow: the first length (32 windows of 128 tokens) is enough to compare.
+  await page.waitForSelector(`#ppl-view[data-device="webgpu"] ${current}[data-values*="."]`, { timeout: 240_000 });
+  const first = numbers(await attr(page, current, "data-values"))[0];
+  console.log(`# perplexity at 128 tokens on WebGPU (SwiftShader): ${first} after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  assert.match(await page.textContent("#ppl-view"), /computed on WebGPU/);
+  const evaluated = JSON.parse(cli(["eval", "--model", join(SITE, "models/alibi"), "--text", join(SITE, "eval", "heldout.txt"), "--lengths", "128", "--max-windows", "32", "--json"]));
+  const expected = evaluated.results[0].ppl;
+  assert.ok(Math.abs(first - expected) / expected < 1e-3, `page ${first} vs CLI ${expected}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 /**
  * Make the model's worker (the newest) throw an uncaught error, as a panic in its wasm does; with
  * `restarts`, returns once a new worker runs.

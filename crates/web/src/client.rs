@@ -46,8 +46,9 @@ const RESTART_WINDOW_MS: f64 = 60_000.0;
 type AnswerSlot = Box<dyn FnOnce(Result<Answer, String>)>;
 /// A message's bytes and the files that go with it (with their paths in the picked folder).
 type Outgoing = (Vec<u8>, Vec<(String, File)>);
-/// Where a sweep's progress goes: the fraction done and the lengths finished.
-pub type SweepProgress = Callback<(f64, Vec<PplPoint>)>;
+/// Where a sweep's progress goes: the fraction done, the lengths finished, and whether it runs on
+/// WebGPU.
+pub type SweepProgress = Callback<(f64, Vec<PplPoint>, bool)>;
 
 struct Inner {
     ready: Cell<bool>,
@@ -190,7 +191,7 @@ impl WorkerClient {
         channel: &'static str,
         model: ModelId,
         text: String,
-        progress: Callback<(f64, Vec<PplPoint>)>,
+        progress: SweepProgress,
     ) -> Result<Vec<PplPoint>, String> {
         let req = self.new_req();
         self.0.sweeps.borrow_mut().insert(req, progress);
@@ -309,10 +310,10 @@ impl WorkerClient {
                     answer(result);
                 }
             }
-            FromWorker::Sweep { req, fraction, points } => {
+            FromWorker::Sweep { req, fraction, points, on_gpu } => {
                 let to = inner.sweeps.borrow().get(&req).cloned();
                 if let Some(to) = to {
-                    to.emit((fraction, points));
+                    to.emit((fraction, points, on_gpu));
                 }
             }
             msg @ (FromWorker::AuxProgress { of, .. } | FromWorker::AuxLoaded { of, .. }) => {

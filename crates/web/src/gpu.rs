@@ -13,7 +13,7 @@ use gloo_timers::future::TimeoutFuture;
 
 use crate::backend::GpuFailure;
 use crate::engine::Engine;
-use crate::lab::{TraceShape, TraceView, MAX_GPU_TRACE_TOKENS, MAX_TRACE_TOKENS};
+use crate::lab::{SweepCursor, TraceShape, TraceView, MAX_GPU_TRACE_TOKENS, MAX_TRACE_TOKENS};
 
 /// The page's word for a GPU error.
 pub fn failure(e: GpuError) -> GpuFailure {
@@ -218,6 +218,32 @@ impl Lease {
             Err(GpuError::Unsupported(why)) => Err(GpuTraceError::Input(why)),
             Err(e) => Err(failure(e).into()),
         }
+    }
+}
+
+impl Lease {
+    /// The rest of `cursor`'s current window scored on the GPU (one session, `max` tokens a
+    /// slice); the cursor after it. A failure leaves `cursor` at the window's start.
+    pub async fn score_window(
+        &mut self,
+        ctx: &GpuContext,
+        engine: &Rc<Engine>,
+        cursor: &SweepCursor,
+        max: usize,
+    ) -> Result<SweepCursor, GpuFailure> {
+        let model = self.model_for(ctx, engine).await?;
+        let vocab = model.config().vocab_size;
+        let mut session = model.session().await.map_err(failure)?;
+        let mut ahead = cursor.clone();
+        while let Some(slice) = ahead.next(max) {
+            let logits = session.prefill_all(ahead.input(&slice)).await.map_err(failure)?;
+            let (nll, count) = analysis::score_rows(&logits, vocab, ahead.targets(&slice));
+            ahead.record(&slice, nll, count);
+            if ahead.next(max).is_none_or(|next| next.fresh) {
+                break;
+            }
+        }
+        Ok(ahead)
     }
 }
 

@@ -153,7 +153,7 @@ impl ModelRef {
     pub async fn ppl_sweep(
         &self,
         text: &str,
-        progress: Callback<(f64, Vec<PplPoint>)>,
+        progress: crate::client::SweepProgress,
     ) -> Result<Vec<PplPoint>, String> {
         self.client.sweep(self.sweep_channel(), self.meta.id, text.to_string(), progress).await
     }

@@ -5,6 +5,8 @@
 //! error box; out-of-range slider values are clamped here (and the clamped value is what the page
 //! shows), so no input can put a NaN into a plot.
 
+use std::rc::Rc;
+
 use attnlab_core::analysis::{self, GateStats, KernelCurve, LayerSummary, MapWindow, PplPoint};
 use attnlab_core::attention::{AttnMatrixKind, AttnStage, LayerAttention, LayerGates, TraceRequest};
 use attnlab_core::steer::BiasOverride;
@@ -313,14 +315,62 @@ pub fn is_signed(kind: AttnMatrixKind) -> bool {
 /// that about [`PPL_TOKEN_BUDGET`] tokens are scored per length.
 pub struct PplSweep<'m> {
     model: &'m Model,
-    tokens: Vec<u32>,
+    cursor: SweepCursor,
+    session: Session<'m>,
+}
+
+impl<'m> PplSweep<'m> {
+    /// Plan a sweep of `engine` over `tokens` at `lengths`.
+    pub fn new(engine: &'m Engine, tokens: Vec<u32>, lengths: &[usize]) -> Result<PplSweep<'m>, String> {
+        let cursor = SweepCursor::new(engine.info.max_context, tokens, lengths)?;
+        Ok(PplSweep::resume(engine, cursor))
+    }
+
+    /// Go on with `cursor` (at a window's start) on the CPU.
+    pub fn resume(engine: &'m Engine, cursor: SweepCursor) -> PplSweep<'m> {
+        PplSweep { model: &engine.model, cursor, session: engine.model.session() }
+    }
+
+    /// Run one slice. Returns `true` once every length is done.
+    pub fn advance(&mut self) -> Result<bool, String> {
+        let Some(slice) = self.cursor.next(PPL_SLICE) else {
+            return Ok(true);
+        };
+        if slice.fresh {
+            self.session = self.model.session();
+        }
+        let logits = self.session.prefill_all(self.cursor.input(&slice)).map_err(|e| e.to_string())?;
+        let (nll, count) =
+            analysis::score_rows(&logits, self.model.config().vocab_size, self.cursor.targets(&slice));
+        self.cursor.record(&slice, nll, count);
+        Ok(self.cursor.finished())
+    }
+
+    /// Fraction of the sweep's tokens processed, in [0, 1].
+    pub fn progress(&self) -> f64 {
+        self.cursor.progress()
+    }
+
+    /// Points of the lengths finished so far.
+    pub fn points(&self) -> &[PplPoint] {
+        self.cursor.points()
+    }
+}
+
+/// The bookkeeping of a perplexity sweep, shared by the CPU and WebGPU paths: which slice of which
+/// window runs next, and the points of the lengths finished. Same protocol as
+/// [`analysis::perplexity`] (non-overlapping windows from the start, a fresh state per window, every
+/// position but the first scored); windows per length are capped so that about
+/// [`PPL_TOKEN_BUDGET`] tokens are scored per length.
+#[derive(Clone)]
+pub struct SweepCursor {
+    tokens: Rc<[u32]>,
     /// (length, windows) per length.
     plan: Vec<(usize, usize)>,
     length_idx: usize,
     window: usize,
     /// Next position inside the current window.
     pos: usize,
-    session: Session<'m>,
     nll: f64,
     count: usize,
     points: Vec<PplPoint>,
@@ -328,9 +378,19 @@ pub struct PplSweep<'m> {
     total_tokens: usize,
 }
 
-impl<'m> PplSweep<'m> {
-    /// Plan a sweep of `engine` over `tokens` at `lengths`.
-    pub fn new(engine: &'m Engine, tokens: Vec<u32>, lengths: &[usize]) -> Result<PplSweep<'m>, String> {
+/// One slice of a window: tokens `start..end` of the text, in the window that ends at `window_end`;
+/// `fresh` when it starts the window (a new state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepSlice {
+    pub start: usize,
+    pub end: usize,
+    pub window_end: usize,
+    pub fresh: bool,
+}
+
+impl SweepCursor {
+    /// Plan a sweep over `tokens` at `lengths` for a model of `max_context` positions.
+    pub fn new(max_context: usize, tokens: Vec<u32>, lengths: &[usize]) -> Result<SweepCursor, String> {
         if lengths.is_empty() {
             return Err("no context length fits this text and model (the text is too short?)".to_string());
         }
@@ -339,8 +399,8 @@ impl<'m> PplSweep<'m> {
             if len < 2 {
                 return Err(format!("context length {len} is too short (need at least 2)"));
             }
-            if len > engine.info.max_context {
-                return Err(format!("context length {len} exceeds max_context {}", engine.info.max_context));
+            if len > max_context {
+                return Err(format!("context length {len} exceeds max_context {max_context}"));
             }
             let windows = analysis::window_count(tokens.len(), len, (PPL_TOKEN_BUDGET / len).max(1));
             if windows == 0 {
@@ -352,14 +412,12 @@ impl<'m> PplSweep<'m> {
             plan.push((len, windows));
         }
         let total_tokens = plan.iter().map(|(l, w)| l * w).sum();
-        Ok(PplSweep {
-            model: &engine.model,
-            tokens,
+        Ok(SweepCursor {
+            tokens: tokens.into(),
             plan,
             length_idx: 0,
             window: 0,
             pos: 0,
-            session: engine.model.session(),
             nll: 0.0,
             count: 0,
             points: Vec::new(),
@@ -368,42 +426,60 @@ impl<'m> PplSweep<'m> {
         })
     }
 
-    /// Run one slice. Returns `true` once every length is done.
-    pub fn advance(&mut self) -> Result<bool, String> {
-        let Some(&(len, windows)) = self.plan.get(self.length_idx) else {
-            return Ok(true);
-        };
-        let start = self.window * len;
-        let win = &self.tokens[start..start + len];
-        let end = (self.pos + PPL_SLICE).min(len);
-        let logits = self.session.prefill_all(&win[self.pos..end]).map_err(|e| e.to_string())?;
-        // Row p predicts win[p + 1]; the window's last row has no target.
-        let (nll, count) =
-            analysis::score_rows(&logits, self.model.config().vocab_size, &win[self.pos + 1..]);
+    /// The next slice of at most `max` tokens (never across a window's end); `None` when done.
+    pub fn next(&self, max: usize) -> Option<SweepSlice> {
+        let &(len, _) = self.plan.get(self.length_idx)?;
+        let window_start = self.window * len;
+        let start = window_start + self.pos;
+        let window_end = window_start + len;
+        Some(SweepSlice {
+            start,
+            end: (start + max.max(1)).min(window_end),
+            window_end,
+            fresh: self.pos == 0,
+        })
+    }
+
+    /// The tokens a slice feeds the model.
+    pub fn input(&self, s: &SweepSlice) -> &[u32] {
+        &self.tokens[s.start..s.end]
+    }
+
+    /// The tokens a slice's rows predict (row p predicts the next token; the window's last row has
+    /// no target).
+    pub fn targets(&self, s: &SweepSlice) -> &[u32] {
+        &self.tokens[s.start + 1..s.window_end]
+    }
+
+    /// A slice ran: `nll` summed over its `count` scored rows.
+    pub fn record(&mut self, s: &SweepSlice, nll: f64, count: usize) {
+        let Some(&(len, windows)) = self.plan.get(self.length_idx) else { return };
         self.nll += nll;
         self.count += count;
-        self.done_tokens += end - self.pos;
-        self.pos = end;
-        if self.pos == len {
-            self.pos = 0;
-            self.window += 1;
-            self.session = self.model.session();
-            if self.window == windows {
-                let mean = self.nll / self.count.max(1) as f64;
-                self.points.push(PplPoint {
-                    length: len,
-                    windows,
-                    tokens: self.count,
-                    nll: mean,
-                    ppl: mean.exp(),
-                });
-                self.nll = 0.0;
-                self.count = 0;
-                self.window = 0;
-                self.length_idx += 1;
-            }
+        self.done_tokens += s.end - s.start;
+        self.pos += s.end - s.start;
+        if self.pos < len {
+            return;
         }
-        Ok(self.length_idx == self.plan.len())
+        self.pos = 0;
+        self.window += 1;
+        if self.window == windows {
+            let mean = self.nll / self.count.max(1) as f64;
+            self.points.push(PplPoint {
+                length: len,
+                windows,
+                tokens: self.count,
+                nll: mean,
+                ppl: mean.exp(),
+            });
+            (self.nll, self.count, self.window) = (0.0, 0, 0);
+            self.length_idx += 1;
+        }
+    }
+
+    /// Whether every length is done.
+    pub fn finished(&self) -> bool {
+        self.length_idx == self.plan.len()
     }
 
     /// Fraction of the sweep's tokens processed, in [0, 1].
@@ -552,6 +628,34 @@ mod tests {
         assert!(none.contains("weight"), "{none}");
         let nan = BiasEdit { slope_scale: f64::NAN, ..Default::default() }.clamped();
         assert_eq!(nan.slope_scale, 1.0);
+    }
+
+    /// The cursor's slices of any size score the same windows: 512-token slices on fresh states at
+    /// each window's start (the WebGPU path's) give the CPU sweep's points.
+    #[test]
+    fn sweep_slices_of_any_size_give_the_same_points() {
+        let e = engine("alibi");
+        let ids = e.encode(INIT_CORPUS).expect("encode");
+        let lengths = e.sweep_lengths(ids.len());
+        let mut sweep = PplSweep::new(&e, ids.clone(), &lengths).expect("sweep");
+        while !sweep.advance().expect("advance") {}
+        let mut cursor = SweepCursor::new(e.info.max_context, ids, &lengths).expect("cursor");
+        let mut session = e.model.session();
+        while let Some(slice) = cursor.next(512) {
+            if slice.fresh {
+                session = e.model.session();
+            }
+            assert!(slice.end - slice.start <= 512 && slice.end <= slice.window_end);
+            let logits = session.prefill_all(cursor.input(&slice)).expect("prefill");
+            let (nll, count) = analysis::score_rows(&logits, e.info.vocab_size, cursor.targets(&slice));
+            cursor.record(&slice, nll, count);
+        }
+        assert!(cursor.finished() && (cursor.progress() - 1.0).abs() < 1e-12);
+        assert_eq!(cursor.points().len(), sweep.points().len());
+        for (a, b) in cursor.points().iter().zip(sweep.points()) {
+            assert_eq!((a.length, a.windows, a.tokens), (b.length, b.windows, b.tokens));
+            assert!((a.nll - b.nll).abs() < 1e-5, "{}: {} vs {}", a.length, a.nll, b.nll);
+        }
     }
 
     #[test]

@@ -349,11 +349,13 @@ pub enum FromWorker {
         req: u32,
         result: Result<Answer, String>,
     },
-    /// A perplexity sweep's progress: the fraction done and the lengths finished.
+    /// A perplexity sweep's progress: the fraction done and the lengths finished, and whether it
+    /// runs on WebGPU.
     Sweep {
         req: u32,
         fraction: f64,
         points: Vec<PplPoint>,
+        on_gpu: bool,
     },
     /// Bytes of the worker's wasm memory (what the model takes in the page).
     Memory {

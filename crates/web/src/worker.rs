@@ -545,7 +545,7 @@ fn analyze(shared: &Shared, req: u32, model: ModelId, task: Task) {
                 let tokenizer = engine.tokenizer_json().to_string();
                 Answer::Files(protocol::ModelFiles { config, weights, tokenizer })
             }),
-            Task::PplSweep { text } => match sweep(&shared, req, &engine, &text).await {
+            Task::PplSweep { text } => match sweep(&shared, req, model, &engine, &text).await {
                 Some(r) => r.map(Answer::Sweep),
                 None => return,
             },
@@ -618,11 +618,17 @@ async fn tile(
     }
 }
 
-/// Perplexity against length in slices, posting progress; `None` once the page cancelled it.
+/// Tokens per prefill of the sweep on WebGPU (the CPU's slices are [`lab::PPL_SLICE`]).
+const GPU_SWEEP_SLICE: usize = 512;
+
+/// Perplexity against length, posting progress; `None` once the page cancelled it. On WebGPU when
+/// generation runs there (a window per GPU turn), else, or from the window where the GPU failed, on
+/// the CPU in slices.
 async fn sweep(
     shared: &Shared,
     req: u32,
-    engine: &Engine,
+    model: ModelId,
+    engine: &Rc<Engine>,
     text: &str,
 ) -> Option<Result<Vec<attnlab_core::analysis::PplPoint>, String>> {
     let tokens = match engine.encode(text) {
@@ -630,11 +636,35 @@ async fn sweep(
         Err(e) => return Some(Err(e)),
     };
     let lengths = engine.sweep_lengths(tokens.len());
-    let mut sweep = match lab::PplSweep::new(engine, tokens, &lengths) {
-        Ok(s) => s,
+    let mut cursor = match lab::SweepCursor::new(engine.info().max_context, tokens, &lengths) {
+        Ok(c) => c,
         Err(e) => return Some(Err(e)),
     };
-    let (mut last_sent, mut slices) = (0usize, 0usize);
+    if let Some((ctx, slot)) = trace_gpu(shared) {
+        while !cursor.finished() {
+            let result = match slot.acquire().await {
+                Ok(mut lease) => lease.score_window(&ctx, engine, &cursor, GPU_SWEEP_SLICE).await,
+                Err(f) => Err(f),
+            };
+            match result {
+                Ok(next) => cursor = next,
+                Err(failure) => {
+                    gpu_failed(shared, Some(model), failure);
+                    break;
+                }
+            }
+            let (fraction, points) = (cursor.progress(), cursor.points().to_vec());
+            post(&FromWorker::Sweep { req, fraction, points, on_gpu: true });
+            if !sweep_turn(shared, req).await {
+                return None;
+            }
+        }
+        if cursor.finished() {
+            return Some(Ok(cursor.points().to_vec()));
+        }
+    }
+    let mut sweep = lab::PplSweep::resume(engine, cursor);
+    let (mut last_sent, mut slices) = (usize::MAX, 0usize);
     loop {
         match sweep.advance() {
             Ok(true) => return Some(Ok(sweep.points().to_vec())),
@@ -645,15 +675,21 @@ async fn sweep(
         // A finished length, and every few slices for the progress bar.
         if sweep.points().len() != last_sent || slices.is_multiple_of(4) {
             last_sent = sweep.points().len();
-            post(&FromWorker::Sweep { req, fraction: sweep.progress(), points: sweep.points().to_vec() });
+            let (fraction, points) = (sweep.progress(), sweep.points().to_vec());
+            post(&FromWorker::Sweep { req, fraction, points, on_gpu: false });
         }
-        yield_now().await;
-        // A generation started meanwhile goes first (the sweep resumes after it).
-        after_runs(shared, req).await;
-        if shared.borrow_mut().cancelled.remove(&req) {
+        if !sweep_turn(shared, req).await {
             return None;
         }
     }
+}
+
+/// Between two pieces of a sweep: yield, let a generation started meanwhile go first; `false` once
+/// the page cancelled the sweep.
+async fn sweep_turn(shared: &Shared, req: u32) -> bool {
+    yield_now().await;
+    after_runs(shared, req).await;
+    !shared.borrow_mut().cancelled.remove(&req)
 }
 
 /// Fine-tune `tune`: train the trained page model `of` on `text` a step at a time (yielding between

@@ -57,6 +57,7 @@ pub enum PplMsg {
         run: u32,
         fraction: f64,
         points: Vec<PplPoint>,
+        on_gpu: bool,
     },
     Done {
         run: u32,
@@ -92,6 +93,8 @@ pub struct PplView {
     error: Option<String>,
     debounce: Option<Timeout>,
     b: SweepB,
+    /// Where the worker runs the sweep (`None` until it says).
+    on_gpu: Option<bool>,
 }
 
 impl PplView {
@@ -115,6 +118,7 @@ impl Component for PplView {
             error: None,
             debounce: None,
             b: SweepB { running: ctx.props().b.is_some(), ..SweepB::default() },
+            on_gpu: None,
         };
         v.schedule(ctx);
         v
@@ -142,8 +146,12 @@ impl Component for PplView {
                 self.error = None;
                 let (run, link) = (self.run, ctx.link().clone());
                 let (model, text) = (ctx.props().engine.clone(), ctx.props().text.clone());
-                let progress =
-                    link.callback(move |(fraction, points)| PplMsg::Progress { run, fraction, points });
+                let progress = link.callback(move |(fraction, points, on_gpu)| PplMsg::Progress {
+                    run,
+                    fraction,
+                    points,
+                    on_gpu,
+                });
                 spawn_local(async move {
                     let result = model.ppl_sweep(&text, progress).await;
                     link.send_message(PplMsg::Done { run, result });
@@ -156,7 +164,7 @@ impl Component for PplView {
                 self.b.running = true;
                 let (run, link) = (self.b.run, ctx.link().clone());
                 let (model, text) = (b.model.clone(), ctx.props().text.clone());
-                let progress = link.callback(move |(_, points)| PplMsg::ProgressB { run, points });
+                let progress = link.callback(move |(_, points, _)| PplMsg::ProgressB { run, points });
                 spawn_local(async move {
                     let result = model.ppl_sweep(&text, progress).await;
                     link.send_message(PplMsg::DoneB { run, result });
@@ -178,12 +186,13 @@ impl Component for PplView {
                     Err(e) => self.b.error = Some(e),
                 }
             }
-            PplMsg::Progress { run, fraction, points } => {
+            PplMsg::Progress { run, fraction, points, on_gpu } => {
                 if run != self.run {
                     return false;
                 }
                 self.fraction = fraction;
                 self.points = points;
+                self.on_gpu = Some(on_gpu);
             }
             PplMsg::Done { run, result } => {
                 if run != self.run {
@@ -272,7 +281,8 @@ impl Component for PplView {
             <td>{ p.windows }</td><td>{ p.tokens }</td><td class="num">{ format!("{:.2}", p.ppl) }</td></tr> }
         });
         html! {
-            <section class="view" id="ppl-view" data-running={self.running.to_string()}>
+            <section class="view" id="ppl-view" data-running={self.running.to_string()}
+                data-device={match self.on_gpu { Some(true) => "webgpu", Some(false) => "cpu", None => "" }}>
                 <h2>{ "Perplexity versus context length" }</h2>
                 { note(
                     "Position encodings differ most beyond the training length: MEP and ALiBi-style biases \
@@ -281,7 +291,8 @@ impl Component for PplView {
                     "Perplexity (lower is better) of the held-out text, cut into windows of each length, \
                      every window run from an empty state; the training length is marked. The dashed line \
                      is the model as trained; the solid line follows your slider settings." ) }
-                <p class="muted">{ format!("text: {} · at most {} scored tokens per length", props.text_source, lab::PPL_TOKEN_BUDGET) }</p>
+                <p class="muted">{ format!("text: {} · at most {} scored tokens per length{}", props.text_source, lab::PPL_TOKEN_BUDGET,
+                    match self.on_gpu { Some(true) => " · computed on WebGPU", Some(false) => " · computed on the CPU (wasm)", None => "" }) }</p>
                 if self.running {
                     <progress id="ppl-progress" max="1" value={format!("{:.4}", self.fraction)}></progress>
                 }
