@@ -100,12 +100,12 @@ echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); fine-tune mod
 # trainer itself, candle, is the separate module attnlab-tune, 2.36 MB, fetched on the first Train,
 # which the page's bundle would otherwise carry: 5.09 MB measured with it linked in), 3.445 MB since
 # fine-tuning on WebGPU (issue 14 item 1: the worker's handle awaits the GPU tuner's promises and
-# reports the device: 3,435,866 → 3,440,383 bytes, +4.5 KB), 3.5 MB since the lab views trace on
+# reports the device: 3,435,866 → 3,440,383 bytes, +4.5 KB), 3.505 MB since the lab views trace on
 # WebGPU (issue 12 must-show 5: the introspection half of attnlab-gpu, its capture and map shaders
 # carried as text, the heatmap's zoom and tiles, and the worker's restart after a crash:
-# 3,440,628 → 3,499,218 bytes, +58 KB; the perplexity sweep on WebGPU included).
-if ((WASM_BYTES > 3500000)); then
-    echo "e2e: the wasm bundle is over the 3,500,000-byte budget" >&2
+# 3,440,628 → 3,499,509 bytes, +59 KB; the perplexity sweep on WebGPU and model B's zoom included).
+if ((WASM_BYTES > 3505000)); then
+    echo "e2e: the wasm bundle is over the 3,505,000-byte budget" >&2
     exit 1
 fi
 # The fine-tune module's own budget (not part of the page's load): 2.4 MB for candle's step, 2.7 MB

@@ -16,6 +16,7 @@ use super::note;
 use super::trace::TraceProps;
 use crate::compare;
 use crate::heatmap::{Heatmap, Thumb, TileFuture, TileSource};
+use crate::host::ModelRef;
 use crate::lab::{self, TraceView};
 use crate::url_state::UrlState;
 
@@ -56,6 +57,7 @@ pub struct AttentionState {
 /// The worker's windows of the WebGPU trace of the page's text (layer `layer`, head `head`), for a
 /// binned map's zoom; `None` when the page holds the exact map.
 fn tile_source(
+    model: Option<ModelRef>,
     props: &TraceProps,
     stage: AttnStage,
     t: &TraceView,
@@ -65,7 +67,7 @@ fn tile_source(
     if !t.on_gpu || t.stride == 1 {
         return None;
     }
-    let (model, text) = (props.engine.clone(), props.text.clone());
+    let (model, text) = (model?, props.text.clone());
     let key = format!("{}/{:p}/{stage:?}/{layer}/{head}", model.id(), Rc::as_ptr(&text));
     let fetch = Rc::new(move |window: MapWindow| -> TileFuture {
         let (model, text) = (model.clone(), text.clone());
@@ -239,7 +241,7 @@ impl AttentionState {
             html! {
                 <Heatmap id="heatmap" title={format!("{prefix}layer {sl}, head {sh} ({:?})", la.kind)}
                     matrix={m.clone()} n={la.n} labels={labels.clone()} tokens={t.labels.len()}
-                    stride={t.stride} kind={la.kind} tiles={tile_source(props, self.stage, t, la.layer, sh)}
+                    stride={t.stride} kind={la.kind} tiles={tile_source(Some(props.engine.clone()), props, self.stage, t, la.layer, sh)}
                     signed={lab::is_signed(la.kind) || shared.is_some_and(|s| s.signed)}
                     value_name={format!("{:?}", la.kind).to_lowercase()}
                     model={a_name.clone()} scale={shared}
@@ -255,6 +257,7 @@ impl AttentionState {
                 <Heatmap id="heatmap-b" title={format!("B {} · layer {bl}, head {bh} ({:?})", b.name, lb.kind)}
                     matrix={mb.clone()} n={lb.n} labels={b_labels} tokens={b.trace.labels.len()}
                     stride={b.trace.stride} kind={lb.kind}
+                    tiles={tile_source(props.b_model(), props, self.stage, b.trace, lb.layer, *bh)}
                     signed={lab::is_signed(lb.kind) || shared.is_some_and(|s| s.signed)}
                     value_name={format!("{:?}", lb.kind).to_lowercase()}
                     model={b.name.to_string()} scale={shared}

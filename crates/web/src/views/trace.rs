@@ -57,7 +57,7 @@ pub struct TraceProps {
 
 impl TraceProps {
     /// Model B when it is ready.
-    fn b_model(&self) -> Option<ModelRef> {
+    pub(crate) fn b_model(&self) -> Option<ModelRef> {
         match self.b.as_ref().map(|b| &b.state) {
             Some(CompareState::Ready(m)) => Some(m.clone()),
             _ => None,
@@ -423,11 +423,16 @@ fn trace_notes(t: &TraceView) -> Html {
         format!("The text was cut to its first {n} tokens ({} more left out): {why}.", t.cut)
     });
     let binned = (t.stride > 1).then(|| {
+        let laa = if t.summary_tokens > 0 {
+            format!("; LAA and the head summaries cover the first {} tokens (they need exact rows)", t.summary_tokens)
+        } else {
+            String::new()
+        };
         format!(
             "{n} tokens traced on WebGPU: the maps are binned on the GPU ({0}×{0} tokens per cell; the trace stays in \
              the worker) and the heatmap's zoom fetches windows of them down to single tokens. The token strip links \
-             exact maps only; LAA and the head summaries cover the first {1} tokens (they need exact rows).",
-            t.stride, t.summary_tokens
+             exact maps only{laa}.",
+            t.stride
         )
     });
     html! { for cut.into_iter().chain(binned).map(|note| html! { <p class="notice trace-note">{ note }</p> }) }
