@@ -996,6 +996,7 @@ test("long texts on WebGPU: the views trace in the worker's GPU, binned maps zoo
   await page.click("#tab-laa");
   await page.waitForSelector("#laa-table tr[data-auc]", { timeout: 120_000 });
   const aucs = await page.$$eval("#laa-table tr[data-auc]", (rows) => rows.map((r) => Number(r.dataset.auc)));
+  assert.match(await page.textContent("#laa-chart"), /locally accumulated attention, 512 tokens/);
   const analyzed = JSON.parse(cli(["analyze", "--model", join(SITE, "models/alibi"), "--text", join(dir, "prompt.txt"), "--max-tokens", "512", "--json"]));
   assert.equal(analyzed.tokens, 512);
   analyzed.layers.forEach((l, i) => assert.ok(Math.abs(aucs[i] - l.laa.auc) < 1e-5, `layer ${i}: page ${aucs[i]} vs CLI ${l.laa.auc}`));

@@ -63,7 +63,8 @@ fn query_series(t: &TraceView, query: usize, curve: impl Fn(&[f64]) -> Vec<(f64,
 /// The LAA curves of every layer, the uniform baseline, the selected token's curves, the overlay
 /// and the table.
 pub fn view(props: &TraceProps, t: &TraceView, query: Option<usize>) -> Html {
-    let n = t.labels.len();
+    // The tokens the LAA covers: all of them, or the first ones of a long GPU trace (exact rows).
+    let n = laa_tokens(t);
     let xs: Vec<f64> = (0..attnlab_core::analysis::LAA_POINTS).map(|k| k as f64 / 100.0).collect();
     let curve = |c: &[f64]| xs.iter().copied().zip(c.iter().copied()).collect::<Vec<_>>();
     let mut series: Vec<Series> = t
@@ -178,9 +179,10 @@ pub fn view_compare(
             }
         })
         .collect();
-    let uniform = laa_uniform(t.labels.len());
+    let n = laa_tokens(t);
+    let uniform = laa_uniform(n);
     series.push(Series {
-        label: format!("uniform attention, {} tokens (AUC {:.3})", t.labels.len(), uniform.auc),
+        label: format!("uniform attention, {n} tokens (AUC {:.3})", uniform.auc),
         color: "#888888".into(),
         points: xs.iter().copied().zip(uniform.curve.iter().copied()).collect(),
         dashed: true,
@@ -212,5 +214,14 @@ pub fn view_compare(
                 if let Some(r) = ref_name { <th>{ format!("LAA AUC {r}") }</th> }</tr></thead>
                 <tbody>{ for rows }</tbody></table>
         </section>
+    }
+}
+
+/// Tokens a trace's LAA covers.
+fn laa_tokens(t: &TraceView) -> usize {
+    if t.summary_tokens > 0 {
+        t.summary_tokens
+    } else {
+        t.labels.len()
     }
 }
