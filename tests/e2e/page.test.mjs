@@ -705,6 +705,22 @@ test("the gate view compares the trained model with its initial checkpoint (ReGL
 });
 
 /** Generate with the form's current settings; returns the text and throughput of the run. */
+/**
+ * `open(query, options)` with WebGPU generating; skips `t` (returning null) only when this Chromium
+ * has no WebGPU at all (no navigator.gpu or no adapter): any other reason fails.
+ */
+async function openOnWebGpu(t, query, options = {}) {
+  const opened = await open(query, options);
+  const { page, context } = opened;
+  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
+  if ((await attr(page, "#backend", "data-backend")) === "webgpu") return opened;
+  const notice = (await page.textContent("#backend-notice")) ?? "";
+  assert.match(notice, /navigator\.gpu|no WebGPU adapter/, notice);
+  await context.close();
+  t.skip(`no WebGPU in this Chromium: ${notice}`);
+  return null;
+}
+
 async function generateRun(page) {
   await page.click("#generate");
   await page.waitForFunction(() => /^(done|stopped)/.test(document.querySelector("#status")?.textContent ?? ""), null, {
@@ -848,13 +864,9 @@ test("losing the GPU device mid-generation stops the run, keeps its text and swi
         return device;
       };
     }`);
-  const { page, context, errors } = await open("?backend=gpu", { setup });
-  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
-  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
-    await context.close();
-    t.skip("no WebGPU in this Chromium");
-    return;
-  }
+  const opened = await openOnWebGpu(t, "?backend=gpu", { setup });
+  if (!opened) return;
+  const { page, context, errors } = opened;
   await page.fill("#max-tokens", "4096");
   await page.click("#generate");
   await page.waitForFunction(() => /generating… [2-9]\d* tokens/.test(document.querySelector("#status")?.textContent ?? ""), null, {
@@ -935,13 +947,9 @@ test("zoom on an exact map (CPU): the window is cut in the page around the locke
 });
 
 test("long texts on WebGPU: the views trace in the worker's GPU, binned maps zoom down to single tokens equal to attnlab dump, LAA of the first 512 tokens equals attnlab analyze", async (t) => {
-  const { page, context, errors } = await open("?backend=gpu");
-  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
-  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
-    await context.close();
-    t.skip("no WebGPU in this Chromium");
-    return;
-  }
+  const opened = await openOnWebGpu(t, "?backend=gpu");
+  if (!opened) return;
+  const { page, context, errors } = opened;
   const heldout = readFileSync(join(SITE, "eval", "heldout.txt"), "utf8");
   const prompt = heldout.slice(0, 2000);
   await page.fill("#prompt", prompt);
@@ -1006,13 +1014,9 @@ test("long texts on WebGPU: the views trace in the worker's GPU, binned maps zoo
 });
 
 test("the perplexity sweep runs on WebGPU when generation does: its first length equals attnlab eval", async (t) => {
-  const { page, context, errors } = await open("?backend=gpu");
-  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
-  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
-    await context.close();
-    t.skip("no WebGPU in this Chromium");
-    return;
-  }
+  const opened = await openOnWebGpu(t, "?backend=gpu");
+  if (!opened) return;
+  const { page, context, errors } = opened;
   const t0 = Date.now();
   await page.click("#tab-extrapolation");
   const current = '#ppl-chart g.series[data-label="current settings"]';
@@ -2262,15 +2266,9 @@ async function heatmapRows(page, rows) {
 }
 
 test("train on this text on WebGPU: the WGSL trainer takes the steps in the worker, the loss falls, the views show the fine-tuned model", async (t) => {
-  const { page, context, errors } = await open("?backend=gpu&tab=attention");
-  await page.waitForSelector('#backend:is([data-backend="webgpu"], [data-backend="cpu"])', { timeout: LOAD_MS });
-  if ((await attr(page, "#backend", "data-backend")) !== "webgpu") {
-    const notice = (await page.textContent("#backend-notice")) ?? "";
-    assert.match(notice, /navigator\.gpu|no WebGPU adapter/, notice);
-    await context.close();
-    t.skip(`no WebGPU in this Chromium: ${notice}`);
-    return;
-  }
+  const opened = await openOnWebGpu(t, "?backend=gpu&tab=attention");
+  if (!opened) return;
+  const { page, context, errors } = opened;
   const before = await heatmapRows(page, 5);
   await page.fill("#tune-text", TUNE_TEXT);
   await page.fill("#tune-steps", "12");
