@@ -392,7 +392,8 @@ pub fn map_stride(n: usize, max_side: usize) -> usize {
 /// Query index of each row of a map downsampled by `stride`: the last query of its block of rows.
 pub fn map_rows(n: usize, stride: usize) -> Vec<usize> {
     let s = stride.max(1);
-    (0..n.div_ceil(s)).map(|b| (b * s + s - 1).min(n.saturating_sub(1))).collect()
+    let w = MapWindow { row0: 0, col0: 0, side: n.div_ceil(s), stride: s };
+    (0..w.side).map(|b| w.query(n, b)).collect()
 }
 
 /// A square window of an attention map, in tokens: `side` map rows of `stride` queries from query

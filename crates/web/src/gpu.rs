@@ -152,9 +152,7 @@ impl Lease {
             None => Err(GpuFailure::Other("internal error: no GPU model".to_string())),
         }
     }
-}
 
-impl Lease {
     /// Trace the first `MAX_GPU_TRACE_TOKENS` tokens of `text` on the GPU with `engine`'s model:
     /// maps binned to at most [`MAX_MAP_SIDE`] cells a side, gates for every token, and, when the
     /// maps are binned, LAA summaries from an exact trace of the first [`MAX_TRACE_TOKENS`]. The
@@ -170,19 +168,16 @@ impl Lease {
         let model = self.model_for(ctx, engine).await?;
         let req = TraceRequest { attention: true, stage, gates: true };
         let (t, held) = model.trace_held(&ids, req, MAX_MAP_SIDE).await.map_err(failure)?;
-        let exact = if stage != AttnStage::Probabilities {
-            None
+        let summarize = |maps: &[LayerAttention]| analysis::summarize_attention(&engine.model, maps);
+        let (summary_tokens, summaries) = if stage != AttnStage::Probabilities {
+            (0, Vec::new())
         } else if t.stride == 1 {
-            Some((ids.len(), t.trace.attention.clone()))
+            (ids.len(), summarize(&t.trace.attention))
         } else {
             let n = ids.len().min(MAX_TRACE_TOKENS);
             let req = TraceRequest { gates: false, ..req };
             let first = model.trace(&ids[..n], req, MAX_MAP_SIDE).await.map_err(failure)?;
-            Some((n, first.trace.attention))
-        };
-        let (summary_tokens, summaries) = match exact {
-            Some((n, maps)) => (n, analysis::summarize_attention(&engine.model, &maps)),
-            None => (0, Vec::new()),
+            (n, summarize(&first.trace.attention))
         };
         if let Some(u) = self.current.as_mut() {
             u.trace = Some(KeptTrace { text: text.to_string(), stage, held });
@@ -207,9 +202,7 @@ impl Lease {
         if !self.current.as_ref().is_some_and(held) {
             self.trace(ctx, engine, text, stage).await?;
         }
-        let (Some(u), Some(k)) =
-            (self.current.as_ref(), self.current.as_ref().and_then(|u| u.trace.as_ref()))
-        else {
+        let Some((u, k)) = self.current.as_ref().and_then(|u| Some((u, u.trace.as_ref()?))) else {
             return Err(GpuFailure::Other("internal error: no GPU trace".to_string()).into());
         };
         match u.model.map_window(&k.held, layer, window).await {
@@ -219,9 +212,7 @@ impl Lease {
             Err(e) => Err(failure(e).into()),
         }
     }
-}
 
-impl Lease {
     /// The rest of `cursor`'s current window scored on the GPU (one session, `max` tokens a
     /// slice); the cursor after it. A failure leaves `cursor` at the window's start.
     pub async fn score_window(

@@ -248,7 +248,21 @@ pub struct Heatmap {
     zoom_error: Option<String>,
 }
 
+/// The zoom window `width` tokens wide centred on token cell `(query, key)`.
+fn centred(tokens: usize, width: usize, (i, j): (usize, usize)) -> MapWindow {
+    let half = width / 2;
+    lab::zoom_window(tokens, width, i.saturating_sub(half), j.saturating_sub(half))
+}
+
 impl Heatmap {
+    /// The token cell (query, first key) under the pointer.
+    fn hovered(&self, p: &HeatmapProps, shown: &Shown) -> Option<(usize, usize)> {
+        self.hover.map(|c| {
+            let (i, j, _) = shown.cell(p.tokens(), c);
+            (i, j)
+        })
+    }
+
     /// The window on screen: the zoom, else the whole map.
     fn shown(&self, p: &HeatmapProps) -> Shown {
         self.zoom.clone().unwrap_or_else(|| Shown { window: p.base(), values: p.matrix.clone() })
@@ -360,11 +374,7 @@ impl Heatmap {
         if new >= p.tokens() {
             return self.show(ctx, p.base());
         }
-        let half = new / 2;
-        self.show(
-            ctx,
-            lab::zoom_window(p.tokens(), new, centre.0.saturating_sub(half), centre.1.saturating_sub(half)),
-        );
+        self.show(ctx, centred(p.tokens(), new, centre));
     }
 
     /// Move the window by quarter widths.
@@ -412,7 +422,7 @@ impl Component for Heatmap {
             self.hover = None;
             // Another map: the same window of it (the zoom stays where the user put it).
             if let Some(w) =
-                self.zoom.as_ref().map(|z| z.window).filter(|w| w.check(p.tokens(), 4096).is_ok())
+                self.zoom.as_ref().map(|z| z.window).filter(|w| w.check(p.tokens(), lab::TILE_SIDE).is_ok())
             {
                 self.zoom = None;
                 self.show(ctx, w);
@@ -451,11 +461,7 @@ impl Component for Heatmap {
                     self.zoom_by(ctx, 0.25);
                     return true;
                 }
-                let hovered = self.hover.map(|c| {
-                    let (i, j, _) = shown.cell(p.tokens(), c);
-                    (i, j)
-                });
-                let next = match (p.locked(), hovered) {
+                let next = match (p.locked(), self.hovered(p, &shown)) {
                     (Some(l), Some(h)) if l == h => None,
                     (_, Some(h)) => Some(h),
                     (l, None) => l,
@@ -717,11 +723,8 @@ impl Heatmap {
                 self.pan(ctx, r, c);
             }
             key => {
-                let hovered = self.hover.map(|c| {
-                    let (i, j, _) = shown.cell(t, c);
-                    (i, j)
-                });
-                let (i, j) = p.locked().or(hovered).unwrap_or((shown.window.row0, shown.window.col0));
+                let (i, j) =
+                    p.locked().or(self.hovered(p, shown)).unwrap_or((shown.window.row0, shown.window.col0));
                 let next = match key {
                     "ArrowUp" => (i.saturating_sub(1), j),
                     "ArrowDown" => ((i + 1).min(t - 1), j),
@@ -732,12 +735,7 @@ impl Heatmap {
                     _ => return false,
                 };
                 if self.zoom.is_some() && shown.locate(t, next).is_none() {
-                    let (width, _) = shown.span();
-                    let half = width / 2;
-                    self.show(
-                        ctx,
-                        lab::zoom_window(t, width, next.0.saturating_sub(half), next.1.saturating_sub(half)),
-                    );
+                    self.show(ctx, centred(t, shown.span().0, next));
                 }
                 p.on_cell.emit(Some(next));
             }

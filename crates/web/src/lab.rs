@@ -286,13 +286,9 @@ impl Engine {
     /// matrices are kept): what the gate view's before/after-training comparison needs of the
     /// initial checkpoint.
     pub fn gate_stats(&self, text: &str) -> Result<Vec<GateStats>, String> {
-        let all = self.encode(text)?;
-        if all.is_empty() {
-            return Err(attnlab_core::Error::EmptyPrompt.to_string());
-        }
-        let n = all.len().min(MAX_TRACE_TOKENS.min(self.info.max_context));
+        let (ids, _) = self.trace_tokens(text, MAX_TRACE_TOKENS)?;
         let req = TraceRequest { attention: false, stage: AttnStage::Probabilities, gates: true };
-        let trace = self.model.trace(&all[..n], req).map_err(|e| e.to_string())?;
+        let trace = self.model.trace(&ids, req).map_err(|e| e.to_string())?;
         Ok(analysis::gate_stats(&trace.gates, GATE_BINS))
     }
 

@@ -486,10 +486,7 @@ fn generate_run(
         let Some(engine) = engine_of(&s, model) else {
             return events(RunEvent::Finished(Err("that model is no longer loaded".to_string())));
         };
-        let gpu = match (s.backend.active(), &s.gpu_ctx) {
-            (Active::Gpu, Some(ctx)) => Some((ctx.clone(), s.gpu_slot.clone())),
-            _ => None,
-        };
+        let gpu = active_gpu(&s);
         let stop = Rc::new(Cell::new(false));
         s.runs.insert(run, stop.clone());
         (engine, gpu, stop)
@@ -554,10 +551,9 @@ fn analyze(shared: &Shared, req: u32, model: ModelId, task: Task) {
     });
 }
 
-/// The GPU the views trace on: WebGPU when generation runs there (the backend choice or Auto's
-/// measurement), else none.
-fn trace_gpu(shared: &Shared) -> Option<(Rc<GpuContext>, GpuSlot)> {
-    let s = shared.borrow();
+/// The GPU that generation, and so the views, run on: WebGPU when the backend choice or Auto's
+/// measurement picked it, else none.
+fn active_gpu(s: &State) -> Option<(Rc<GpuContext>, GpuSlot)> {
     match (s.backend.active(), &s.gpu_ctx) {
         (Active::Gpu, Some(ctx)) => Some((ctx.clone(), s.gpu_slot.clone())),
         _ => None,
@@ -574,7 +570,8 @@ async fn trace(
     text: &str,
     stage: AttnStage,
 ) -> Result<TraceView, String> {
-    if let Some((ctx, slot)) = trace_gpu(shared) {
+    let gpu = active_gpu(&shared.borrow());
+    if let Some((ctx, slot)) = gpu {
         let result = match slot.acquire().await {
             Ok(mut lease) => lease.trace(&ctx, engine, text, stage).await,
             Err(f) => Err(f.into()),
@@ -598,7 +595,8 @@ async fn tile(
     layer: usize,
     window: MapWindow,
 ) -> Result<LayerAttention, String> {
-    let Some((ctx, slot)) = trace_gpu(shared) else {
+    let gpu = active_gpu(&shared.borrow());
+    let Some((ctx, slot)) = gpu else {
         return Err(
             "the zoom's windows come from a WebGPU trace, and the views now trace on the CPU".to_string()
         );
@@ -640,7 +638,8 @@ async fn sweep(
         Ok(c) => c,
         Err(e) => return Some(Err(e)),
     };
-    if let Some((ctx, slot)) = trace_gpu(shared) {
+    let gpu = active_gpu(&shared.borrow());
+    if let Some((ctx, slot)) = gpu {
         while !cursor.finished() {
             let result = match slot.acquire().await {
                 Ok(mut lease) => lease.score_window(&ctx, engine, &cursor, GPU_SWEEP_SLICE).await,
