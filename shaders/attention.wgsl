@@ -61,56 +61,28 @@ fn write_row(lid: u32, m: f32, l: f32, acc: ptr<function, array<f32, MAX_DH>>, o
     }
 }
 
-// q·e[t] from the table `contextual_attention` keeps in `kt` for t < n_tab, else from aux.
-fn table_qe(q: ptr<function, array<f32, MAX_DH>>, t: u32, n_tab: u32) -> f32 {
-    if (t < n_tab) {
-        return kt[t / 4u][t % 4u];
-    }
-    return cope_qe(q, t);
-}
-
-// Positions whose q·e a CoPE row keeps in workgroup memory: `kt` (TILE_VEC4 vec4s) viewed as floats;
-// `prefill`, its other user, never runs for a contextual bias.
+// CoPE's table of q·e (contextual_lanes in attention_row.wgsl) in `kt` viewed as floats; `prefill`,
+// the other user of `kt`, never runs for a contextual bias.
 const COPE_TAB: u32 = TILE_VEC4 * 4u;
 
-// One (row, head) of a CoPE layer in `main`'s workgroup (Golovneva et al., "Contextual Position
-// Encoding", §3; see contextual_position in attention_common.wgsl): q·e[t] is tabulated once for
-// every position a key can reach (t ≤ min(npos − 1, number of keys)), then the keys are walked from
-// the query backwards 64 at a time: each lane's logit and gate, the workgroup's suffix scan of the
-// gates plus the carry from the blocks above, the interpolated bias, and the lane's online-softmax
-// update as in `main`; the lanes are merged by write_row.
+fn cope_tab_get(t: u32) -> f32 {
+    return kt[t / 4u][t % 4u];
+}
+
+fn cope_tab_set(t: u32, v: f32) {
+    kt[t / 4u][t % 4u] = v;
+}
+
+// One (row, head) of a CoPE layer in `main`'s workgroup (contextual_lanes), merged by write_row.
 fn contextual_attention(lid: u32, hh: u32, r: u32, i: u32, j0: u32) {
     var q: array<f32, MAX_DH>;
     var acc: array<f32, MAX_DH>;
     let qb = r * 3u * p.a + hh * p.dh;
     for (var c = 0u; c < p.dh; c = c + 1u) {
         q[c] = qkv[qb + c];
-        acc[c] = 0.0;
     }
-    let n_tab = min(min(p.npos, i - j0 + 2u), COPE_TAB);
-    for (var t = lid; t < n_tab; t = t + WG) {
-        kt[t / 4u][t % 4u] = cope_qe(&q, t);
-    }
-    workgroupBarrier();
-    var carry = 0.0;
-    var m = -3.0e38;
-    var l = 0.0;
-    let first = j0 - j0 % WG;
-    var base = i - i % WG;
-    loop {
-        let sp = contextual_position(lid, base, i, j0, hh, &q, &carry);
-        let j = base + lid;
-        if (j >= j0 && j <= i) {
-            let rows = cope_rows(sp.y);
-            let s = sp.x + cope_lerp(sp.y, table_qe(&q, rows.x, n_tab), table_qe(&q, rows.y, n_tab));
-            softmax_update(s, j * p.a + hh * p.dh, &m, &l, &acc);
-        }
-        if (base == first) {
-            break;
-        }
-        base = base - WG;
-    }
-    write_row(lid, m, l, &acc, r * p.a + hh * p.dh);
+    let ml = contextual_lanes(lid, hh, i, j0, &q, &acc);
+    write_row(lid, ml.x, ml.y, &acc, r * p.a + hh * p.dh);
 }
 
 // Tiled prefill kernel. A workgroup takes TQ consecutive query rows of one head; each row has KS

@@ -60,6 +60,18 @@ fn split_k() -> SplitK {
     return SplitK(j0, ks, (len - 1u) / ks + 1u);
 }
 
+// CoPE's table of q·e (contextual_lanes in attention_row.wgsl): `hv`, free once the row's q is
+// in registers and its k and v are in the caches.
+const COPE_TAB: u32 = HV;
+
+fn cope_tab_get(t: u32) -> f32 {
+    return hv[t];
+}
+
+fn cope_tab_set(t: u32, v: f32) {
+    hv[t] = v;
+}
+
 // Split-K over the keys: workgroup (head, split) runs block input, attention norm, the head's q
 // (the last split, which holds this step's position, also k and v: RoPE, into the caches), the
 // streaming softmax over its key range (attention_row.wgsl), and leaves its normalized output in
@@ -121,9 +133,17 @@ fn attn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
     for (var c = 0u; c < dh; c = c + 1u) {
         q[c] = hv[c];
     }
-    let lo = sk.j0 + sp * sk.ks;
-    // lo + ks may pass u32::MAX (one split: ks is u32::MAX), so bound the count, not the end.
-    let ml = attend_lanes(lid, hh, i, lo, lo + min(sk.ks, i + 1u - lo), &q, &acc);
+    var ml: vec2<f32>;
+    if (BIAS_KIND == BIAS_CONTEXTUAL) {
+        // CoPE: a key's position depends on every later key's gate, so its layers have one split
+        // (the whole row, crates/gpu/src/model/fused.rs) and the table overwrites hv's q, k, v.
+        workgroupBarrier();
+        ml = contextual_lanes(lid, hh, i, sk.j0, &q, &acc);
+    } else {
+        let lo = sk.j0 + sp * sk.ks;
+        // lo + ks may pass u32::MAX (one split: ks is u32::MAX), so bound the count, not the end.
+        ml = attend_lanes(lid, hh, i, lo, lo + min(sk.ks, i + 1u - lo), &q, &acc);
+    }
     let fi = lane_merge(lid, ml.x, ml.y);
     for (var c = 0u; c < dh; c = c + 1u) {
         let v = reduce_sum(lid, acc[c] * fi.x);

@@ -56,9 +56,6 @@ pub(super) fn unsupported(cfg: &ModelConfig, host: &HostModel) -> Option<String>
                     return Some(format!("layer {i}: {why}"));
                 }
             }
-            Kind::Softmax(s) if s.bias == BiasKind::Contextual => {
-                return Some(format!("layer {i} has a contextual (CoPE) bias"))
-            }
             Kind::Softmax(s) if i == 0 && s.rope.is_some() && !host.pe.is_empty() => {
                 return Some("layer 0 has both RoPE and absolute positions".into())
             }
@@ -200,6 +197,8 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
                 Kind::Softmax(s) => {
                     v.push(Some(&s.aux), 0);
                     p.rope = u32::from(s.rope.is_some());
+                    // A CoPE key's position sums the gates of every later key: one split per row.
+                    let splits = if s.bias == BiasKind::Contextual { 1 } else { splits };
                     (p.splits, p.block, p.relu) = (splits as u32, s.params.block, s.params.relu);
                     if s.relu_norm {
                         (p.post_norm, p.post_kind, p.post_eps) =
