@@ -4,7 +4,7 @@
 use crate::attention::{AttnLayer, LayerAttention, LayerGates, LayerState, TraceRequest};
 use crate::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
 use crate::error::{Error, Result};
-use crate::ops::{gelu, gelu_exact, silu, sinusoidal_embedding, Linear, Norm};
+use crate::ops::{gelu, gelu_exact, sinusoidal_embedding, Linear, Norm};
 use crate::weights::{Init, TensorSpec, Weights};
 
 /// Every tensor a config requires, in a fixed order: embeddings, shared position parameters, then
@@ -77,7 +77,7 @@ impl Ffn {
         match (self.kind, &self.gate) {
             (FfnKind::Swiglu, Some(g)) => {
                 let gv = g.apply_rows(x, t);
-                u.iter_mut().zip(&gv).for_each(|(u, g)| *u *= silu(*g));
+                crate::kernels::silu_mul(&mut u, &gv);
             }
             (FfnKind::GeluExact, _) => u.iter_mut().for_each(|u| *u = gelu_exact(*u)),
             _ => u.iter_mut().for_each(|u| *u = gelu(*u)),

@@ -132,10 +132,11 @@ impl Norm {
     }
 }
 
-/// SiLU / swish: `x·σ(x)`.
+/// SiLU / swish: `x·σ(x)` ([`kernels::reference::silu`](crate::kernels::reference::silu), the
+/// exponential of the vectorised kernels).
 #[inline]
 pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    crate::kernels::reference::silu(x)
 }
 
 /// GELU, exact: `x·Φ(x) = ½x(1 + erf(x/√2))` (Hendrycks & Gimpel, "GELUs", §2), erf in f64.
@@ -153,18 +154,11 @@ pub fn gelu(x: f32) -> f32 {
 }
 
 /// In-place softmax over a row (max-subtracted; an all-masked row stays finite because masks are
-/// large finite negatives, never −inf).
+/// large finite negatives, never −inf): [`kernels::softmax`](crate::kernels::softmax), whose
+/// exponential is Cephes' `expf` on eight lanes (within 1 ulp; the same bits on every CPU and in
+/// wasm) and whose sum keeps eight partial sums like every dot product here.
 pub fn softmax_inplace(x: &mut [f32]) {
-    // A comparison, not `f32::max` (a libm call in wasm); no NaN reaches here.
-    let m = x.iter().fold(f32::MIN, |m, &v| if v > m { v } else { m });
-    x.iter_mut().for_each(|v| *v = (*v - m).exp());
-    // Summed in order after the exponentials (the same sum; `exp` calls would otherwise keep
-    // spilling the running sum).
-    let s = x.iter().fold(0.0f32, |s, v| s + v);
-    let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
-    for v in x.iter_mut() {
-        *v *= inv;
-    }
+    crate::kernels::softmax(x);
 }
 
 /// Sinusoidal absolute position embedding for position `pos` (Vaswani et al.), computed in f64.

@@ -66,10 +66,12 @@ pub(super) fn fill_bias(
     match &sl.bias {
         Bias::None | Bias::Contextual { .. } => {}
         Bias::Table { len, values, .. } => {
+            // B_h[i − j] for j = j0 .. j0 + n: the head's table read backwards from distance i − j0
+            // (n = i − j0 + 1 keys; a reversed slice, which the compiler vectorises).
+            let d0 = i - j0;
             for h in 0..heads {
-                for jj in 0..n {
-                    out[h * n + jj] = values[h * len + (i - j0 - jj)];
-                }
+                let table = &values[h * len + d0 + 1 - n..=h * len + d0];
+                out[h * n..(h + 1) * n].iter_mut().zip(table.iter().rev()).for_each(|(o, b)| *o = *b);
             }
         }
         Bias::Fire { c, l_mult, init_l, w1, b1, w2, b2 } => {

@@ -290,3 +290,69 @@ pub(super) fn widen<V: F32x8, W: Format>(src: &[W::Elem], out: &mut [f32]) {
     }
     ot.iter_mut().zip(st).for_each(|(o, &s)| *o = W::widen(s));
 }
+
+/// [`reference::exp`] on eight lanes, the same operations in the same order.
+#[inline(always)]
+pub(super) fn exp<V: F32x8>(x: V) -> V {
+    use reference::{EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO_NEG, LOG2E, ROUND};
+    let xc = x.max(V::splat(EXP_LO)).min(V::splat(EXP_HI));
+    let n = xc.mul(V::splat(LOG2E)).add(V::splat(ROUND)).sub(V::splat(ROUND));
+    let r = xc.sub(n.mul(V::splat(LN2_HI))).sub(n.mul(V::splat(LN2_LO_NEG)));
+    let z = r.mul(r);
+    let mut p = V::splat(EXP_POLY[0]);
+    for &c in &EXP_POLY[1..] {
+        p = p.mul(r).add(V::splat(c));
+    }
+    let y = p.mul(z).add(r).add(V::splat(1.0));
+    y.mul(n.pow2i()).zero_below(x, EXP_LO)
+}
+
+/// [`reference::softmax`]: the maximum over eight lanes (exact in any order), the exponentials and
+/// their eight partial sums in one pass, the scale in another.
+#[inline(always)]
+pub(super) fn softmax<V: F32x8>(x: &mut [f32]) {
+    let n = x.len();
+    let full = n / 8 * 8;
+    let (body, tail) = x.split_at_mut(full);
+    let (body, _) = body.as_chunks_mut::<8>();
+    let mut mv = V::splat(f32::MIN);
+    for c in body.iter() {
+        mv = mv.max(V::load(c));
+    }
+    let mut lanes = [0.0f32; 8];
+    mv.store(&mut lanes);
+    let m = lanes.iter().chain(tail.iter()).fold(f32::MIN, |m, &v| if v > m { v } else { m });
+    let (mv, mut acc) = (V::splat(m), V::zero());
+    for c in body.iter_mut() {
+        let e = exp(V::load(c).sub(mv));
+        acc = acc.add(e);
+        e.store(c);
+    }
+    let mut t = 0.0f32;
+    for v in tail.iter_mut() {
+        *v = reference::exp(*v - m);
+        t += *v;
+    }
+    let s = V::sum4([acc, V::zero(), V::zero(), V::zero()])[0] + t;
+    let inv = V::splat(if s > 0.0 { 1.0 / s } else { 0.0 });
+    for c in body.iter_mut() {
+        V::load(c).mul(inv).store(c);
+    }
+    let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
+    tail.iter_mut().for_each(|v| *v *= inv);
+}
+
+/// [`reference::silu_mul`] on eight lanes (`−g` as `0 − g`: the same exponential, even at ±0).
+#[inline(always)]
+pub(super) fn silu_mul<V: F32x8>(u: &mut [f32], g: &[f32]) {
+    let n = u.len().min(g.len());
+    let (uc, ut) = u[..n].as_chunks_mut::<8>();
+    let (gc, gt) = g[..n].as_chunks::<8>();
+    let one = V::splat(1.0);
+    for (uc, gc) in uc.iter_mut().zip(gc) {
+        let g = V::load(gc);
+        let s = g.div(one.add(exp(V::zero().sub(g))));
+        V::load(uc).mul(s).store(uc);
+    }
+    reference::silu_mul(ut, gt);
+}

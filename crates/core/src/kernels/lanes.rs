@@ -21,7 +21,17 @@ pub(super) trait F32x8: Copy {
     /// Eight bfloat16 values (their bits), widened exactly.
     fn load_bf16(s: &[u16; 8]) -> Self;
     fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
+    fn div(self, o: Self) -> Self;
+    /// Lane-wise maximum and minimum of values that are not NaN (which operand a NaN or a pair of
+    /// zeros of opposite signs gives is left to the instruction).
+    fn max(self, o: Self) -> Self;
+    fn min(self, o: Self) -> Self;
+    /// `2ⁿ` for lanes holding integers `n` in `-126..=127`.
+    fn pow2i(self) -> Self;
+    /// The lanes of `self`, with 0 where `x < lo`.
+    fn zero_below(self, x: Self, lo: f32) -> Self;
     fn store(self, s: &mut [f32; 8]);
     /// The reference reduction `((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))` of each of four
     /// accumulators.
@@ -176,9 +186,43 @@ impl F32x8 for Scalar {
         Scalar(r)
     }
     #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        let mut r = self.0;
+        r.iter_mut().zip(o.0).for_each(|(a, b)| *a -= b);
+        Scalar(r)
+    }
+    #[inline(always)]
     fn mul(self, o: Self) -> Self {
         let mut r = self.0;
         r.iter_mut().zip(o.0).for_each(|(a, b)| *a *= b);
+        Scalar(r)
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        let mut r = self.0;
+        r.iter_mut().zip(o.0).for_each(|(a, b)| *a /= b);
+        Scalar(r)
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        let mut r = self.0;
+        r.iter_mut().zip(o.0).for_each(|(a, b)| *a = if b > *a { b } else { *a });
+        Scalar(r)
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        let mut r = self.0;
+        r.iter_mut().zip(o.0).for_each(|(a, b)| *a = if b < *a { b } else { *a });
+        Scalar(r)
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        Scalar(self.0.map(super::reference::pow2i))
+    }
+    #[inline(always)]
+    fn zero_below(self, x: Self, lo: f32) -> Self {
+        let mut r = self.0;
+        r.iter_mut().zip(x.0).for_each(|(a, x)| *a = if x < lo { 0.0 } else { *a });
         Scalar(r)
     }
     #[inline(always)]

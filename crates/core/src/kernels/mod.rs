@@ -165,6 +165,50 @@ pub fn weighted_rows(p: &[f32], m: &[f32], stride: usize, y: &mut [f32]) {
     dispatch(K(p, m, stride, y))
 }
 
+/// `e^x` for each value of `x` in place ([`reference::exp`]: Cephes' `expf`, the same bits on every
+/// level and in wasm).
+pub fn exp_inplace(x: &mut [f32]) {
+    struct K<'a>(&'a mut [f32]);
+    impl Kernel for K<'_> {
+        type Out = ();
+        #[inline(always)]
+        fn run<V: F32x8>(self) {
+            let (body, tail) = self.0.as_chunks_mut::<8>();
+            for c in body {
+                generic::exp(V::load(c)).store(c);
+            }
+            tail.iter_mut().for_each(|v| *v = reference::exp(*v));
+        }
+    }
+    dispatch(K(x))
+}
+
+/// `u[i] ← u[i]·silu(g[i])` over the shorter length ([`reference::silu_mul`]).
+pub fn silu_mul(u: &mut [f32], g: &[f32]) {
+    struct K<'a>(&'a mut [f32], &'a [f32]);
+    impl Kernel for K<'_> {
+        type Out = ();
+        #[inline(always)]
+        fn run<V: F32x8>(self) {
+            generic::silu_mul::<V>(self.0, self.1)
+        }
+    }
+    dispatch(K(u, g))
+}
+
+/// `x ← softmax(x)` ([`reference::softmax`]).
+pub fn softmax(x: &mut [f32]) {
+    struct K<'a>(&'a mut [f32]);
+    impl Kernel for K<'_> {
+        type Out = ();
+        #[inline(always)]
+        fn run<V: F32x8>(self) {
+            generic::softmax::<V>(self.0)
+        }
+    }
+    dispatch(K(x))
+}
+
 /// `Y = X·Wᵀ`: `y[r·out + o] = dot(W[o], x[r])` for `W` of rows of `n` values and the `x.len() / n`
 /// rows of `x` ([`reference::matmul_by`]). Register tiles of input × weight rows: each loaded (and
 /// widened) weight vector serves several input rows.

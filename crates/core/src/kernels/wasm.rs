@@ -80,8 +80,38 @@ impl F32x8 for Simd128 {
         Simd128(f32x4_add(self.0, o.0), f32x4_add(self.1, o.1))
     }
     #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        Simd128(f32x4_sub(self.0, o.0), f32x4_sub(self.1, o.1))
+    }
+    #[inline(always)]
     fn mul(self, o: Self) -> Self {
         Simd128(f32x4_mul(self.0, o.0), f32x4_mul(self.1, o.1))
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        Simd128(f32x4_div(self.0, o.0), f32x4_div(self.1, o.1))
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // The "pseudo" maximum `a < b ? b : a`: one instruction where f32x4_max also orders NaNs
+        // and signed zeros.
+        Simd128(f32x4_pmax(self.0, o.0), f32x4_pmax(self.1, o.1))
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        Simd128(f32x4_pmin(self.0, o.0), f32x4_pmin(self.1, o.1))
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        // The lanes hold integers, so the conversion is exact; `n + 127` shifted into the exponent
+        // field is 2ⁿ.
+        let p = |v: v128| i32x4_shl(i32x4_add(i32x4_trunc_sat_f32x4(v), i32x4_splat(127)), 23);
+        Simd128(p(self.0), p(self.1))
+    }
+    #[inline(always)]
+    fn zero_below(self, x: Self, lo: f32) -> Self {
+        let lo = f32x4_splat(lo);
+        Simd128(v128_andnot(self.0, f32x4_lt(x.0, lo)), v128_andnot(self.1, f32x4_lt(x.1, lo)))
     }
     #[inline(always)]
     fn store(self, s: &mut [f32; 8]) {

@@ -57,9 +57,43 @@ impl F32x8 for Avx {
         Avx(unsafe { _mm256_add_ps(self.0, o.0) })
     }
     #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: as in `zero`.
+        Avx(unsafe { _mm256_sub_ps(self.0, o.0) })
+    }
+    #[inline(always)]
     fn mul(self, o: Self) -> Self {
         // SAFETY: as in `zero`.
         Avx(unsafe { _mm256_mul_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        // SAFETY: as in `zero`.
+        Avx(unsafe { _mm256_div_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // SAFETY: as in `zero`.
+        Avx(unsafe { _mm256_max_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        // SAFETY: as in `zero`.
+        Avx(unsafe { _mm256_min_ps(self.0, o.0) })
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        // SAFETY: AVX2 is present; no memory is touched. The lanes hold integers, so the
+        // conversion is exact; `n + 127` shifted into the exponent field is 2ⁿ.
+        Avx(unsafe {
+            let n = _mm256_add_epi32(_mm256_cvtps_epi32(self.0), _mm256_set1_epi32(127));
+            _mm256_castsi256_ps(_mm256_slli_epi32::<23>(n))
+        })
+    }
+    #[inline(always)]
+    fn zero_below(self, x: Self, lo: f32) -> Self {
+        // SAFETY: as in `zero`.
+        Avx(unsafe { _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(x.0, _mm256_set1_ps(lo)), self.0) })
     }
     #[inline(always)]
     fn store(self, s: &mut [f32; 8]) {
@@ -182,9 +216,46 @@ impl F32x8 for Sse {
         unsafe { Sse(_mm_add_ps(self.0, o.0), _mm_add_ps(self.1, o.1)) }
     }
     #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        // SAFETY: SSE only; no memory is touched.
+        unsafe { Sse(_mm_sub_ps(self.0, o.0), _mm_sub_ps(self.1, o.1)) }
+    }
+    #[inline(always)]
     fn mul(self, o: Self) -> Self {
         // SAFETY: SSE only; no memory is touched.
         unsafe { Sse(_mm_mul_ps(self.0, o.0), _mm_mul_ps(self.1, o.1)) }
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        // SAFETY: SSE only; no memory is touched.
+        unsafe { Sse(_mm_div_ps(self.0, o.0), _mm_div_ps(self.1, o.1)) }
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        // SAFETY: SSE only; no memory is touched.
+        unsafe { Sse(_mm_max_ps(self.0, o.0), _mm_max_ps(self.1, o.1)) }
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        // SAFETY: SSE only; no memory is touched.
+        unsafe { Sse(_mm_min_ps(self.0, o.0), _mm_min_ps(self.1, o.1)) }
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        // SAFETY: SSE2 only; no memory is touched. As `Avx::pow2i`.
+        let p = |v: __m128| unsafe {
+            let n = _mm_add_epi32(_mm_cvtps_epi32(v), _mm_set1_epi32(127));
+            _mm_castsi128_ps(_mm_slli_epi32::<23>(n))
+        };
+        Sse(p(self.0), p(self.1))
+    }
+    #[inline(always)]
+    fn zero_below(self, x: Self, lo: f32) -> Self {
+        // SAFETY: SSE only; no memory is touched.
+        unsafe {
+            let lo = _mm_set1_ps(lo);
+            Sse(_mm_andnot_ps(_mm_cmplt_ps(x.0, lo), self.0), _mm_andnot_ps(_mm_cmplt_ps(x.1, lo), self.1))
+        }
     }
     #[inline(always)]
     fn store(self, s: &mut [f32; 8]) {
