@@ -5,10 +5,14 @@
 use super::{AttnLayer, AttnMatrixKind, AttnStage, LayerState};
 use crate::bias;
 use crate::error::{Error, Result};
-use crate::kernels::{dot_rows, weighted_rows};
+use crate::kernels::{dot_rows_block, weighted_rows_block};
 use crate::lowering::{Bias, SoftmaxLowering, Window};
 use crate::ops::{dot, simple_rms_norm, softmax_inplace};
 use crate::rotary::rope_rotate;
+
+/// Query rows of a prefill that share each key and value row read from the cache
+/// ([`dot_rows_block`], [`weighted_rows_block`]; results equal those of one row at a time).
+const QUERY_BLOCK: usize = 4;
 
 /// Projected rows of a chunk: `q, k, v` are `[T, H·dh]` at positions `pos0..pos0+T`.
 pub(super) struct Rows {
@@ -115,57 +119,77 @@ impl AttnLayer {
         }
         let mut mats: Vec<Vec<f32>> = if record.is_some() { vec![vec![0.0; t * t]; h] } else { Vec::new() };
         let mut out = vec![0.0f32; t * a];
-        let (mut fire_buf, mut row, mut brow) = (vec![0.0f64; h], Vec::new(), Vec::new());
-        let mut int_logits = Vec::new();
-        for r in 0..t {
-            let i = pos0 + r;
-            // Append this token's key/value; a Diag layer drops the previous block first.
-            if let Window::Block(w) = sl.window {
-                if i.is_multiple_of(w) {
+        let mut fire_buf = vec![0.0f64; h];
+        let (mut logits, mut brows, mut int_logits) = (Vec::new(), vec![Vec::new(); QUERY_BLOCK], Vec::new());
+        let mut r0 = 0;
+        while r0 < t {
+            // Up to QUERY_BLOCK query rows that see the same keys but for the ones they append: a
+            // Diag block may start only at the first of them.
+            let starts_block = |i: usize| matches!(sl.window, Window::Block(w) if i.is_multiple_of(w));
+            let rows = (1..QUERY_BLOCK.min(t - r0))
+                .find(|&b| starts_block(pos0 + r0 + b))
+                .unwrap_or(QUERY_BLOCK.min(t - r0));
+            for r in r0..r0 + rows {
+                // Append this token's key/value; a Diag layer drops the previous block first.
+                if starts_block(pos0 + r) {
                     kc.clear();
                     vc.clear();
-                    *first = i;
+                    *first = pos0 + r;
                 }
+                kc.extend_from_slice(&k[r * a..(r + 1) * a]);
+                vc.extend_from_slice(&v[r * a..(r + 1) * a]);
             }
-            kc.extend_from_slice(&k[r * a..(r + 1) * a]);
-            vc.extend_from_slice(&v[r * a..(r + 1) * a]);
-            let (n_keys, j0) = (kc.len() / a, *first);
-            fill_bias(sl, h, i, j0, n_keys, &mut brow, &mut fire_buf);
+            // Row b of the block (query i = pos0 + r0 + b) sees keys j0 ..= i: the first n_b.
+            let (n, j0) = (kc.len() / a, *first);
+            let n_b = |b: usize| n - (rows - 1 - b);
+            for (b, brow) in brows.iter_mut().enumerate().take(rows) {
+                fill_bias(sl, h, pos0 + r0 + b, j0, n_b(b), brow, &mut fire_buf);
+            }
             for hh in 0..h {
-                let qh = &q[r * a + hh * dh..r * a + (hh + 1) * dh];
-                // q·k for every cached key of this head (row jj of the cache, this head's slice).
-                row.resize(n_keys, 0.0);
-                dot_rows(qh, &kc[hh * dh..], a, &mut row);
-                row.iter_mut().for_each(|logit| *logit *= sl.scale);
-                if record == Some(AttnStage::Logits) {
-                    mats[hh][r * t + j0..r * t + j0 + n_keys].copy_from_slice(&row);
-                }
-                row.iter_mut().zip(&brow[hh * n_keys..(hh + 1) * n_keys]).for_each(|(l, b)| *l += b);
-                if let Bias::Contextual { npos, pos_emb } = &sl.bias {
-                    add_contextual_bias(qh, &mut row, *npos, pos_emb, &mut int_logits);
-                }
-                if record == Some(AttnStage::Biased) {
-                    mats[hh][r * t + j0..r * t + j0 + n_keys].copy_from_slice(&row);
-                }
-                if sl.relu_with_norm {
-                    // T1 DiagAttention: P = ReLU(logits), no row normalisation.
-                    row.iter_mut().for_each(|val| *val = val.max(0.0));
-                } else {
-                    softmax_inplace(&mut row);
-                }
-                if record == Some(AttnStage::Probabilities) {
-                    let sum: f32 = row.iter().sum();
-                    let norm = if sl.relu_with_norm && sum > 0.0 { 1.0 / sum } else { 1.0 };
-                    for (jj, val) in row.iter().enumerate() {
-                        mats[hh][r * t + (j0 + jj)] = val * norm;
+                // q·k of the block's queries with every cached key of this head (row jj of the cache,
+                // this head's slice); a row's keys past its own query are left out below.
+                logits.resize(rows * n, 0.0);
+                dot_rows_block(&q[r0 * a + hh * dh..], a, dh, &kc[hh * dh..], a, n, &mut logits);
+                for b in 0..rows {
+                    let (r, nb) = (r0 + b, n_b(b));
+                    let row = &mut logits[b * n..(b + 1) * n];
+                    let qh = &q[r * a + hh * dh..r * a + (hh + 1) * dh];
+                    let stage = |m: &mut Vec<Vec<f32>>, at: AttnStage, row: &[f32]| {
+                        if record == Some(at) {
+                            m[hh][r * t + j0..r * t + j0 + nb].copy_from_slice(&row[..nb]);
+                        }
+                    };
+                    let (row, later) = row.split_at_mut(nb);
+                    later.fill(0.0);
+                    row.iter_mut().for_each(|logit| *logit *= sl.scale);
+                    stage(&mut mats, AttnStage::Logits, row);
+                    row.iter_mut().zip(&brows[b][hh * nb..(hh + 1) * nb]).for_each(|(l, b)| *l += b);
+                    if let Bias::Contextual { npos, pos_emb } = &sl.bias {
+                        add_contextual_bias(qh, row, *npos, pos_emb, &mut int_logits);
+                    }
+                    stage(&mut mats, AttnStage::Biased, row);
+                    if sl.relu_with_norm {
+                        // T1 DiagAttention: P = ReLU(logits), no row normalisation.
+                        row.iter_mut().for_each(|val| *val = val.max(0.0));
+                    } else {
+                        softmax_inplace(row);
+                    }
+                    if record == Some(AttnStage::Probabilities) {
+                        let sum: f32 = row.iter().sum();
+                        let norm = if sl.relu_with_norm && sum > 0.0 { 1.0 / sum } else { 1.0 };
+                        for (jj, val) in row.iter().enumerate() {
+                            mats[hh][r * t + (j0 + jj)] = val * norm;
+                        }
                     }
                 }
-                // o += Σ_jj p_jj·v_jj over the cached values of this head, zero weights skipped.
-                weighted_rows(&row, &vc[hh * dh..], a, &mut out[r * a + hh * dh..r * a + (hh + 1) * dh]);
+                // o += Σ_jj p_jj·v_jj over the cached values of this head, zero weights adding
+                // nothing (a row's later keys have weight 0).
+                weighted_rows_block(&logits, n, &vc[hh * dh..], a, &mut out[r0 * a + hh * dh..], a, dh);
             }
             if sl.relu_with_norm {
-                simple_rms_norm(&mut out[r * a..(r + 1) * a]);
+                out[r0 * a..(r0 + rows) * a].chunks_exact_mut(a).for_each(simple_rms_norm);
             }
+            r0 += rows;
         }
         let matrices = record.map(|stage| {
             let kind = match (stage, sl.relu_with_norm) {

@@ -356,3 +356,170 @@ pub(super) fn silu_mul<V: F32x8>(u: &mut [f32], g: &[f32]) {
     }
     reference::silu_mul(ut, gt);
 }
+
+/// [`reference::dot_rows_block`]: register tiles of query rows × key rows (4 × 2 on wide lanes,
+/// 2 × 2 on narrow ones), so each key row loaded serves several queries; a last single query runs
+/// as [`dot_rows`]. Each output is `tile`'s dot product: the reference's bits.
+#[inline(always)]
+pub(super) fn dot_rows_block<V: F32x8>(
+    q: &[f32],
+    q_stride: usize,
+    dh: usize,
+    m: &[f32],
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    let rows = out.len().checked_div(n).unwrap_or(0);
+    let qrow = |b: usize| &q[b * q_stride..b * q_stride + dh];
+    let krow = |j: usize| &m[j * stride..j * stride + dh];
+    let mut b = 0;
+    while V::SHAPE == Shape::Wide && b + 4 <= rows {
+        let xs = [qrow(b), qrow(b + 1), qrow(b + 2), qrow(b + 3)];
+        key_pairs::<V, 4>(xs, &krow, n, dh, &mut out[b * n..(b + 4) * n]);
+        b += 4;
+    }
+    while V::SHAPE != Shape::Single && b + 2 <= rows {
+        key_pairs::<V, 2>([qrow(b), qrow(b + 1)], &krow, n, dh, &mut out[b * n..(b + 2) * n]);
+        b += 2;
+    }
+    for b in b..rows {
+        dot_rows::<V>(qrow(b), m, stride, &mut out[b * n..(b + 1) * n]);
+    }
+}
+
+/// `out[k·n + j] = dot(xs[k], krow(j))` for `j < n`, two keys per tile.
+#[inline(always)]
+fn key_pairs<'a, V: F32x8, const R: usize>(
+    xs: [&[f32]; R],
+    krow: &impl Fn(usize) -> &'a [f32],
+    n: usize,
+    dh: usize,
+    out: &mut [f32],
+) {
+    let mut j = 0;
+    while j + 2 <= n {
+        let t = tile::<V, F32, R, 2>([krow(j), krow(j + 1)], xs, dh);
+        for k in 0..R {
+            out[k * n + j] = t[k];
+            out[k * n + j + 1] = t[R + k];
+        }
+        j += 2;
+    }
+    if j < n {
+        let t = tile::<V, F32, R, 1>([krow(j)], xs, dh);
+        for k in 0..R {
+            out[k * n + j] = t[k];
+        }
+    }
+}
+
+/// [`reference::weighted_rows_block`]: groups of weight rows (4 on wide lanes, 2 on narrow ones)
+/// share each loaded value row; each output adds its terms in order of `j` as [`weighted_rows`]
+/// does. A key whose weights are all zero is skipped; one that is zero for some rows only adds
+/// `0·m_j` to them, which changes nothing where `y` holds no −0 and `m` is finite (attention
+/// outputs start at +0 and a sum of finite terms never becomes −0), so the results are the
+/// reference's bits there.
+#[inline(always)]
+pub(super) fn weighted_rows_block<V: F32x8>(
+    p: &[f32],
+    n: usize,
+    m: &[f32],
+    stride: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    dh: usize,
+) {
+    let rows = p.len().checked_div(n).unwrap_or(0);
+    let mut b = 0;
+    while V::SHAPE == Shape::Wide && b + 4 <= rows {
+        weighted_group::<V, 4>(&p[b * n..(b + 4) * n], n, m, stride, &mut y[b * y_stride..], y_stride, dh);
+        b += 4;
+    }
+    while V::SHAPE != Shape::Single && b + 2 <= rows {
+        weighted_group::<V, 2>(&p[b * n..(b + 2) * n], n, m, stride, &mut y[b * y_stride..], y_stride, dh);
+        b += 2;
+    }
+    for b in b..rows {
+        weighted_rows::<V>(&p[b * n..(b + 1) * n], m, stride, &mut y[b * y_stride..b * y_stride + dh]);
+    }
+}
+
+/// [`weighted_rows_block`] of `R` rows: sixteen columns at a time, then eight, then the scalar
+/// tail row by row.
+#[inline(always)]
+fn weighted_group<V: F32x8, const R: usize>(
+    p: &[f32],
+    n: usize,
+    m: &[f32],
+    stride: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    dh: usize,
+) {
+    let full = dh / 8 * 8;
+    let mut c = 0;
+    while c + 16 <= full {
+        weighted_group_chunks::<V, R, 2>(p, n, m, stride, c, y, y_stride);
+        c += 16;
+    }
+    while c < full {
+        weighted_group_chunks::<V, R, 1>(p, n, m, stride, c, y, y_stride);
+        c += 8;
+    }
+    if full < dh {
+        for b in 0..R {
+            let yb = &mut y[b * y_stride + full..b * y_stride + dh];
+            for (j, &pj) in p[b * n..(b + 1) * n].iter().enumerate().filter(|(_, p)| **p != 0.0) {
+                let row = &m[j * stride + full..j * stride + dh];
+                yb.iter_mut().zip(row).for_each(|(yi, mi)| *yi += pj * mi);
+            }
+        }
+    }
+}
+
+/// The `K` chunks of eight columns at `c` of `R` rows of [`weighted_rows_block`], in registers.
+#[inline(always)]
+fn weighted_group_chunks<V: F32x8, const R: usize, const K: usize>(
+    p: &[f32],
+    n: usize,
+    m: &[f32],
+    stride: usize,
+    c: usize,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    let mut acc = [[V::zero(); K]; R];
+    for b in 0..R {
+        let yc = chunks(&y[b * y_stride + c..], 8 * K);
+        for k in 0..K {
+            acc[b][k] = V::load(&yc[k]);
+        }
+    }
+    for j in 0..n {
+        let mut pj = [0.0f32; R];
+        for b in 0..R {
+            pj[b] = p[b * n + j];
+        }
+        if pj.iter().all(|&v| v == 0.0) {
+            continue;
+        }
+        let mc = chunks(&m[j * stride + c..], 8 * K);
+        let mut v = [V::zero(); K];
+        for k in 0..K {
+            v[k] = V::load(&mc[k]);
+        }
+        for b in 0..R {
+            let s = V::splat(pj[b]);
+            for k in 0..K {
+                acc[b][k] = acc[b][k].add(s.mul(v[k]));
+            }
+        }
+    }
+    for b in 0..R {
+        let yc = y[b * y_stride + c..].as_chunks_mut::<8>().0;
+        for k in 0..K {
+            acc[b][k].store(&mut yc[k]);
+        }
+    }
+}

@@ -209,6 +209,52 @@ pub fn softmax(x: &mut [f32]) {
     dispatch(K(x))
 }
 
+/// [`dot_rows`] of several queries at once ([`reference::dot_rows_block`]): `out[b·n + j]` is query
+/// `q[b·q_stride ..][.. dh]` against key row `j < n` of `m`; register tiles of queries × keys read
+/// each key row once per tile of queries.
+pub fn dot_rows_block(
+    q: &[f32],
+    q_stride: usize,
+    dh: usize,
+    m: &[f32],
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    struct K<'a>(&'a [f32], usize, usize, &'a [f32], usize, usize, &'a mut [f32]);
+    impl Kernel for K<'_> {
+        type Out = ();
+        #[inline(always)]
+        fn run<V: F32x8>(self) {
+            generic::dot_rows_block::<V>(self.0, self.1, self.2, self.3, self.4, self.5, self.6)
+        }
+    }
+    dispatch(K(q, q_stride, dh, m, stride, n, out))
+}
+
+/// [`weighted_rows`] of several weight rows at once ([`reference::weighted_rows_block`]): row `b`
+/// of `p` (`n` weights) into `y[b·y_stride ..][.. dh]`. Its bits are those of [`weighted_rows`] row
+/// by row where `y` holds no −0 and `m` is finite (see `generic::weighted_rows_block`).
+pub fn weighted_rows_block(
+    p: &[f32],
+    n: usize,
+    m: &[f32],
+    stride: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    dh: usize,
+) {
+    struct K<'a>(&'a [f32], usize, &'a [f32], usize, &'a mut [f32], usize, usize);
+    impl Kernel for K<'_> {
+        type Out = ();
+        #[inline(always)]
+        fn run<V: F32x8>(self) {
+            generic::weighted_rows_block::<V>(self.0, self.1, self.2, self.3, self.4, self.5, self.6)
+        }
+    }
+    dispatch(K(p, n, m, stride, y, y_stride, dh))
+}
+
 /// `Y = X·Wᵀ`: `y[r·out + o] = dot(W[o], x[r])` for `W` of rows of `n` values and the `x.len() / n`
 /// rows of `x` ([`reference::matmul_by`]). Register tiles of input × weight rows: each loaded (and
 /// widened) weight vector serves several input rows.

@@ -137,3 +137,35 @@ pub fn silu(x: f32) -> f32 {
 pub fn silu_mul(u: &mut [f32], g: &[f32]) {
     u.iter_mut().zip(g).for_each(|(u, &g)| *u *= silu(g));
 }
+
+/// [`dot_rows`] of several queries at once: `out[b·n + j] = dot(q_b, k_j)` for the `out.len() / n`
+/// queries `q_b = q[b·q_stride ..][.. dh]` and the keys `k_j = m[j·stride ..][.. dh]`, `j < n`.
+pub fn dot_rows_block(
+    q: &[f32],
+    q_stride: usize,
+    dh: usize,
+    m: &[f32],
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    for (b, o) in out.chunks_exact_mut(n).enumerate() {
+        dot_rows(&q[b * q_stride..b * q_stride + dh], m, stride, o);
+    }
+}
+
+/// [`weighted_rows`] of several weight rows at once: `y[b·y_stride ..][.. dh] += Σ_j p[b·n + j]·m_j`
+/// for each of the `p.len() / n` rows `b`, `m_j = m[j·stride ..][.. dh]`.
+pub fn weighted_rows_block(
+    p: &[f32],
+    n: usize,
+    m: &[f32],
+    stride: usize,
+    y: &mut [f32],
+    y_stride: usize,
+    dh: usize,
+) {
+    for (b, pb) in p.chunks_exact(n).enumerate() {
+        weighted_rows(pb, m, stride, &mut y[b * y_stride..b * y_stride + dh]);
+    }
+}

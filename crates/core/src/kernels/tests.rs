@@ -221,3 +221,37 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Several queries at once equal the reference (dot_rows and weighted_rows row by row) bit for
+    /// bit, with weights zero for some rows only, for all rows, and none; head widths that are not
+    /// multiples of 8 or 16; row strides wider than a row.
+    #[test]
+    fn attention_blocks_equal_the_reference(
+        dh in 1usize..70, extra in 0usize..9, keys in 1usize..30, rows in 1usize..6, seed in 0u64..1000,
+        zeros in 0usize..4,
+    ) {
+        let stride = dh + extra;
+        let q = seeded_normal(rows * stride, seed);
+        let m = seeded_normal(keys * stride, seed + 1);
+        let mut p = seeded_normal(rows * keys, seed + 2);
+        // Some keys zero for every row, some for one row only.
+        for j in (0..keys).step_by(zeros + 2) {
+            (0..rows).for_each(|b| p[b * keys + j] = 0.0);
+        }
+        p.iter_mut().step_by(zeros + 3).for_each(|v| *v = 0.0);
+        let y0 = seeded_normal(rows * stride, seed + 3);
+        let mut dots = vec![0.0; rows * keys];
+        reference::dot_rows_block(&q, stride, dh, &m, stride, keys, &mut dots);
+        let mut sums = y0.clone();
+        reference::weighted_rows_block(&p, keys, &m, stride, &mut sums, stride, dh);
+        for level in Level::available() {
+            let mut d = vec![f32::NAN; rows * keys];
+            with_level(level, || dot_rows_block(&q, stride, dh, &m, stride, keys, &mut d));
+            prop_assert_eq!(bits(&d), bits(&dots), "{:?}", level);
+            let mut s = y0.clone();
+            with_level(level, || weighted_rows_block(&p, keys, &m, stride, &mut s, stride, dh));
+            prop_assert_eq!(bits(&s), bits(&sums), "{:?}", level);
+        }
+    }
+}
