@@ -30,6 +30,10 @@ struct Cli {
     /// Machine-readable JSON on stdout instead of human-readable tables (progress bars are hidden)
     #[arg(long, global = true)]
     json: bool,
+    /// CPU kernels' instruction set: the best this CPU has, or a lower one to compare against
+    /// (e.g. sse2: 4-lane SIMD like the page's wasm SIMD128); the results are the same bits
+    #[arg(long, global = true, value_enum, default_value = "best")]
+    cpu_kernels: CpuKernels,
     #[command(subcommand)]
     command: Command,
 }
@@ -50,8 +54,27 @@ enum Command {
     Report(cmd::report::ReportArgs),
 }
 
+/// `--cpu-kernels`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CpuKernels {
+    Best,
+    Avx2,
+    Sse2,
+    Portable,
+}
+
 fn run(cli: Cli) -> CliResult<()> {
     let json = cli.json;
+    use attnlab_core::kernels::{choose_level, Level};
+    let level = match cli.cpu_kernels {
+        CpuKernels::Best => None,
+        CpuKernels::Avx2 => Some(Level::Avx2),
+        CpuKernels::Sse2 => Some(Level::Sse2),
+        CpuKernels::Portable => Some(Level::Portable),
+    };
+    if let Some(level) = level {
+        choose_level(level).map_err(|e| CliError::usage(format!("--cpu-kernels: {e}")))?;
+    }
     match cli.command {
         Command::Init(a) => cmd::init::run(a, json),
         Command::Generate(a) => cmd::generate::run(a, json),

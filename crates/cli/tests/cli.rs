@@ -964,3 +964,32 @@ fn import_then_dump_ids_matches_the_reference_library_on_both_backends() {
     assert!(e.contains("MptForCausalLM is not supported"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--cpu-kernels` picks a lower instruction set for benchmarks: the same tokens and logit bits as
+/// the best one (the kernels' contract); an unknown name is a usage error.
+#[test]
+fn cpu_kernels_choice_gives_the_same_generation() {
+    let m = p(shared_model());
+    let gen = |level: &str| -> serde_json::Value {
+        ok_json(&[
+            "--cpu-kernels",
+            level,
+            "generate",
+            "--model",
+            m,
+            "--prompt",
+            "The river",
+            "--max-tokens",
+            "12",
+            "--temperature",
+            "0",
+            "--ignore-eos",
+        ])
+    };
+    let best = gen("best");
+    for level in ["portable", "sse2"] {
+        assert_eq!(gen(level)["tokens"], best["tokens"], "{level}");
+    }
+    let e = fails(&["--cpu-kernels", "neon", "generate", "--model", m, "--prompt", "hi"], 2);
+    assert!(e.contains("neon"), "{e}");
+}

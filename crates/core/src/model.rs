@@ -125,8 +125,14 @@ impl Block {
     }
 }
 
+/// Where the CPU cannot widen half values in hardware, a model whose matrices take at most this
+/// much as f32 holds them as f32 ([`Weights::widen_small_matrices`]): the shipped 1.1M-parameter
+/// models take 4.4 MB; a 100M+ checkpoint keeps its halves.
+pub const SMALL_MODEL_F32_BYTES: usize = 32 << 20;
+
 /// A loaded, validated model ready to run on the CPU. Its matrices are held once, in the dtype they
-/// were stored in: `weights` and the per-layer [`Linear`]s share them.
+/// were stored in (but for small models where the CPU cannot widen halves in hardware, see
+/// [`SMALL_MODEL_F32_BYTES`]): `weights` and the per-layer [`Linear`]s share them.
 #[derive(Debug, Clone)]
 pub struct Model {
     cfg: ModelConfig,
@@ -155,6 +161,9 @@ impl Model {
         let specs = tensor_specs(&cfg);
         weights.check(&specs)?;
         weights.widen_non_matrices(&specs);
+        if !crate::kernels::level().widens_halves_in_hardware() {
+            weights.widen_small_matrices(SMALL_MODEL_F32_BYTES);
+        }
         let norm = |name: &str| -> Result<Norm> {
             let w = weights.get(&format!("{name}.weight"))?.to_vec();
             let b = match cfg.norm.kind {
@@ -440,6 +449,32 @@ impl<'m> Session<'m> {
 mod tests {
     use super::*;
     use crate::config::SizePreset;
+    use crate::weights::StorageDtype;
+
+    /// An F16 model keeps its halves where F16C widens them, holds f32 copies (the same values,
+    /// tied buffers widened once) where the level has no such instruction and the model is small,
+    /// and computes the same logits either way; a model over the bound keeps its halves.
+    #[test]
+    fn small_half_models_hold_f32_matrices_where_widening_is_costly() {
+        use crate::kernels::{with_level, Level};
+        let m = Model::random(ModelConfig::preset("alibi", SizePreset::tiny(64)).unwrap(), 3).unwrap();
+        let f16 = m.weights.to_safetensors_as(StorageDtype::F16, None).unwrap();
+        let cfg_json = m.cfg.to_json();
+        let dtypes =
+            |m: &Model| -> Vec<StorageDtype> { m.weights.tensors.values().map(|t| t.data.dtype()).collect() };
+        let logits = |m: &Model| m.session().prefill(&[1, 2, 3, 4, 5]).unwrap();
+        let halves = Model::from_bytes(&cfg_json, &f16).unwrap();
+        assert!(dtypes(&halves).contains(&StorageDtype::F16));
+        let widened = with_level(Level::Sse2, || Model::from_bytes(&cfg_json, &f16).unwrap());
+        assert!(dtypes(&widened).iter().all(|&d| d == StorageDtype::F32), "{:?}", dtypes(&widened));
+        for (name, t) in &halves.weights.tensors {
+            assert_eq!(t.data.to_f32(), widened.weights.tensors[name].data.to_f32(), "{name}");
+        }
+        assert_eq!(logits(&halves), logits(&widened));
+        let mut w = halves.weights.clone();
+        assert!(!w.widen_small_matrices(1024), "over the bound: halves kept");
+        assert!(w.widen_small_matrices(usize::MAX));
+    }
 
     /// (token energy, position energy) of the embedded rows, and whether every value is exactly
     /// `scale · tok_emb[id] + PE(pos)`.

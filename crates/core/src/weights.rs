@@ -404,6 +404,32 @@ impl Weights {
         }
     }
 
+    /// Widen every half-precision matrix to f32 when all of them together take at most
+    /// `max_f32_bytes` as f32 (a buffer shared by two tensors, tied embeddings, is widened once).
+    /// Returns whether it did. Where the CPU has no instruction for the widening (wasm, SSE2), a
+    /// small model's matrix products run faster on f32 (docs/bench.md, "f32 matrices for small
+    /// models"); a large model keeps its halves.
+    pub fn widen_small_matrices(&mut self, max_f32_bytes: usize) -> bool {
+        let mut halves: Vec<TensorData> = Vec::new();
+        for t in self.tensors.values().filter(|t| t.data.as_f32().is_none()) {
+            if !halves.iter().any(|h| h.same_buffer(&t.data)) {
+                halves.push(t.data.clone());
+            }
+        }
+        let bytes: usize = halves.iter().map(|h| h.len() * 4).sum();
+        if halves.is_empty() || bytes > max_f32_bytes {
+            return false;
+        }
+        let widened: Vec<TensorData> =
+            halves.iter().map(|h| TensorData::from(h.to_f32().into_owned())).collect();
+        for t in self.tensors.values_mut() {
+            if let Some(k) = halves.iter().position(|h| h.same_buffer(&t.data)) {
+                t.data = widened[k].clone();
+            }
+        }
+        true
+    }
+
     /// Serialize to safetensors bytes (F32, little-endian), with `metadata` in the header.
     pub fn to_safetensors(
         &self,

@@ -33,6 +33,7 @@ pub enum Stored<'a> {
 
 /// The instruction set the kernels run with; the results are the same on each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Level {
     /// Plain arrays (the compiler may vectorise them).
     Portable,
@@ -57,6 +58,12 @@ impl Level {
         return Level::Simd128;
         #[allow(unreachable_code)]
         Level::Portable
+    }
+
+    /// Whether the level widens half values with one instruction (F16C); elsewhere the widening
+    /// costs several operations per value in every matrix product.
+    pub fn widens_halves_in_hardware(self) -> bool {
+        self == Level::Avx2
     }
 
     /// Every level that can run here, portable first (what the tests compare).
@@ -84,13 +91,31 @@ pub(crate) fn with_level<R>(level: Level, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// The level chosen by [`choose_level`] (`u8::MAX`: none, the detected one).
+static CHOSEN: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(u8::MAX);
+
+/// Run every kernel at `level` from now on instead of the best one (benchmarks that compare
+/// instruction sets: `attnlab --cpu-kernels sse2`). A level this CPU cannot run is refused by name.
+pub fn choose_level(level: Level) -> std::result::Result<(), String> {
+    let available = Level::available();
+    if !available.contains(&level) {
+        return Err(format!("the {level:?} kernels cannot run here (this CPU runs {available:?})"));
+    }
+    CHOSEN.store(level as u8, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
 /// The level the kernels run with now.
 pub fn level() -> Level {
     #[cfg(test)]
     if let Some(l) = FORCE.with(|l| l.get()) {
         return l;
     }
-    Level::detected()
+    let chosen = CHOSEN.load(std::sync::atomic::Ordering::Relaxed);
+    [Level::Portable, Level::Sse2, Level::Avx2, Level::Simd128]
+        .into_iter()
+        .find(|&l| l as u8 == chosen)
+        .unwrap_or_else(Level::detected)
 }
 
 /// A kernel call with its arguments, run on the lanes of the level at hand.
