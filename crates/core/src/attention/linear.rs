@@ -10,7 +10,7 @@
 use super::{AttnLayer, LayerState, LINEAR_CHUNK};
 use crate::activations::{elu, elu_plus_one, exp_max_inplace, key_forget_log_gate, log_sigmoid, sigmoid};
 use crate::error::{Error, Result};
-use crate::kernels::weighted_rows;
+use crate::kernels::{silu_mul, weighted_rows};
 use crate::lowering::{Feature, FeatureMap, Gate, LinearLowering, Post, Rotation};
 use crate::ops::{axpy, dot, repeat_heads, rms_norm, silu, simple_rms_norm};
 use crate::rotary::rope_rotate;
@@ -402,7 +402,7 @@ impl AttnLayer {
             Post::RmsNormGate { gain, eps, out_gate } => {
                 o.chunks_exact_mut(gain.len()).for_each(|c| rms_norm(c, gain, *eps));
                 let g = out_gate.apply_rows(x, t);
-                o.iter_mut().zip(&g).for_each(|(ov, gv)| *ov *= silu(*gv));
+                silu_mul(&mut o, &g);
             }
         }
         o

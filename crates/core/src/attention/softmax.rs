@@ -121,11 +121,11 @@ impl AttnLayer {
         let mut out = vec![0.0f32; t * a];
         let mut fire_buf = vec![0.0f64; h];
         let (mut logits, mut brows, mut int_logits) = (Vec::new(), vec![Vec::new(); QUERY_BLOCK], Vec::new());
+        let starts_block = |i: usize| matches!(sl.window, Window::Block(w) if i.is_multiple_of(w));
         let mut r0 = 0;
         while r0 < t {
             // Up to QUERY_BLOCK query rows that see the same keys but for the ones they append: a
             // Diag block may start only at the first of them.
-            let starts_block = |i: usize| matches!(sl.window, Window::Block(w) if i.is_multiple_of(w));
             let rows = (1..QUERY_BLOCK.min(t - r0))
                 .find(|&b| starts_block(pos0 + r0 + b))
                 .unwrap_or(QUERY_BLOCK.min(t - r0));

@@ -234,6 +234,13 @@ pub(super) fn weighted_rows<V: F32x8>(p: &[f32], m: &[f32], stride: usize, y: &m
         weighted_chunks::<V, 1>(p, m, stride, c, &mut y[c..c + 8]);
         c += 8;
     }
+    weighted_tail(p, m, stride, full, y);
+}
+
+/// Columns `full..` of [`weighted_rows`] (fewer than eight), scalar, zero weights skipped.
+#[inline(always)]
+fn weighted_tail(p: &[f32], m: &[f32], stride: usize, full: usize, y: &mut [f32]) {
+    let n = y.len();
     if full == n {
         return;
     }
@@ -334,11 +341,10 @@ pub(super) fn softmax<V: F32x8>(x: &mut [f32]) {
         t += *v;
     }
     let s = V::sum4([acc, V::zero(), V::zero(), V::zero()])[0] + t;
-    let inv = V::splat(if s > 0.0 { 1.0 / s } else { 0.0 });
-    for c in body.iter_mut() {
-        V::load(c).mul(inv).store(c);
-    }
     let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
+    for c in body.iter_mut() {
+        V::load(c).mul(V::splat(inv)).store(c);
+    }
     tail.iter_mut().for_each(|v| *v *= inv);
 }
 
@@ -467,14 +473,8 @@ fn weighted_group<V: F32x8, const R: usize>(
         weighted_group_chunks::<V, R, 1>(p, n, m, stride, c, y, y_stride);
         c += 8;
     }
-    if full < dh {
-        for b in 0..R {
-            let yb = &mut y[b * y_stride + full..b * y_stride + dh];
-            for (j, &pj) in p[b * n..(b + 1) * n].iter().enumerate().filter(|(_, p)| **p != 0.0) {
-                let row = &m[j * stride + full..j * stride + dh];
-                yb.iter_mut().zip(row).for_each(|(yi, mi)| *yi += pj * mi);
-            }
-        }
+    for b in 0..R {
+        weighted_tail(&p[b * n..(b + 1) * n], m, stride, full, &mut y[b * y_stride..b * y_stride + dh]);
     }
 }
 

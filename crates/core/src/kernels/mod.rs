@@ -190,9 +190,10 @@ pub fn weighted_rows(p: &[f32], m: &[f32], stride: usize, y: &mut [f32]) {
     dispatch(K(p, m, stride, y))
 }
 
-/// `e^x` for each value of `x` in place ([`reference::exp`]: Cephes' `expf`, the same bits on every
-/// level and in wasm).
-pub fn exp_inplace(x: &mut [f32]) {
+/// `e^x` for each value of `x` in place ([`reference::exp`]) at the level at hand: the lanes'
+/// exponential on its own, for the tests (softmax and SiLU inline it).
+#[cfg(test)]
+pub(crate) fn exp_inplace(x: &mut [f32]) {
     struct K<'a>(&'a mut [f32]);
     impl Kernel for K<'_> {
         type Out = ();
