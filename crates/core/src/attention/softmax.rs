@@ -54,6 +54,41 @@ pub fn add_contextual_bias(
     }
 }
 
+/// One query row's attention weights from its logits `q·k` over its own keys: scaled, plus the bias
+/// row `bias` (and CoPE's, from the query `qh`), then softmax — or T1's ReLU. `rec` receives the
+/// stage asked for (probabilities of T1 normalised by their sum, for display).
+fn row_weights(
+    sl: &SoftmaxLowering,
+    row: &mut [f32],
+    bias: &[f32],
+    qh: &[f32],
+    int_logits: &mut Vec<f32>,
+    mut rec: Option<(AttnStage, &mut [f32])>,
+) {
+    let mut keep = |at: AttnStage, row: &[f32]| match &mut rec {
+        Some((stage, m)) if *stage == at => m.copy_from_slice(row),
+        _ => {}
+    };
+    row.iter_mut().for_each(|logit| *logit *= sl.scale);
+    keep(AttnStage::Logits, row);
+    row.iter_mut().zip(bias).for_each(|(l, b)| *l += b);
+    if let Bias::Contextual { npos, pos_emb } = &sl.bias {
+        add_contextual_bias(qh, row, *npos, pos_emb, int_logits);
+    }
+    keep(AttnStage::Biased, row);
+    if sl.relu_with_norm {
+        // T1 DiagAttention: P = ReLU(logits), no row normalisation.
+        row.iter_mut().for_each(|val| *val = val.max(0.0));
+    } else {
+        softmax_inplace(row);
+    }
+    if let Some((AttnStage::Probabilities, m)) = rec {
+        let sum: f32 = row.iter().sum();
+        let norm = if sl.relu_with_norm && sum > 0.0 { 1.0 / sum } else { 1.0 };
+        m.iter_mut().zip(row.iter()).for_each(|(o, val)| *o = val * norm);
+    }
+}
+
 /// Bias rows of every head for query `i` over keys `j0..j0+n`: `out[h·n + jj] = B_h(i, j0 + jj)`.
 /// FIRE's MLP runs once per key for all heads.
 pub(super) fn fill_bias(
@@ -152,35 +187,11 @@ impl AttnLayer {
                 dot_rows_block(&q[r0 * a + hh * dh..], a, dh, &kc[hh * dh..], a, n, &mut logits);
                 for b in 0..rows {
                     let (r, nb) = (r0 + b, n_b(b));
-                    let row = &mut logits[b * n..(b + 1) * n];
-                    let qh = &q[r * a + hh * dh..r * a + (hh + 1) * dh];
-                    let stage = |m: &mut Vec<Vec<f32>>, at: AttnStage, row: &[f32]| {
-                        if record == Some(at) {
-                            m[hh][r * t + j0..r * t + j0 + nb].copy_from_slice(&row[..nb]);
-                        }
-                    };
-                    let (row, later) = row.split_at_mut(nb);
+                    let (row, later) = logits[b * n..(b + 1) * n].split_at_mut(nb);
                     later.fill(0.0);
-                    row.iter_mut().for_each(|logit| *logit *= sl.scale);
-                    stage(&mut mats, AttnStage::Logits, row);
-                    row.iter_mut().zip(&brows[b][hh * nb..(hh + 1) * nb]).for_each(|(l, b)| *l += b);
-                    if let Bias::Contextual { npos, pos_emb } = &sl.bias {
-                        add_contextual_bias(qh, row, *npos, pos_emb, &mut int_logits);
-                    }
-                    stage(&mut mats, AttnStage::Biased, row);
-                    if sl.relu_with_norm {
-                        // T1 DiagAttention: P = ReLU(logits), no row normalisation.
-                        row.iter_mut().for_each(|val| *val = val.max(0.0));
-                    } else {
-                        softmax_inplace(row);
-                    }
-                    if record == Some(AttnStage::Probabilities) {
-                        let sum: f32 = row.iter().sum();
-                        let norm = if sl.relu_with_norm && sum > 0.0 { 1.0 / sum } else { 1.0 };
-                        for (jj, val) in row.iter().enumerate() {
-                            mats[hh][r * t + (j0 + jj)] = val * norm;
-                        }
-                    }
+                    let qh = &q[r * a + hh * dh..r * a + (hh + 1) * dh];
+                    let rec = record.map(|at| (at, &mut mats[hh][r * t + j0..r * t + j0 + nb]));
+                    row_weights(sl, row, &brows[b][hh * nb..(hh + 1) * nb], qh, &mut int_logits, rec);
                 }
                 // o += Σ_jj p_jj·v_jj over the cached values of this head, zero weights adding
                 // nothing (a row's later keys have weight 0).
