@@ -34,8 +34,6 @@ const MAP_WG: u32 = 64u;
 
 var<workgroup> pj: array<f32, 64>;
 var<workgroup> rowbuf: array<f32, MAX_MAP_SIDE>;
-var<workgroup> tot: array<f32, MAX_DK>;
-var<workgroup> totv: array<f32, MAX_DH>;
 
 fn query_row(b: u32) -> u32 {
     return min(mp.n - 1u, mp.row0 + b * mp.stride + mp.stride - 1u);
@@ -218,10 +216,39 @@ fn contextual_map(lid: u32, hh: u32, i: u32, j0: u32, q: ptr<function, array<f32
     }
 }
 
-// One workgroup per (map row, head). Keys are walked backwards 64 at a time so that the decay
-// exponent Σ_{s=j+1..i} lg_s is accumulated from i like the CPU reference (never as a difference of
-// two large prefix sums): `sfx` holds the sum over the blocks already walked, each lane adds its own
-// in-block suffix.
+// Dims (key channels, or value channels of a value-axis gate) whose decay exponents one pass of the
+// block loop tabulates: sufk[dd * MAP_WG + t] = Σ_{s=base+t+1..i} lg_s[d0 + dd].
+const DIM_CHUNK: u32 = 32u;
+var<workgroup> sufk: array<f32, 2048>;
+
+// A key-axis (lg, dk channels) or value-axis (lgv, nv channels) log-gate.
+fn log_gate(value_axis: bool, hh: u32, s: u32, c: u32) -> f32 {
+    if (value_axis) {
+        return lgv[(s * mp.h + hh) * mp.dh * mp.value_gate + c];
+    }
+    return lg[(s * mp.h + hh) * mp.dk + c];
+}
+
+// Lane dd of a chunk walks keys base + last down to base for channel c, writing each key's decay
+// exponent into row dd of sufk and returning the running sum for the next block: one sequential sum
+// from i backwards, the CPU reference's order of additions.
+fn walk_keys(value_axis: bool, hh: u32, c: u32, dd: u32, base: u32, last: u32, e0: f32) -> f32 {
+    var e = e0;
+    for (var u = 0u; u <= last; u = u + 1u) {
+        let t = last - u;
+        sufk[dd * MAP_WG + t] = e;
+        e = e + log_gate(value_axis, hh, base + t, c);
+    }
+    return e;
+}
+
+// One workgroup per (map row, head); lane t holds key base + t of the block being walked. Keys are
+// walked backwards 64 at a time. For each chunk of DIM_CHUNK channels, lanes 0..DIM_CHUNK−1 first
+// tabulate the block's decay exponents (walk_keys, carrying the sum over the later blocks in `run`),
+// then every lane adds its key's terms. Each invocation thus runs O(n/64 · (⌈dk/32⌉ + ⌈nv/32⌉) · 96)
+// loop iterations, not O(n · dk): Mesa's llvmpipe (lavapipe) ends every loop of an invocation once
+// 65,535 iterations have run in total (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), which the earlier
+// per-lane in-block suffix loops reached near query 3,500.
 @compute @workgroup_size(64)
 fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l3: vec3<u32>) {
     let lid = l3.x;
@@ -234,65 +261,52 @@ fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
     let dk = mp.dk;
     let h = mp.h;
     var fqi: array<f32, MAX_DK>;
-    var sfx: array<f32, MAX_DK>;
-    var sfxv: array<f32, MAX_DH>;
     for (var d = 0u; d < dk; d = d + 1u) {
         fqi[d] = fq[(i * h + hh) * dk + d];
-        sfx[d] = 0.0;
     }
+    // Lane dd's running exponents of channels dd + 32·k (key axis) and of the value channels.
+    var run: array<f32, MAX_DK / DIM_CHUNK>;
+    var runv: array<f32, MAX_DH / DIM_CHUNK>;
     let nv = mp.dh * mp.value_gate;
-    for (var c = 0u; c < nv; c = c + 1u) {
-        sfxv[c] = 0.0;
-    }
     var total = 0.0;
     var base = i - i % MAP_WG;
     loop {
+        let last = min(MAP_WG - 1u, i - base);
         let j = base + lid;
-        let bend = min(base + MAP_WG - 1u, i);
         var v = 0.0;
-        if (j <= i) {
-            for (var d = 0u; d < dk; d = d + 1u) {
-                var e = sfx[d];
-                for (var s = j + 1u; s <= bend; s = s + 1u) {
-                    e = e + lg[(s * h + hh) * dk + d];
-                }
-                v = v + fqi[d] * fk[(j * h + hh) * dk + d] * exp(e);
+        for (var d0 = 0u; d0 < dk; d0 = d0 + DIM_CHUNK) {
+            let nd = min(DIM_CHUNK, dk - d0);
+            workgroupBarrier();
+            if (lid < nd) {
+                run[d0 / DIM_CHUNK] = walk_keys(false, hh, d0 + lid, lid, base, last, run[d0 / DIM_CHUNK]);
             }
-            if (nv > 0u) {
-                var m = 0.0;
-                for (var c = 0u; c < nv; c = c + 1u) {
-                    var e = sfxv[c];
-                    for (var s = j + 1u; s <= bend; s = s + 1u) {
-                        e = e + lgv[(s * h + hh) * nv + c];
+            workgroupBarrier();
+            if (lid <= last) {
+                for (var dd = 0u; dd < nd; dd = dd + 1u) {
+                    let d = d0 + dd;
+                    v = v + fqi[d] * fk[(j * h + hh) * dk + d] * exp(sufk[dd * MAP_WG + lid]);
+                }
+            }
+        }
+        if (nv > 0u) {
+            var m = 0.0;
+            for (var c0 = 0u; c0 < nv; c0 = c0 + DIM_CHUNK) {
+                let nc = min(DIM_CHUNK, nv - c0);
+                workgroupBarrier();
+                if (lid < nc) {
+                    runv[c0 / DIM_CHUNK] = walk_keys(true, hh, c0 + lid, lid, base, last, runv[c0 / DIM_CHUNK]);
+                }
+                workgroupBarrier();
+                if (lid <= last) {
+                    for (var cc = 0u; cc < nc; cc = cc + 1u) {
+                        m = m + exp(sufk[cc * MAP_WG + lid]);
                     }
-                    m = m + exp(e);
                 }
-                v = v * m / f32(nv);
             }
+            v = v * m / f32(nv);
         }
         pj[lid] = v;
-        for (var d = lid; d < dk; d = d + MAP_WG) {
-            var t = 0.0;
-            for (var s = base; s <= bend; s = s + 1u) {
-                t = t + lg[(s * h + hh) * dk + d];
-            }
-            tot[d] = t;
-        }
-        for (var c = lid; c < nv; c = c + MAP_WG) {
-            var t = 0.0;
-            for (var s = base; s <= bend; s = s + 1u) {
-                t = t + lgv[(s * h + hh) * nv + c];
-            }
-            totv[c] = t;
-        }
         total = total + add_block(lid, base, i, mp.den == 0u);
-        for (var d = 0u; d < dk; d = d + 1u) {
-            sfx[d] = sfx[d] + tot[d];
-        }
-        for (var c = 0u; c < nv; c = c + 1u) {
-            sfxv[c] = sfxv[c] + totv[c];
-        }
-        workgroupBarrier();
         if (base == 0u) {
             break;
         }

@@ -1013,6 +1013,38 @@ test("long texts on WebGPU: the views trace in the worker's GPU, binned maps zoo
   await context.close();
 });
 
+test("a linear-family model's maps on WebGPU (Fast Decay: key- and value-axis gates) equal attnlab dump", async (t) => {
+  const opened = await openOnWebGpu(t, "?model=fast-decay&backend=gpu");
+  if (!opened) return;
+  const { page, context, errors } = opened;
+  const prompt = readFileSync(join(SITE, "eval", "heldout.txt"), "utf8").slice(0, 600);
+  await page.fill("#prompt", prompt);
+  await page.fill("#max-tokens", "1");
+  await generateRun(page);
+  await page.click("#tab-attention");
+  await page.waitForFunction(() => Number(document.querySelector("#heatmap")?.dataset.tokens) > 64, null, { timeout: 120_000 });
+  assert.equal(await attr(page, "#attention-view", "data-device"), "webgpu", "traced in the worker's GPU");
+  const [, , side, stride] = await heatWindow(page);
+  assert.equal(stride, 1, "an exact map");
+  const dir = mkdtempSync(join(tmpdir(), "attnlab-e2e-"));
+  writeFileSync(join(dir, "prompt.txt"), prompt);
+  cli(["dump", "--model", join(SITE, "models/fast-decay"), "--text", join(dir, "prompt.txt"), "--out", join(dir, "d.safetensors"), "--attention"]);
+  const a = readSafetensors(join(dir, "d.safetensors"))["attention.layer0"];
+  const n = a.shape[1];
+  // Near the diagonal (this model's gates decay fast: far cells are ~0 on both sides).
+  for (const [b, c] of [[side - 2, side - 3], [side >> 1, (side >> 1) - 1], [side - 2, side - 4]]) {
+    await hoverCell(page, b, c);
+    await page.waitForFunction((want) => document.querySelector("#heatmap")?.dataset.selected === want, `${b},${c}`);
+    const shown = Number(await attr(page, "#heatmap", "data-value"));
+    const expected = a.data[b * n + c];
+    assert.ok(Math.abs(expected) > 1e-3, `cell (${b}, ${c}) carries weight: ${expected}`);
+    assert.ok(Math.abs(shown - expected) < 1e-4, `page ${shown} vs CLI ${expected} at (${b}, ${c})`);
+    console.log(`# fast-decay on WebGPU: cell (${b}, ${c}) = ${shown} (CLI ${expected})`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("the perplexity sweep runs on WebGPU when generation does: its first length equals attnlab eval", async (t) => {
   const opened = await openOnWebGpu(t, "?backend=gpu");
   if (!opened) return;

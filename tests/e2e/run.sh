@@ -31,7 +31,7 @@ echo "e2e: attnlab-site build (web-release profile) into $SITE"
 # index of their own: alibi (the default) and regla in two families, plus regla-init, an untrained
 # regla with gate biases at ±6 listed as regla's initial checkpoint (the gate view's Fig. 4
 # comparison). models/default (the page's fallback without an index) is a copy of alibi.
-echo "e2e: random models: alibi (default), regla, regla-init (initial_of regla); shipped mep, linear-elu, transnormer, regla-fig4, gla-fig4, rope, regla-fig4-init, gla-fig4-init; fallback default = alibi"
+echo "e2e: random models: alibi (default), regla, regla-init (initial_of regla); shipped mep, linear-elu, transnormer, fast-decay, regla-fig4, gla-fig4, rope, regla-fig4-init, gla-fig4-init; fallback default = alibi"
 rm -rf "$SITE/models"
 mkdir -p "$SITE/models"
 "$ATTNLAB" init --variant alibi --seed 0 --out "$SITE/models/alibi" >/dev/null
@@ -50,8 +50,9 @@ cp -r "$SITE/models/alibi" "$SITE/models/default"
 # load-to-first-token measurement.
 # Compare mode's presets and tests use more shipped models (trained linear-elu and transnormer with
 # rope, the softmax reference of the TransNormer Fig. 2 preset; the ReGLA Fig. 4 pair with both
-# initial checkpoints), each with the Brown tokenizer in its folder.
-for m in mep linear-elu transnormer regla-fig4 gla-fig4 rope regla-fig4-init gla-fig4-init; do
+# initial checkpoints; fast-decay for WebGPU maps with value-axis gates), each with the Brown
+# tokenizer in its folder.
+for m in mep linear-elu transnormer fast-decay regla-fig4 gla-fig4 rope regla-fig4-init gla-fig4-init; do
     mkdir -p "$SITE/models/$m"
     cp "www/models/$m/config.json" "www/models/$m/model.safetensors" "$SITE/models/$m/"
     cp www/models/tokenizer.json "$SITE/models/$m/tokenizer.json"
@@ -67,6 +68,7 @@ cat >"$SITE/models/index.json" <<'JSON'
     {"name": "mep", "family": "trained (shipped)", "description": "The shipped trained MEP model."},
     {"name": "linear-elu", "family": "trained (shipped)", "description": "The shipped 1+elu linear attention model."},
     {"name": "transnormer", "family": "trained (shipped)", "description": "The shipped TransNormer model."},
+    {"name": "fast-decay", "family": "trained (shipped)", "description": "The shipped Fast Decay model."},
     {"name": "regla-fig4", "family": "trained (shipped)", "description": "The shipped ReGLA Fig. 4 model (extreme gate init)."},
     {"name": "gla-fig4", "family": "trained (shipped)", "description": "The shipped GLA Fig. 4 model (extreme gate init)."},
     {"name": "rope", "family": "trained (shipped)", "description": "The shipped RoPE softmax model."},

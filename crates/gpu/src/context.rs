@@ -26,7 +26,14 @@ pub struct GpuCaps {
     pub subgroups: bool,
     /// The adapter runs on the CPU (lavapipe, SwiftShader, WARP): more workgroups add no parallelism.
     pub cpu: bool,
+    /// Loop iterations one shader invocation may run, all loops together, where the driver caps them:
+    /// Mesa's llvmpipe (lavapipe) ends every loop once 65,535 have run (gallivm's
+    /// `LP_MAX_TGSI_LOOP_ITERATIONS`), silently. `None`: no known cap.
+    pub loop_iterations: Option<u64>,
 }
+
+/// gallivm's `LP_MAX_TGSI_LOOP_ITERATIONS` (Mesa, src/gallium/auxiliary/gallivm/lp_bld_limits.h).
+const LLVMPIPE_LOOP_ITERATIONS: u64 = 65_535;
 
 #[derive(Default)]
 struct Sticky {
@@ -103,6 +110,7 @@ impl GpuContext {
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             cpu: info.device_type == wgpu::DeviceType::Cpu,
+            loop_iterations: info.name.contains("llvmpipe").then_some(LLVMPIPE_LOOP_ITERATIONS),
         };
         if caps.max_storage_buffers_per_stage < NEED_STORAGE_PER_STAGE
             || caps.max_invocations_per_workgroup < NEED_INVOCATIONS

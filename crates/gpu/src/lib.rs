@@ -22,7 +22,7 @@ pub mod train;
 pub use context::{GpuCaps, GpuContext, Traffic};
 pub use error::{GpuError, Result};
 pub use model::{
-    GpuModel, GpuSampling, GpuSession, GpuTrace, HeldTrace, GREEDY_BATCH, MAX_LINEAR_TRACE_TOKENS,
+    linear_map_loop_iterations, GpuModel, GpuSampling, GpuSession, GpuTrace, HeldTrace, GREEDY_BATCH,
     MAX_MAP_SIDE,
 };
 pub use params::DEFAULT_SPLIT_KEYS;

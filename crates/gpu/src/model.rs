@@ -30,7 +30,7 @@ mod sampling;
 mod session;
 mod upload;
 
-pub use introspect::{GpuTrace, HeldTrace, MAX_LINEAR_TRACE_TOKENS, MAX_MAP_SIDE};
+pub use introspect::{linear_map_loop_iterations, GpuTrace, HeldTrace, MAX_MAP_SIDE};
 pub use sampling::GpuSampling;
 pub use session::{GpuSession, GREEDY_BATCH};
 

@@ -8,7 +8,7 @@ use attnlab_core::analysis::{attention_window, downsample_attention, MapWindow};
 use attnlab_core::attention::{AttnStage, LayerAttention, TraceRequest};
 use attnlab_core::config::{ModelConfig, SizePreset};
 use attnlab_core::Model;
-use attnlab_gpu::{GpuContext, GpuModel, MAX_LINEAR_TRACE_TOKENS, MAX_MAP_SIDE};
+use attnlab_gpu::{linear_map_loop_iterations, GpuContext, GpuModel, MAX_MAP_SIDE};
 use common::{architecture_configs, configs_with, context, tiny, tokens, with_random_biases};
 
 mod common;
@@ -157,16 +157,18 @@ fn map_windows_of_a_held_trace_match_the_core_reference_for_every_variant() {
     }
 }
 
-/// The page's longest traces, for one layer (so the CPU's full matrices fit in memory): 8,192 tokens
-/// of a softmax variant and [`MAX_LINEAR_TRACE_TOKENS`] of linear ones. The binned whole map and
-/// single-token windows deep in the trace (the last queries' attention to the first keys, and across
-/// the diagonal) equal the core's windows of the CPU's matrices. (Linear maps of longer traces come
-/// back with zero rows past query ≈ 3,500 on lavapipe while their stride-1 windows near the diagonal
-/// are right; not understood yet, so the page caps linear models' GPU traces.)
+/// The page's longest traces, 8,192 tokens, for one layer (so the CPU's full matrices fit in memory):
+/// a softmax variant, a decaying linear one, Fast Decay's value-axis gates and 1+elu without decay
+/// (its rows keep weight on the first keys). The binned whole map and single-token windows deep in
+/// the trace (the last queries' attention to the first keys, and across the diagonal) equal the
+/// core's windows of the CPU's matrices. (The linear maps once came back with zero rows past query
+/// ≈ 3,500 on lavapipe: llvmpipe's cap on an invocation's loop iterations, see
+/// `linear_maps_llvmpipe_cannot_loop_through_are_refused`.)
 #[test]
 fn the_longest_held_traces_serve_their_binned_maps_and_exact_windows() {
     let Some(ctx) = context() else { return };
-    for (id, n) in [("alibi", 8192), ("retnet", MAX_LINEAR_TRACE_TOKENS), ("gla", MAX_LINEAR_TRACE_TOKENS)] {
+    let n = 8192;
+    for id in ["alibi", "retnet", "fast-decay", "linear-elu"] {
         let cfg = ModelConfig::preset(id, SizePreset { n_layers: 1, ..tiny(n) }).expect("preset");
         let model = Model::random(cfg.clone(), 4).expect("model");
         let toks = tokens(n, cfg.vocab_size, 5);
@@ -192,6 +194,40 @@ fn the_longest_held_traces_serve_their_binned_maps_and_exact_windows() {
                 TOL,
             );
         }
+    }
+}
+
+/// Where the driver caps an invocation's loop iterations (Mesa's llvmpipe, CI's adapter), a linear
+/// map the cap would cut short is refused by name before any work, and one within it is served;
+/// elsewhere both are served. Fast Decay with 96-wide heads: 3 + 3 channel chunks.
+#[test]
+fn linear_maps_llvmpipe_cannot_loop_through_are_refused() {
+    let Some(ctx) = context() else { return };
+    let (small, wide) = (linear_map_loop_iterations(8192, 16, 16), linear_map_loop_iterations(8192, 96, 96));
+    assert!(small < 65_535 && wide > 65_535, "bounds {small}, {wide}");
+    let n = 8192;
+    let size = SizePreset { n_layers: 1, n_heads: 1, head_dim: 96, d_model: 96, ..tiny(n) };
+    let cfg = ModelConfig::preset("fast-decay", size).expect("preset");
+    let model = Model::random(cfg.clone(), 4).expect("model");
+    let req = TraceRequest { attention: true, stage: AttnStage::Probabilities, gates: false };
+    let mut gm = pollster::block_on(GpuModel::new(ctx.clone(), &model)).expect("upload");
+    let capped = ctx.caps().loop_iterations.is_some_and(|cap| cap < wide);
+    let short = tokens(640, cfg.vocab_size, 5);
+    let (_, held) =
+        pollster::block_on(gm.trace_held(&short, req, 64)).expect("a short trace is within any cap");
+    let w = MapWindow { row0: 600, col0: 0, side: 40, stride: 1 };
+    pollster::block_on(gm.map_window(&held, 0, w)).expect("window");
+    let long = tokens(n, cfg.vocab_size, 5);
+    match pollster::block_on(gm.trace_held(&long, req, 64)) {
+        Err(e) if capped => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("layer 0's attention map over 8192 tokens") && msg.contains("at most"),
+                "{msg}"
+            );
+        }
+        Err(e) => panic!("refused without a loop cap: {e}"),
+        Ok(_) => assert!(!capped, "{} should refuse the map", ctx.caps().adapter),
     }
 }
 

@@ -7,8 +7,7 @@ use std::rc::Rc;
 
 use attnlab_core::analysis::{self, MapWindow};
 use attnlab_core::attention::{AttnStage, LayerAttention, TraceRequest};
-use attnlab_core::config::Family;
-use attnlab_gpu::{GpuContext, GpuError, GpuModel, HeldTrace, MAX_LINEAR_TRACE_TOKENS, MAX_MAP_SIDE};
+use attnlab_gpu::{GpuContext, GpuError, GpuModel, HeldTrace, MAX_MAP_SIDE};
 use gloo_timers::future::TimeoutFuture;
 
 use crate::backend::GpuFailure;
@@ -164,7 +163,7 @@ impl Lease {
         text: &str,
         stage: AttnStage,
     ) -> Result<TraceView, GpuTraceError> {
-        let (ids, cut) = engine.trace_tokens(text, gpu_trace_limit(engine)).map_err(GpuTraceError::Input)?;
+        let (ids, cut) = engine.trace_tokens(text, MAX_GPU_TRACE_TOKENS).map_err(GpuTraceError::Input)?;
         let model = self.model_for(ctx, engine).await?;
         let req = TraceRequest { attention: true, stage, gates: true };
         let (t, held) = model.trace_held(&ids, req, MAX_MAP_SIDE).await.map_err(failure)?;
@@ -235,17 +234,6 @@ impl Lease {
             }
         }
         Ok(ahead)
-    }
-}
-
-/// Longest text the views trace on the GPU for `engine`'s model: [`MAX_GPU_TRACE_TOKENS`], or
-/// [`MAX_LINEAR_TRACE_TOKENS`] when it has linear-family layers (their longer maps are not verified).
-pub fn gpu_trace_limit(engine: &Engine) -> usize {
-    let softmax_only = engine.model.config().layers.iter().all(|l| l.family() == Family::Softmax);
-    if softmax_only {
-        MAX_GPU_TRACE_TOKENS
-    } else {
-        MAX_LINEAR_TRACE_TOKENS
     }
 }
 

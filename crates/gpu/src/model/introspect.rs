@@ -24,11 +24,17 @@ use attnlab_core::Error as CoreError;
 /// attention_map.wgsl); longer sequences are downsampled to at most this many rows and columns.
 pub const MAX_MAP_SIDE: usize = 512;
 
-/// Longest trace of a model with linear-family layers whose maps are checked against the CPU
-/// reference (tests/introspect.rs): past query ≈ 3,500, Mesa lavapipe returns zero rows for windows
-/// of the linear map wider than a few hundred cells while narrower windows of the same rows are
-/// right. Until that is understood the page traces such models to this many tokens.
-pub const MAX_LINEAR_TRACE_TOKENS: usize = 3072;
+/// Loop iterations one invocation of attention_map.wgsl's `linear_map` runs for a query among the
+/// first `n`, an upper bound read off the shader: the query's features, then per block of 64 keys
+/// one pass per chunk of 32 channels (key and value-axis: a walk over the block and 32 terms, each
+/// loop counted with its exit test) and lane 0's binning of the block; last the copy-out. Checked on
+/// lavapipe: maps at 8,192 tokens with 2 × 2 chunks (bound 63,577) are right, and with 3 × 3 chunks
+/// rows go wrong from query ≈ 6,280 (the bound allows 5,952).
+pub fn linear_map_loop_iterations(n: usize, dk: usize, value_channels: usize) -> u64 {
+    let blocks = n.div_ceil(64) as u64;
+    let chunks = (dk.div_ceil(32) + value_channels.div_ceil(32)) as u64;
+    dk as u64 + blocks * (chunks * 104 + 80) + (MAX_MAP_SIDE / 64) as u64
+}
 
 /// What one layer of a trace session captured (buffers of `capacity` rows).
 pub(super) enum Captured {
@@ -207,6 +213,9 @@ impl GpuModel {
         for (what, bytes) in Capture::buffer_sizes(self, n) {
             self.ctx.check_size(&what, bytes)?;
         }
+        if req.attention {
+            self.check_map_loops(n)?;
+        }
         let window = MapWindow::whole(n, max_side.clamp(1, MAX_MAP_SIDE));
         let stage = match req.stage {
             AttnStage::Logits => MapStage::Logits,
@@ -236,6 +245,7 @@ impl GpuModel {
     /// of the full matrices is the reference.
     pub async fn map_window(&self, held: &HeldTrace, layer: usize, w: MapWindow) -> Result<LayerAttention> {
         w.check(held.n, MAX_MAP_SIDE).map_err(GpuError::Unsupported)?;
+        self.check_map_loops(held.n.min(w.row0 + w.side * w.stride))?;
         let c = held
             .captured
             .iter()
@@ -244,6 +254,29 @@ impl GpuModel {
         let shape = MapShape { n: held.n, window: w, stage: held.stage };
         let mut maps = self.attention_maps(std::slice::from_ref(c), &held.pipes, shape).await?;
         maps.pop().ok_or_else(|| mismatch(layer))
+    }
+
+    /// Refuse maps whose queries reach `n` tokens where the adapter would cut the linear map's loops
+    /// short ([`crate::GpuCaps::loop_iterations`]: Mesa's llvmpipe), before any work.
+    fn check_map_loops(&self, n: usize) -> Result<()> {
+        let Some(limit) = self.ctx.caps().loop_iterations else { return Ok(()) };
+        for (i, l) in self.layers.iter().enumerate() {
+            let Kind::Linear(ln) = &l.kind else { continue };
+            let value = if ln.feat == FeatKind::FastDecay { self.cfg.head_dim } else { 0 };
+            let need = linear_map_loop_iterations(n, ln.dk, value);
+            if need > limit {
+                let most =
+                    (1..=n).rev().step_by(64).find(|&m| linear_map_loop_iterations(m, ln.dk, value) <= limit);
+                return Err(GpuError::Unsupported(format!(
+                    "layer {i}'s attention map over {n} tokens needs up to {need} loop iterations per shader \
+                     invocation, and this adapter ({}) ends every loop after {limit}; trace at most {} tokens \
+                     here, or use another GPU or the CPU",
+                    self.ctx.caps().adapter,
+                    most.unwrap_or(0)
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The map pipeline of every layer.

@@ -411,7 +411,7 @@ impl Component for LabPanel {
                 <p class="muted" id="bias-state">{ format!("model: {edited}") }</p>
                 <p class="muted" id="lab-backend-note">
                     { "The attention, LAA and gate views trace in the model's worker: on WebGPU when \
-                       generation runs there (texts up to 8,192 tokens, 3,072 with linear-family layers; long maps \
+                       generation runs there (texts up to 8,192 tokens; long maps \
                        are binned on the GPU and the heatmap's zoom fetches windows down to single \
                        tokens), else on the CPU \
                        (wasm) reference runtime (up to 512 tokens, exact maps). Kernel curves and the \

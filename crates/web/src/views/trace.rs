@@ -388,11 +388,22 @@ impl Component for TraceViewComp {
             html! { <div ref={self.strip.clone()}>{ self.link.view(t, self.attention.selected(), &send) }</div> }
         });
         let cut = self.trace.as_deref().map(trace_notes);
+        let device = match self.trace.as_deref() {
+            Some(t) if t.on_gpu => "webgpu",
+            Some(_) => "cpu",
+            None => "",
+        };
+        let traced = match device {
+            "webgpu" => " · traced on WebGPU",
+            "cpu" => " · traced on the CPU (wasm)",
+            _ => "",
+        };
         html! {
-            <section class="view" id={id} data-running={self.running.to_string()} data-compare={compare}>
+            <section class="view" id={id} data-running={self.running.to_string()} data-compare={compare}
+                data-device={device}>
                 <h2>{ title }</h2>
                 { body_note }
-                <p class="muted">{ "text: the prompt and the generated continuation" }</p>
+                <p class="muted">{ format!("text: the prompt and the generated continuation{traced}") }</p>
                 { for cut }
                 { for strip }
                 { body }
@@ -407,12 +418,7 @@ fn trace_notes(t: &TraceView) -> Html {
     let n = t.labels.len();
     let cut = (t.cut > 0).then(|| {
         let why = if t.on_gpu {
-            format!(
-                "the WebGPU trace stops there for this model ({} tokens; {} for models with linear-family \
-                 layers, whose longer maps are not verified yet)",
-                crate::lab::MAX_GPU_TRACE_TOKENS,
-                attnlab_gpu::MAX_LINEAR_TRACE_TOKENS
-            )
+            format!("the WebGPU trace stops at {} tokens", crate::lab::MAX_GPU_TRACE_TOKENS)
         } else {
             format!(
                 "the CPU trace keeps every n×n matrix and stops at {} tokens (on WebGPU: {})",
