@@ -1125,6 +1125,30 @@ test("a crashed worker: the page names it, keeps the text and the slider edit, s
   await context.close();
 });
 
+test("a worker that stops silently (no error event, as when the browser stops it for memory): the watchdog names it, keeps the text, and a new worker generates", async () => {
+  const { page, context, errors } = await open();
+  await page.fill("#max-tokens", "6");
+  await generateRun(page);
+  const text = await page.textContent("#generated");
+  const old = page.workers();
+  const stopped = Date.now();
+  // close() ends the worker without an error event.
+  await old[old.length - 1].evaluate(() => setTimeout(() => close()));
+  await page.waitForFunction(() => /the model's worker stopped \(it answered nothing for \d+ s; the browser may have stopped it/.test(document.querySelector("#worker-notice")?.textContent ?? ""), null, {
+    timeout: 90_000,
+  });
+  const noticed = (Date.now() - stopped) / 1000;
+  console.log(`# a silently stopped worker was noticed after ${noticed.toFixed(1)} s: ${await page.textContent("#worker-notice")}`);
+  assert.ok(noticed < 40, `noticed after ${noticed} s`);
+  await page.waitForSelector('main[data-state="ready"]', { timeout: LOAD_MS });
+  assert.equal(await page.textContent("#generated"), text, "the text stays");
+  assert.equal(await page.inputValue("#prompt"), DEFAULT_PROMPT, "the prompt stays");
+  const run = await generateRun(page);
+  assert.match(run.status, /^done: \d+ tokens/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 /** Paths (below the site prefix) of the requests the page makes from now on. */
 function recordRequests(page) {
   const paths = [];

@@ -39,6 +39,13 @@ pub enum ClientEvent {
     Restarted(String),
 }
 
+/// A worker that answers nothing for this long after a ping is taken for dead and replaced: a worker
+/// the browser stops (for memory, say) may fire no error event. Long work yields to the worker's
+/// event loop (prefill chunks, GPU awaits), so a living worker answers within a chunk.
+const SILENT_MS: f64 = 30_000.0;
+/// How often the watchdog looks, and how long the worker may be quiet before it is pinged.
+const WATCH_MS: u32 = 2_000;
+
 /// Crashes within [`RESTART_WINDOW_MS`] after which the page stops starting new workers.
 const MAX_RESTARTS: usize = 3;
 const RESTART_WINDOW_MS: f64 = 60_000.0;
@@ -69,6 +76,9 @@ struct Inner {
     aux: RefCell<HashMap<ModelId, Callback<FromWorker>>>,
     /// When the worker last crashed (page clock, ms), the latest few.
     crashes: RefCell<Vec<f64>>,
+    /// When the worker was last heard from, and when the unanswered ping (if any) was sent.
+    last_heard: Cell<f64>,
+    ping_sent: Cell<Option<f64>>,
     root: Callback<ClientEvent>,
 }
 
@@ -99,12 +109,43 @@ impl WorkerClient {
             channels: RefCell::new(HashMap::new()),
             aux: RefCell::new(HashMap::new()),
             crashes: RefCell::new(Vec::new()),
+            last_heard: Cell::new(js_sys::Date::now()),
+            ping_sent: Cell::new(None),
             root: root.clone(),
         }));
         if let Err(e) = spawn_worker(&client) {
             root.emit(ClientEvent::Failed(e));
         }
+        let weak = Rc::downgrade(&client.0);
+        // The watchdog lives as long as the page.
+        gloo_timers::callback::Interval::new(WATCH_MS, move || {
+            if let Some(inner) = weak.upgrade() {
+                WorkerClient(inner).watch();
+            }
+        })
+        .forget();
         client
+    }
+
+    /// The watchdog's look: ping a started worker that has been quiet for [`WATCH_MS`]; replace one
+    /// that left a ping unanswered for [`SILENT_MS`].
+    fn watch(&self) {
+        let inner = &self.0;
+        if !inner.ready.get() {
+            return;
+        }
+        let now = js_sys::Date::now();
+        match inner.ping_sent.get() {
+            Some(sent) if now - sent >= SILENT_MS => self.restart(format!(
+                "it answered nothing for {:.0} s; the browser may have stopped it, e.g. for memory",
+                (now - sent) / 1000.0
+            )),
+            None if now - inner.last_heard.get() >= f64::from(WATCH_MS) => {
+                inner.ping_sent.set(Some(now));
+                self.send(&ToWorker::Ping);
+            }
+            _ => {}
+        }
     }
 
     /// Send `msg` (with `files` for an open).
@@ -235,6 +276,7 @@ impl WorkerClient {
             }
         });
         inner.ready.set(false);
+        inner.ping_sent.set(None);
         inner.queue.borrow_mut().clear();
         inner.channels.borrow_mut().clear();
         inner.sweeps.borrow_mut().clear();
@@ -272,7 +314,10 @@ impl WorkerClient {
 
     fn receive(&self, msg: FromWorker) {
         let inner = &self.0;
+        inner.last_heard.set(js_sys::Date::now());
+        inner.ping_sent.set(None);
         match msg {
+            FromWorker::Pong => {}
             FromWorker::Ready => {
                 inner.ready.set(true);
                 for (bytes, files) in inner.queue.borrow_mut().drain(..) {

@@ -295,6 +295,8 @@ pub enum ToWorker {
     StopTune {
         tune: u32,
     },
+    /// Are you there? (the page's watchdog, `client.rs`): answered with [`FromWorker::Pong`].
+    Ping,
 }
 
 /// From the worker to the page.
@@ -365,6 +367,8 @@ pub enum FromWorker {
         tune: u32,
         event: TuneEvent,
     },
+    /// The answer to [`ToWorker::Ping`].
+    Pong,
 }
 
 /// Why a message could not be read (a bug, never user input: both ends are this crate).

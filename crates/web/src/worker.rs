@@ -177,6 +177,7 @@ fn handle(shared: &Shared, msg: ToWorker, files: Vec<(String, File)>) {
                 stop.set(true);
             }
         }
+        ToWorker::Ping => post(&FromWorker::Pong),
     }
 }
 
