@@ -8,10 +8,10 @@
 
 @group(0) @binding(8) var<storage, read_write> kc: array<f32>;
 @group(0) @binding(9) var<storage, read_write> vc: array<f32>;
-@group(0) @binding(11) var<storage, read> wup: array<u32>;
-@group(0) @binding(12) var<storage, read> wgate: array<u32>;
-@group(0) @binding(13) var<storage, read> wdown: array<u32>;
-@group(0) @binding(14) var<storage, read> whead: array<u32>;
+@group(0) @binding(11) var<storage, read> wup: array<WeightWord>;
+@group(0) @binding(12) var<storage, read> wgate: array<WeightWord>;
+@group(0) @binding(13) var<storage, read> wdown: array<WeightWord>;
+@group(0) @binding(14) var<storage, read> whead: array<WeightWord>;
 @group(0) @binding(15) var<storage, read_write> logits: array<f32>;
 
 fn dot_up(row: u32) -> f32 {

@@ -23,11 +23,11 @@
 @group(0) @binding(2) var<uniform> dp: DecodeParams;
 @group(0) @binding(3) var<storage, read_write> fa: array<f32>;
 @group(0) @binding(4) var<storage, read> aux: array<f32>;
-@group(0) @binding(5) var<storage, read> wqkv: array<u32>;
-@group(0) @binding(6) var<storage, read> wo: array<u32>;
+@group(0) @binding(5) var<storage, read> wqkv: array<WeightWord>;
+@group(0) @binding(6) var<storage, read> wo: array<WeightWord>;
 // RoPE cos/sin [pos, dh/2, 2], or in layer 0 of a model with absolute positions, their table [pos, d].
 @group(0) @binding(7) var<storage, read> tab: array<f32>;
-@group(0) @binding(10) var<storage, read> emb: array<u32>;
+@group(0) @binding(10) var<storage, read> emb: array<WeightWord>;
 
 const WG: u32 = 64u;
 const HV: u32 = 3u * MAX_DH;

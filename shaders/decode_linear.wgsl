@@ -11,7 +11,7 @@
 // decode_common.wgsl, features.wgsl (FeatParams `p` at binding 0) and activations.wgsl.
 
 // ReGLA's (or Fast Decay's) gate rows [2a, d], or the swish output gate's rows [a, d].
-@group(0) @binding(8) var<storage, read> wextra: array<u32>;
+@group(0) @binding(8) var<storage, read> wextra: array<WeightWord>;
 
 // GLA's low-rank gate activations, then the gate pre-activations of the head: ga | gr.
 var<workgroup> gs: array<f32, HV>;

@@ -6,7 +6,7 @@
 
 @group(0) @binding(0) var<uniform> p: EmbedParams;
 @group(0) @binding(2) var<storage, read> tok: array<u32>;
-@group(0) @binding(3) var<storage, read> emb: array<u32>;
+@group(0) @binding(3) var<storage, read> emb: array<WeightWord>;
 @group(0) @binding(4) var<storage, read> pe: array<f32>;
 @group(0) @binding(5) var<storage, read_write> x: array<f32>;
 

@@ -10,7 +10,7 @@
 
 @group(0) @binding(0) var<uniform> p: MatmulParams;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read> w: array<WeightWord>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> b: array<f32>;
 

@@ -3,9 +3,13 @@
 // f32 values, or two f16 or bf16 values (element i in the low half of word i / 2 when i is even),
 // as its checkpoint held them; WEIGHT_KIND (a params::WeightKind) says which. The math is f32. Halves
 // are widened with integer operations (exact, and needing no shader capability: naga asks for
-// SHADER_FLOAT16_IN_FLOAT32 before it accepts unpack2x16float).
+// SHADER_FLOAT16_IN_FLOAT32 before it accepts unpack2x16float). Where the adapter has shader-f16,
+// f16 matrices are read through weights_f16.wgsl instead (the same functions over f16 pairs).
 
 override WEIGHT_KIND: u32 = WEIGHT_F32;
+
+// What a weight binding is an array of.
+alias WeightWord = u32;
 
 // The word holding element i.
 fn weight_word(i: u32) -> u32 {
@@ -16,7 +20,7 @@ fn weight_word(i: u32) -> u32 {
 }
 
 // Element i from its word (exact: every f16 and bf16 value is an f32 value).
-fn widen(word: u32, i: u32) -> f32 {
+fn widen(word: WeightWord, i: u32) -> f32 {
     if (WEIGHT_KIND == WEIGHT_F32) {
         return bitcast<f32>(word);
     }

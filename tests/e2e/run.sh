@@ -108,9 +108,11 @@ echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); fine-tune mod
 # 3,440,628 → 3,499,509 bytes, +59 KB; the perplexity sweep on WebGPU and model B's zoom included),
 # 3.515 MB since the CPU's vectorised exponential, softmax, SiLU and four-query attention kernels
 # (issue 12 must-show 4: each compiled for SIMD128 and the plain lanes; with CoPE's fused decode
-# and f32 matrices for small models: 3,499,509 → 3,512,606 bytes, +13 KB).
-if ((WASM_BYTES > 3515000)); then
-    echo "e2e: the wasm bundle is over the 3,515,000-byte budget" >&2
+# and f32 matrices for small models: 3,499,509 → 3,512,606 bytes, +13 KB), 3.52 MB since the
+# shader-f16 reads of f16 matrices (weights_f16.wgsl and the composed f16 sources), the linear maps'
+# tabulated exponents and the worker's watchdog: 3,512,606 → 3,516,677 bytes, +4 KB.
+if ((WASM_BYTES > 3520000)); then
+    echo "e2e: the wasm bundle is over the 3,520,000-byte budget" >&2
     exit 1
 fi
 # The fine-tune module's own budget (not part of the page's load): 2.4 MB for candle's step, 2.7 MB

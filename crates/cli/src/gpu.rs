@@ -14,6 +14,9 @@ pub fn gpu_err(e: GpuError) -> CliError {
     }
 }
 
+/// `--no-shader-f16`: GPU engines read f16 matrices as u32 words even where shader-f16 is enabled.
+pub static NO_SHADER_F16: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The model on the chosen backend.
 pub enum Engine<'m> {
     Cpu(&'m Model),
@@ -26,7 +29,10 @@ impl<'m> Engine<'m> {
         match backend {
             Backend::Cpu => Ok(Engine::Cpu(model)),
             Backend::Gpu => {
-                let ctx = pollster::block_on(GpuContext::new()).map_err(gpu_err)?;
+                let mut ctx = pollster::block_on(GpuContext::new()).map_err(gpu_err)?;
+                if NO_SHADER_F16.load(std::sync::atomic::Ordering::Relaxed) {
+                    ctx = ctx.without_shader_f16();
+                }
                 let gm = pollster::block_on(GpuModel::new(ctx, model)).map_err(gpu_err)?;
                 Ok(Engine::Gpu(Box::new(gm)))
             }
@@ -80,11 +86,15 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// GPU: the dtype the weight matrices are held in and their bytes; None on the CPU.
-    pub fn gpu_matrices(&self) -> Option<(&'static str, u64)> {
+    /// GPU: the dtype the weight matrices are held in, their bytes and how the kernels read them
+    /// ([`GpuModel::matrix_reads`]); None on the CPU.
+    pub fn gpu_matrices(&self) -> Option<(&'static str, u64, &'static str)> {
         match self {
             Engine::Cpu(_) => None,
-            Engine::Gpu(g) => Some(g.matrices()),
+            Engine::Gpu(g) => {
+                let (dtype, bytes) = g.matrices();
+                Some((dtype, bytes, g.matrix_reads()))
+            }
         }
     }
 

@@ -34,6 +34,10 @@ struct Cli {
     /// (e.g. sse2: 4-lane SIMD like the page's wasm SIMD128); the results are the same bits
     #[arg(long, global = true, value_enum, default_value = "best")]
     cpu_kernels: CpuKernels,
+    /// GPU: read f16 matrices as u32 words widened by integer operations even where the adapter
+    /// has shader-f16 (to compare the two; the results are the same bits)
+    #[arg(long, global = true)]
+    no_shader_f16: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -75,6 +79,7 @@ fn run(cli: Cli) -> CliResult<()> {
     if let Some(level) = level {
         choose_level(level).map_err(|e| CliError::usage(format!("--cpu-kernels: {e}")))?;
     }
+    gpu::NO_SHADER_F16.store(cli.no_shader_f16, std::sync::atomic::Ordering::Relaxed);
     match cli.command {
         Command::Init(a) => cmd::init::run(a, json),
         Command::Generate(a) => cmd::generate::run(a, json),

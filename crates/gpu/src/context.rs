@@ -20,7 +20,9 @@ pub struct GpuCaps {
     pub max_workgroups_per_dim: u32,
     /// Workgroup shared memory in bytes.
     pub max_workgroup_storage: u32,
-    /// `shader-f16` is available (not required: every kernel has an f32 path, the only one used).
+    /// `shader-f16` is available and enabled: f16 matrices are read as f16 pairs and widened by the
+    /// hardware (shaders/weights_f16.wgsl); without it, as u32 words widened by integer operations.
+    /// The math is f32 either way.
     pub shader_f16: bool,
     /// Subgroup operations are available (not required, not used).
     pub subgroups: bool,
@@ -131,7 +133,12 @@ impl GpuContext {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("attnlab"),
-                required_features: wgpu::Features::empty(),
+                // Negotiated, never assumed: asked for only where the adapter offers it.
+                required_features: if caps.shader_f16 {
+                    wgpu::Features::SHADER_F16
+                } else {
+                    wgpu::Features::empty()
+                },
                 required_limits: limits,
                 ..Default::default()
             })
@@ -166,6 +173,14 @@ impl GpuContext {
     pub fn with_binding_limit(&self, bytes: u64) -> GpuContext {
         let mut c = self.clone();
         c.caps.max_storage_binding = c.caps.max_storage_binding.min(bytes);
+        c
+    }
+
+    /// This context with f16 matrices read as u32 words (integer widening) even where shader-f16
+    /// is enabled: both paths can be tested and measured on one adapter.
+    pub fn without_shader_f16(&self) -> GpuContext {
+        let mut c = self.clone();
+        c.caps.shader_f16 = false;
         c
     }
 

@@ -43,8 +43,8 @@ pub struct GpuModel {
     cfg: ModelConfig,
     pipes: Vec<pipes::Pipe>,
     pipe_ids: HashMap<String, usize>,
-    /// Composed shader modules by file name.
-    modules: HashMap<&'static str, wgpu::ShaderModule>,
+    /// Composed shader modules by file name and whether they read f16 pairs (shader-f16).
+    modules: HashMap<(&'static str, bool), wgpu::ShaderModule>,
     emb: wgpu::Buffer,
     head: wgpu::Buffer,
     pe: wgpu::Buffer,
@@ -112,6 +112,16 @@ impl GpuModel {
             crate::params::WeightKind::Bf16 => "bf16",
         };
         (name, self.matrix_bytes)
+    }
+
+    /// How the kernels read the matrices: `"f16 pairs (shader-f16)"` where f16 matrices meet a
+    /// device with shader-f16, else `"u32 words"` (halves widened by integer operations).
+    pub fn matrix_reads(&self) -> &'static str {
+        if self.weight_kind == crate::params::WeightKind::F16 && self.ctx.caps().shader_f16 {
+            "f16 pairs (shader-f16)"
+        } else {
+            "u32 words"
+        }
     }
 
     /// Whether new sessions decode fused (2 dispatches per block, 1 for the logits;

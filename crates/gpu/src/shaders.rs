@@ -26,6 +26,8 @@ const NORM_VALUE: File = wgsl!("norm_value.wgsl");
 const ACTIVATIONS: File = wgsl!("activations.wgsl");
 /// Weight matrices read from f32, f16 or bf16 words.
 const WEIGHTS: File = wgsl!("weights.wgsl");
+/// f16 weight matrices read as f16 pairs (shader-f16), in place of [`WEIGHTS`].
+const WEIGHTS_F16: File = wgsl!("weights_f16.wgsl");
 /// A linear layer's `FeatParams` at binding 0 and the feature maps of one (row, head).
 const FEATURES: File = wgsl!("features.wgsl");
 /// The fused decode's shared bindings, block input, norms and per-head output projection.
@@ -42,6 +44,7 @@ pub const SNIPPETS: &[File] = &[
     NORM_VALUE,
     ACTIVATIONS,
     WEIGHTS,
+    WEIGHTS_F16,
     FEATURES,
     DECODE_COMMON,
     TRAIN_COMMON,
@@ -64,12 +67,31 @@ impl Shader {
 
     /// The composed WGSL source.
     pub fn source(&self) -> String {
-        let mut s = String::from(crate::params::WGSL_STRUCTS);
+        self.compose(false)
+    }
+
+    /// Whether it reads weight matrices (through weights.wgsl).
+    pub fn reads_weights(&self) -> bool {
+        self.snippets().any(|n| n == WEIGHTS.0)
+    }
+
+    /// The composed source that reads f16 matrices as f16 pairs (shader-f16): `enable f16;` first
+    /// and weights_f16.wgsl in place of weights.wgsl. Needs a device with `SHADER_F16`.
+    pub fn source_f16(&self) -> String {
+        self.compose(true)
+    }
+
+    fn compose(&self, f16: bool) -> String {
+        let mut s = String::new();
+        if f16 {
+            s.push_str("enable f16;\n");
+        }
+        s.push_str(crate::params::WGSL_STRUCTS);
         if self.prelude {
             s.push_str(&crate::params::wgsl_prelude());
         }
-        for (_, text) in self.snippets {
-            s.push_str(text);
+        for (name, text) in self.snippets {
+            s.push_str(if f16 && *name == WEIGHTS.0 { WEIGHTS_F16.1 } else { text });
         }
         s.push_str(self.file);
         s
@@ -155,11 +177,15 @@ pub fn files() -> impl Iterator<Item = File> {
 mod tests {
     use super::{files, SHADERS, SNIPPETS};
 
-    fn validate(src: &str) -> Result<naga::valid::ModuleInfo, String> {
+    fn validate_with(src: &str, caps: naga::valid::Capabilities) -> Result<naga::valid::ModuleInfo, String> {
         let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::default())
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
             .validate(&module)
             .map_err(|e| format!("{e:?}"))
+    }
+
+    fn validate(src: &str) -> Result<naga::valid::ModuleInfo, String> {
+        validate_with(src, naga::valid::Capabilities::default())
     }
 
     /// Every file in `shaders/` is listed here, and every composed shader parses and validates with
@@ -185,10 +211,29 @@ mod tests {
         }
     }
 
-    /// Every snippet is prepended to at least one shader, so naga validates it there.
+    /// The shader-f16 sources of the weight-reading shaders validate with the f16 capabilities (and
+    /// need them: without, naga refuses `enable f16`).
+    #[test]
+    fn weight_readers_validate_with_shader_f16() {
+        use naga::valid::Capabilities as C;
+        let f16 = C::SHADER_FLOAT16 | C::SHADER_FLOAT16_IN_FLOAT32;
+        let readers: Vec<_> = SHADERS.iter().filter(|s| s.reads_weights()).collect();
+        assert_eq!(readers.len(), 4, "matmul, embed, decode, decode_linear");
+        for shader in readers {
+            let src = shader.source_f16();
+            assert!(src.starts_with("enable f16;") && src.contains("alias WeightWord = vec2<f16>;"));
+            if let Err(e) = validate_with(&src, f16) {
+                panic!("{} (shader-f16): {e}", shader.name);
+            }
+            assert!(validate(&src).is_err(), "{}: f16 source accepted without the capability", shader.name);
+        }
+    }
+
+    /// Every snippet is prepended to at least one shader, so naga validates it there (weights_f16
+    /// in place of weights, `weight_readers_validate_with_shader_f16`).
     #[test]
     fn every_snippet_is_used() {
-        for (name, _) in SNIPPETS {
+        for (name, _) in SNIPPETS.iter().filter(|(n, _)| *n != "weights_f16.wgsl") {
             assert!(
                 SHADERS.iter().any(|s| s.snippets().any(|n| n == *name)),
                 "{name} is prepended to no shader"

@@ -35,7 +35,8 @@ fn has_navigator_gpu() -> bool {
     crate::global::navigator_gpu().is_some()
 }
 
-/// Ask the browser for an adapter and device. Ok: the device and the adapter's name for the badge.
+/// Ask the browser for an adapter and device. Ok: the device and the adapter's name for the badge
+/// (with "shader-f16" when the device reads f16 matrices as f16).
 pub async fn probe() -> Result<(GpuContext, String), GpuFailure> {
     if !has_navigator_gpu() {
         return Err(GpuFailure::NoWebGpu);
@@ -49,6 +50,7 @@ pub async fn probe() -> Result<(GpuContext, String), GpuFailure> {
     } else {
         name.to_string()
     };
+    let name = if ctx.caps().shader_f16 { format!("{name} · shader-f16") } else { name };
     Ok((ctx, name))
 }
 

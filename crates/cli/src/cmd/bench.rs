@@ -350,7 +350,9 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
                 "gpu_resident_tokens_per_s": tokens_per_s(n, runs),
             })),
         })).collect::<Vec<_>>(),
-        "gpu_matrices": engine.gpu_matrices().map(|(dtype, bytes)| json!({ "dtype": dtype, "bytes": bytes })),
+        "gpu_matrices": engine
+            .gpu_matrices()
+            .map(|(dtype, bytes, reads)| json!({ "dtype": dtype, "bytes": bytes, "read_as": reads })),
         "fused_decode": engine.fused_decode().map(|f| match f {
             Ok(on) => json!({ "on": on }),
             Err(why) => json!({ "on": false, "why_not": why }),
@@ -475,11 +477,12 @@ fn render_text(
             p.context,
             2 * layers + 2
         ));
-        if let (Some(dtype), Some(bytes)) =
-            (report["gpu_matrices"]["dtype"].as_str(), report["gpu_matrices"]["bytes"].as_u64())
+        let m = &report["gpu_matrices"];
+        if let (Some(dtype), Some(bytes), Some(reads)) =
+            (m["dtype"].as_str(), m["bytes"].as_u64(), m["read_as"].as_str())
         {
             s.push_str(&format!(
-                "GPU weight matrices held as {dtype}: {:.1} MiB\n",
+                "GPU weight matrices held as {dtype}: {:.1} MiB, read as {reads}\n",
                 bytes as f64 / (1u64 << 20) as f64
             ));
         }

@@ -245,9 +245,9 @@ mod tests {
     use half::{bf16, f16};
     use wgpu::util::DeviceExt;
 
-    /// `w · [1]` for a `[n, 1]` matrix `w` held as `kind`, through matmul.wgsl: its values as the
-    /// kernel reads them.
-    fn read_through_matmul(ctx: &GpuContext, w: &[f32], kind: WeightKind) -> Vec<f32> {
+    /// `w · [1]` for a `[n, 1]` matrix `w` held as `kind`, through matmul.wgsl (its shader-f16
+    /// source with `f16`): its values as the kernel reads them.
+    fn read_through_matmul(ctx: &GpuContext, w: &[f32], kind: WeightKind, f16: bool) -> Vec<f32> {
         let dev = &ctx.device;
         let n = w.len() as u32;
         let uni = |bytes: &[u8]| {
@@ -270,7 +270,9 @@ mod tests {
         });
         let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: None,
-            source: wgpu::ShaderSource::Wgsl(MATMUL.shader.source().into()),
+            source: wgpu::ShaderSource::Wgsl(
+                if f16 { MATMUL.shader.source_f16() } else { MATMUL.shader.source() }.into(),
+            ),
         });
         let layout = bind_group_layout(dev, "matmul", MATMUL.slots);
         let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -314,7 +316,8 @@ mod tests {
 
     /// Every finite f16 value, and bf16 values over the whole exponent range, read through the
     /// matmul kernel from half words equal their f32 values exactly (the WGSL widening is integer
-    /// bit work, checked here against the `half` crate).
+    /// bit work, checked here against the `half` crate); where the adapter has shader-f16, every
+    /// f16 value read as an f16 pair and widened by the hardware too.
     #[test]
     fn the_kernels_widen_every_half_exactly() {
         let ctx = match pollster::block_on(GpuContext::new()) {
@@ -332,8 +335,12 @@ mod tests {
             .filter(|v| v.is_finite())
             .map(bf16::to_f32)
             .collect();
-        for (values, kind) in [(f16s, WeightKind::F16), (bf16s, WeightKind::Bf16)] {
-            let got = read_through_matmul(&ctx, &values, kind);
+        let mut paths = vec![(f16s.clone(), WeightKind::F16, false), (bf16s, WeightKind::Bf16, false)];
+        if ctx.caps().shader_f16 {
+            paths.push((f16s, WeightKind::F16, true));
+        }
+        for (values, kind, f16) in paths {
+            let got = read_through_matmul(&ctx, &values, kind, f16);
             let wrong: Vec<String> = values
                 .iter()
                 .zip(&got)
@@ -341,7 +348,7 @@ mod tests {
                 .take(5)
                 .map(|(a, b)| format!("{a:e} read as {b:e}"))
                 .collect();
-            assert!(wrong.is_empty(), "{kind:?}: {}", wrong.join(", "));
+            assert!(wrong.is_empty(), "{kind:?} (shader-f16: {f16}): {}", wrong.join(", "));
         }
     }
 }
