@@ -242,6 +242,19 @@ fn walk_keys(value_axis: bool, hh: u32, c: u32, dd: u32, base: u32, last: u32, e
     return e;
 }
 
+// The decay exponents of channels c0 .. c0 + nc of one axis over the block's keys, into sufk (in
+// uniform control flow: it holds the barriers around the table). Lane dd < nc walks channel c0 + dd
+// and returns its running sum, carried in from e0; other lanes return e0.
+fn tabulate(value_axis: bool, hh: u32, c0: u32, nc: u32, lid: u32, base: u32, last: u32, e0: f32) -> f32 {
+    workgroupBarrier();
+    var e = e0;
+    if (lid < nc) {
+        e = walk_keys(value_axis, hh, c0 + lid, lid, base, last, e0);
+    }
+    workgroupBarrier();
+    return e;
+}
+
 // One workgroup per (map row, head); lane t holds key base + t of the block being walked. Keys are
 // walked backwards 64 at a time. For each chunk of DIM_CHUNK channels, lanes 0..DIM_CHUNK−1 first
 // tabulate the block's decay exponents (walk_keys, carrying the sum over the later blocks in `run`),
@@ -276,11 +289,7 @@ fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
         var v = 0.0;
         for (var d0 = 0u; d0 < dk; d0 = d0 + DIM_CHUNK) {
             let nd = min(DIM_CHUNK, dk - d0);
-            workgroupBarrier();
-            if (lid < nd) {
-                run[d0 / DIM_CHUNK] = walk_keys(false, hh, d0 + lid, lid, base, last, run[d0 / DIM_CHUNK]);
-            }
-            workgroupBarrier();
+            run[d0 / DIM_CHUNK] = tabulate(false, hh, d0, nd, lid, base, last, run[d0 / DIM_CHUNK]);
             if (lid <= last) {
                 for (var dd = 0u; dd < nd; dd = dd + 1u) {
                     let d = d0 + dd;
@@ -292,11 +301,7 @@ fn linear_map(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id
             var m = 0.0;
             for (var c0 = 0u; c0 < nv; c0 = c0 + DIM_CHUNK) {
                 let nc = min(DIM_CHUNK, nv - c0);
-                workgroupBarrier();
-                if (lid < nc) {
-                    runv[c0 / DIM_CHUNK] = walk_keys(true, hh, c0 + lid, lid, base, last, runv[c0 / DIM_CHUNK]);
-                }
-                workgroupBarrier();
+                runv[c0 / DIM_CHUNK] = tabulate(true, hh, c0, nc, lid, base, last, runv[c0 / DIM_CHUNK]);
                 if (lid <= last) {
                     for (var cc = 0u; cc < nc; cc = cc + 1u) {
                         m = m + exp(sufk[cc * MAP_WG + lid]);
