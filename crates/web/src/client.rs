@@ -46,6 +46,13 @@ const SILENT_MS: f64 = 30_000.0;
 /// How often the watchdog looks, and how long the worker may be quiet before it is pinged.
 const WATCH_MS: u32 = 2_000;
 
+/// How long a worker holding a model of `params` parameters may leave a ping unanswered:
+/// [`SILENT_MS`] plus its longest step that does not yield, a CPU trace of 512 tokens (2 FLOP per
+/// parameter and token) at a slow 1 GFLOP/s: 31 s for the shipped models, ~170 s at 135M.
+fn silence_limit_ms(params: usize) -> f64 {
+    SILENT_MS + 512.0 * 2.0 * params as f64 / 1e9 * 1000.0
+}
+
 /// Crashes within [`RESTART_WINDOW_MS`] after which the page stops starting new workers.
 const MAX_RESTARTS: usize = 3;
 const RESTART_WINDOW_MS: f64 = 60_000.0;
@@ -79,6 +86,8 @@ struct Inner {
     /// When the worker was last heard from, and when the unanswered ping (if any) was sent.
     last_heard: Cell<f64>,
     ping_sent: Cell<Option<f64>>,
+    /// How long a ping may stay unanswered ([`silence_limit_ms`] of the largest model loaded).
+    silence_ms: Cell<f64>,
     root: Callback<ClientEvent>,
 }
 
@@ -111,6 +120,7 @@ impl WorkerClient {
             crashes: RefCell::new(Vec::new()),
             last_heard: Cell::new(js_sys::Date::now()),
             ping_sent: Cell::new(None),
+            silence_ms: Cell::new(SILENT_MS),
             root: root.clone(),
         }));
         if let Err(e) = spawn_worker(&client) {
@@ -128,7 +138,7 @@ impl WorkerClient {
     }
 
     /// The watchdog's look: ping a started worker that has been quiet for [`WATCH_MS`]; replace one
-    /// that left a ping unanswered for [`SILENT_MS`].
+    /// that left a ping unanswered for its silence limit ([`silence_limit_ms`]).
     fn watch(&self) {
         let inner = &self.0;
         if !inner.ready.get() {
@@ -136,7 +146,7 @@ impl WorkerClient {
         }
         let now = js_sys::Date::now();
         match inner.ping_sent.get() {
-            Some(sent) if now - sent >= SILENT_MS => self.restart(format!(
+            Some(sent) if now - sent >= inner.silence_ms.get() => self.restart(format!(
                 "it answered nothing for {:.0} s; the browser may have stopped it, e.g. for memory",
                 (now - sent) / 1000.0
             )),
@@ -316,6 +326,15 @@ impl WorkerClient {
         let inner = &self.0;
         inner.last_heard.set(js_sys::Date::now());
         inner.ping_sent.set(None);
+        let params = match &msg {
+            FromWorker::Loaded { result: Ok((meta, _)), .. }
+            | FromWorker::AuxLoaded { result: Ok(meta), .. } => Some(meta.info.params),
+            FromWorker::Opened { result: Ok(opened), .. } => Some(opened.meta.info.params),
+            _ => None,
+        };
+        if let Some(params) = params {
+            inner.silence_ms.set(inner.silence_ms.get().max(silence_limit_ms(params)));
+        }
         match msg {
             FromWorker::Pong => {}
             FromWorker::Ready => {
