@@ -569,7 +569,7 @@ test("the picker lists the index's models by family; a link to a model outside t
   assert.deepEqual(groups, [
     ["softmax + position bias", ["alibi"]],
     ["gated linear attention", ["regla", "regla-init"]],
-    ["trained (shipped)", ["mep", "linear-elu", "transnormer", "regla-fig4", "gla-fig4", "rope", "regla-fig4-init", "gla-fig4-init"]],
+    ["trained (shipped)", ["mep", "linear-elu", "transnormer", "fast-decay", "regla-fig4", "gla-fig4", "rope", "regla-fig4-init", "gla-fig4-init"]],
     ["small random (e2e)", ["alibi-small"]],
   ]);
   assert.equal(await page.inputValue("#model-picker"), "alibi", "the index's default is shown");
