@@ -117,11 +117,16 @@ impl GpuModel {
     /// How the kernels read the matrices: `"f16 pairs (shader-f16)"` where f16 matrices meet a
     /// device with shader-f16, else `"u32 words"` (halves widened by integer operations).
     pub fn matrix_reads(&self) -> &'static str {
-        if self.weight_kind == crate::params::WeightKind::F16 && self.ctx.caps().shader_f16 {
+        if self.reads_f16_pairs() {
             "f16 pairs (shader-f16)"
         } else {
             "u32 words"
         }
+    }
+
+    /// f16 matrices on a device with shader-f16: the weight-reading shaders use weights_f16.wgsl.
+    fn reads_f16_pairs(&self) -> bool {
+        self.weight_kind == crate::params::WeightKind::F16 && self.ctx.caps().shader_f16
     }
 
     /// Whether new sessions decode fused (2 dispatches per block, 1 for the logits;

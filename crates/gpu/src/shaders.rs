@@ -67,7 +67,7 @@ impl Shader {
 
     /// The composed WGSL source.
     pub fn source(&self) -> String {
-        self.compose(false)
+        self.source_for(false)
     }
 
     /// Whether it reads weight matrices (through weights.wgsl).
@@ -75,13 +75,10 @@ impl Shader {
         self.snippets().any(|n| n == WEIGHTS.0)
     }
 
-    /// The composed source that reads f16 matrices as f16 pairs (shader-f16): `enable f16;` first
-    /// and weights_f16.wgsl in place of weights.wgsl. Needs a device with `SHADER_F16`.
-    pub fn source_f16(&self) -> String {
-        self.compose(true)
-    }
-
-    fn compose(&self, f16: bool) -> String {
+    /// The composed source, with `f16` the one that reads f16 matrices as f16 pairs (shader-f16):
+    /// `enable f16;` first and weights_f16.wgsl in place of weights.wgsl. Needs a device with
+    /// `SHADER_F16`.
+    pub fn source_for(&self, f16: bool) -> String {
         let mut s = String::new();
         if f16 {
             s.push_str("enable f16;\n");
@@ -220,7 +217,7 @@ mod tests {
         let readers: Vec<_> = SHADERS.iter().filter(|s| s.reads_weights()).collect();
         assert_eq!(readers.len(), 4, "matmul, embed, decode, decode_linear");
         for shader in readers {
-            let src = shader.source_f16();
+            let src = shader.source_for(true);
             assert!(src.starts_with("enable f16;") && src.contains("alias WeightWord = vec2<f16>;"));
             if let Err(e) = validate_with(&src, f16) {
                 panic!("{} (shader-f16): {e}", shader.name);

@@ -5,7 +5,7 @@
 use super::layers::Kind;
 use super::GpuModel;
 use crate::error::{GpuError, Result};
-use crate::params::{BiasKind, FeatKind, WeightKind, ATTN_TILE_VEC4};
+use crate::params::{BiasKind, FeatKind, ATTN_TILE_VEC4};
 use crate::shaders::{self, Shader};
 
 /// How a binding is bound.
@@ -200,19 +200,17 @@ impl GpuModel {
         if let Some(&i) = self.pipe_ids.get(&key) {
             return i;
         }
-        // f16 matrices on a device with shader-f16 are read as f16 pairs (weights_f16.wgsl).
-        let f16 = self.ctx.caps().shader_f16
-            && spec.shader.reads_weights()
-            && consts.contains(&("WEIGHT_KIND", f64::from(WeightKind::F16.code())));
+        // Every weight-reading pipeline gets the model's WEIGHT_KIND: f16 matrices on a device with
+        // shader-f16 are read as f16 pairs (weights_f16.wgsl).
+        let f16 = spec.shader.reads_weights() && self.reads_f16_pairs();
         let dev = &self.ctx.device;
         let module = self
             .modules
             .entry((name, f16))
             .or_insert_with(|| {
-                let source = if f16 { spec.shader.source_f16() } else { spec.shader.source() };
                 dev.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(name),
-                    source: wgpu::ShaderSource::Wgsl(source.into()),
+                    source: wgpu::ShaderSource::Wgsl(spec.shader.source_for(f16).into()),
                 })
             })
             .clone();

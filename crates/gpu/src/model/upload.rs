@@ -270,9 +270,7 @@ mod tests {
         });
         let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: None,
-            source: wgpu::ShaderSource::Wgsl(
-                if f16 { MATMUL.shader.source_f16() } else { MATMUL.shader.source() }.into(),
-            ),
+            source: wgpu::ShaderSource::Wgsl(MATMUL.shader.source_for(f16).into()),
         });
         let layout = bind_group_layout(dev, "matmul", MATMUL.slots);
         let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {

@@ -388,15 +388,10 @@ impl Component for TraceViewComp {
             html! { <div ref={self.strip.clone()}>{ self.link.view(t, self.attention.selected(), &send) }</div> }
         });
         let cut = self.trace.as_deref().map(trace_notes);
-        let device = match self.trace.as_deref() {
-            Some(t) if t.on_gpu => "webgpu",
-            Some(_) => "cpu",
-            None => "",
-        };
-        let traced = match device {
-            "webgpu" => " · traced on WebGPU",
-            "cpu" => " · traced on the CPU (wasm)",
-            _ => "",
+        let (device, traced) = match self.trace.as_deref() {
+            Some(t) if t.on_gpu => ("webgpu", " · traced on WebGPU"),
+            Some(_) => ("cpu", " · traced on the CPU (wasm)"),
+            None => ("", ""),
         };
         html! {
             <section class="view" id={id} data-running={self.running.to_string()} data-compare={compare}
