@@ -8,35 +8,53 @@
 
 @group(0) @binding(8) var<storage, read_write> kc: array<f32>;
 @group(0) @binding(9) var<storage, read_write> vc: array<f32>;
-@group(0) @binding(11) var<storage, read> wup: array<WeightWord>;
-@group(0) @binding(12) var<storage, read> wgate: array<WeightWord>;
-@group(0) @binding(13) var<storage, read> wdown: array<WeightWord>;
-@group(0) @binding(14) var<storage, read> whead: array<WeightWord>;
+@group(0) @binding(11) var<storage, read> wup: array<WeightVec>;
+@group(0) @binding(12) var<storage, read> wgate: array<WeightVec>;
+@group(0) @binding(13) var<storage, read> wdown: array<WeightVec>;
+@group(0) @binding(14) var<storage, read> whead: array<WeightVec>;
 @group(0) @binding(15) var<storage, read_write> logits: array<f32>;
 
 fn dot_up(row: u32) -> f32 {
+    let e0 = row * dp.d;
     var acc = 0.0;
+    if (dp.d % 4u == 0u) {
+        for (var i = 0u; i < dp.d; i = i + 4u) {
+            acc = dot4_xs(acc, widen4(wup[(e0 + i) >> 2u]), i);
+        }
+        return acc;
+    }
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        let e = row * dp.d + i;
-        acc = acc + xs[i] * widen(wup[weight_word(e)], e);
+        acc = acc + xs[i] * widen(wup[weight_vec(e0 + i)], e0 + i);
     }
     return acc;
 }
 
 fn dot_gate(row: u32) -> f32 {
+    let e0 = row * dp.d;
     var acc = 0.0;
+    if (dp.d % 4u == 0u) {
+        for (var i = 0u; i < dp.d; i = i + 4u) {
+            acc = dot4_xs(acc, widen4(wgate[(e0 + i) >> 2u]), i);
+        }
+        return acc;
+    }
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        let e = row * dp.d + i;
-        acc = acc + xs[i] * widen(wgate[weight_word(e)], e);
+        acc = acc + xs[i] * widen(wgate[weight_vec(e0 + i)], e0 + i);
     }
     return acc;
 }
 
 fn dot_head(row: u32) -> f32 {
+    let e0 = row * dp.d;
     var acc = 0.0;
+    if (dp.d % 4u == 0u) {
+        for (var i = 0u; i < dp.d; i = i + 4u) {
+            acc = dot4_xs(acc, widen4(whead[(e0 + i) >> 2u]), i);
+        }
+        return acc;
+    }
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        let e = row * dp.d + i;
-        acc = acc + xs[i] * widen(whead[weight_word(e)], e);
+        acc = acc + xs[i] * widen(whead[weight_vec(e0 + i)], e0 + i);
     }
     return acc;
 }
@@ -278,10 +296,16 @@ fn ffn_block(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id)
     workgroupBarrier();
     let n = min(WG, dp.hid - g * WG);
     for (var o = lid; o < dp.d; o = o + WG) {
+        let e0 = o * dp.hid + g * WG;
         var s = 0.0;
-        for (var k = 0u; k < n; k = k + 1u) {
-            let e = o * dp.hid + g * WG + k;
-            s = s + widen(wdown[weight_word(e)], e) * hv[k];
+        if (dp.hid % 4u == 0u) {
+            for (var k = 0u; k < n; k = k + 4u) {
+                s = dot4_hv(s, widen4(wdown[(e0 + k) >> 2u]), k);
+            }
+        } else {
+            for (var k = 0u; k < n; k = k + 1u) {
+                s = s + widen(wdown[weight_vec(e0 + k)], e0 + k) * hv[k];
+            }
         }
         fa[dp.fa_pf + g * dp.d + o] = s;
     }

@@ -23,11 +23,11 @@
 @group(0) @binding(2) var<uniform> dp: DecodeParams;
 @group(0) @binding(3) var<storage, read_write> fa: array<f32>;
 @group(0) @binding(4) var<storage, read> aux: array<f32>;
-@group(0) @binding(5) var<storage, read> wqkv: array<WeightWord>;
-@group(0) @binding(6) var<storage, read> wo: array<WeightWord>;
+@group(0) @binding(5) var<storage, read> wqkv: array<WeightVec>;
+@group(0) @binding(6) var<storage, read> wo: array<WeightVec>;
 // RoPE cos/sin [pos, dh/2, 2], or in layer 0 of a model with absolute positions, their table [pos, d].
 @group(0) @binding(7) var<storage, read> tab: array<f32>;
-@group(0) @binding(10) var<storage, read> emb: array<WeightWord>;
+@group(0) @binding(10) var<storage, read> emb: array<WeightVec>;
 
 const WG: u32 = 64u;
 const HV: u32 = 3u * MAX_DH;
@@ -71,14 +71,31 @@ fn norm_row(lid: u32, kind: u32, eps: f32, off_w: u32, off_b: u32) {
     workgroupBarrier();
 }
 
+// acc + xs[i]·w.x + xs[i + 1]·w.y + xs[i + 2]·w.z + xs[i + 3]·w.w, added in that order (the
+// element-by-element loops' order: the same bits as four steps of them).
+fn dot4_xs(acc: f32, w: vec4<f32>, i: u32) -> f32 {
+    return acc + xs[i] * w.x + xs[i + 1u] * w.y + xs[i + 2u] * w.z + xs[i + 3u] * w.w;
+}
+
+// The same with hv[c..c + 4).
+fn dot4_hv(acc: f32, w: vec4<f32>, c: u32) -> f32 {
+    return acc + hv[c] * w.x + hv[c + 1u] * w.y + hv[c + 2u] * w.z + hv[c + 3u] * w.w;
+}
+
 // Row `row` of a projection · xs, one function per weight binding: WGSL passes no storage array to a
 // function (without the unrestricted_pointer_parameters extension), and one accessor over every
 // binding would count them all in each entry point's layout (WebGPU allows 8 storage buffers).
 fn dot_qkv(row: u32) -> f32 {
+    let e0 = row * dp.d;
     var acc = 0.0;
+    if (dp.d % 4u == 0u) {
+        for (var i = 0u; i < dp.d; i = i + 4u) {
+            acc = dot4_xs(acc, widen4(wqkv[(e0 + i) >> 2u]), i);
+        }
+        return acc;
+    }
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        let e = row * dp.d + i;
-        acc = acc + xs[i] * widen(wqkv[weight_word(e)], e);
+        acc = acc + xs[i] * widen(wqkv[weight_vec(e0 + i)], e0 + i);
     }
     return acc;
 }
@@ -90,7 +107,7 @@ fn block_input(lid: u32, keep: bool) {
         let t = min(bitcast<u32>(fa[0]), dp.vocab - 1u);
         for (var c = lid; c < dp.d; c = c + WG) {
             let e = t * dp.d + c;
-            var v = widen(emb[weight_word(e)], e) * dp.emb_scale;
+            var v = widen(emb[weight_vec(e)], e) * dp.emb_scale;
             if (dp.use_pe != 0u) {
                 v = v + tab[st.pos0 * dp.d + c];
             }
@@ -123,11 +140,18 @@ fn head_sum_squares(lid: u32, hh: u32, dh: u32) {
 
 // PA[slot] = Wo[:, head] · hv[0, dh) (slot: the head, or its split-K workgroup).
 fn head_projection(lid: u32, slot: u32, hh: u32, dh: u32) {
+    let vectors = dp.a % 4u == 0u && dh % 4u == 0u;
     for (var o = lid; o < dp.d; o = o + WG) {
+        let e0 = o * dp.a + hh * dh;
         var s = 0.0;
-        for (var c = 0u; c < dh; c = c + 1u) {
-            let e = o * dp.a + hh * dh + c;
-            s = s + widen(wo[weight_word(e)], e) * hv[c];
+        if (vectors) {
+            for (var c = 0u; c < dh; c = c + 4u) {
+                s = dot4_hv(s, widen4(wo[(e0 + c) >> 2u]), c);
+            }
+        } else {
+            for (var c = 0u; c < dh; c = c + 1u) {
+                s = s + widen(wo[weight_vec(e0 + c)], e0 + c) * hv[c];
+            }
         }
         fa[dp.fa_pa + slot * dp.d + o] = s;
     }

@@ -11,7 +11,7 @@
 // decode_common.wgsl, features.wgsl (FeatParams `p` at binding 0) and activations.wgsl.
 
 // ReGLA's (or Fast Decay's) gate rows [2a, d], or the swish output gate's rows [a, d].
-@group(0) @binding(8) var<storage, read> wextra: array<WeightWord>;
+@group(0) @binding(8) var<storage, read> wextra: array<WeightVec>;
 
 // GLA's low-rank gate activations, then the gate pre-activations of the head: ga | gr.
 var<workgroup> gs: array<f32, HV>;
@@ -21,10 +21,16 @@ var<workgroup> lgs: array<f32, MAX_DK>;
 var<workgroup> lgvs: array<f32, MAX_DH>;
 
 fn dot_extra(row: u32) -> f32 {
+    let e0 = row * dp.d;
     var acc = 0.0;
+    if (dp.d % 4u == 0u) {
+        for (var i = 0u; i < dp.d; i = i + 4u) {
+            acc = dot4_xs(acc, widen4(wextra[(e0 + i) >> 2u]), i);
+        }
+        return acc;
+    }
     for (var i = 0u; i < dp.d; i = i + 1u) {
-        let e = row * dp.d + i;
-        acc = acc + xs[i] * widen(wextra[weight_word(e)], e);
+        acc = acc + xs[i] * widen(wextra[weight_vec(e0 + i)], e0 + i);
     }
     return acc;
 }

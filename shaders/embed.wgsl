@@ -6,7 +6,7 @@
 
 @group(0) @binding(0) var<uniform> p: EmbedParams;
 @group(0) @binding(2) var<storage, read> tok: array<u32>;
-@group(0) @binding(3) var<storage, read> emb: array<WeightWord>;
+@group(0) @binding(3) var<storage, read> emb: array<WeightVec>;
 @group(0) @binding(4) var<storage, read> pe: array<f32>;
 @group(0) @binding(5) var<storage, read_write> x: array<f32>;
 
@@ -20,7 +20,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let c = i % p.d;
     let t = min(tok[r], p.vocab - 1u);
     let e = t * p.d + c;
-    var v = widen(emb[weight_word(e)], e) * p.emb_scale;
+    var v = widen(emb[weight_vec(e)], e) * p.emb_scale;
     if (p.use_pe != 0u) {
         v = v + pe[(st.pos0 + r) * p.d + c];
     }

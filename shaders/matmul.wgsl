@@ -1,16 +1,17 @@
 // matmul / gemv family: y[r, y_off + o] (+)= Σ_i x[r·x_stride + x_off + i] · w[o·inp + i] (+ b[o])
-// (w is a row-major [out, inp] torch-style Linear in f32, f16 or bf16 words (weights.wgsl), b its
+// (w is a row-major [out, inp] torch-style Linear in f32, f16 or bf16 vectors (weights.wgsl), b its
 // optional bias, added when `bias` is set); Step comes from step.wgsl (prepended).
 // A workgroup computes a 64-row × 64-output tile: each invocation holds a 4 × 4 block of it in
 // registers (rows ty + 16·i, outputs tx + 16·j), over 16-deep K tiles of x and w staged in
 // workgroup memory. A single row (a decode step, the logits of a prefill) takes the gemv path.
+// With inp a multiple of four, w is read a vector (four elements, one load) at a time.
 // `last_only`: run only the last row of the step (logits of a prefill), written to output row 0.
 
 // `MatmulParams` is generated from its Rust twin (crates/gpu/src/params.rs).
 
 @group(0) @binding(0) var<uniform> p: MatmulParams;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> w: array<WeightWord>;
+@group(0) @binding(3) var<storage, read> w: array<WeightVec>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> b: array<f32>;
 
@@ -69,13 +70,8 @@ fn main(
                 xv = x[(row0 + r0 + t) * p.x_stride + p.x_off + k];
             }
             xs[(idx % BK) * BT + t] = xv;
-            var wv = 0.0;
-            if (o0 + t < p.outd && k < p.inp) {
-                let e = (o0 + t) * p.inp + k;
-                wv = widen(w[weight_word(e)], e);
-            }
-            ws[(idx % BK) * BT + t] = wv;
         }
+        stage_weights(o0, k0, li);
         workgroupBarrier();
         for (var k = 0u; k < BK; k = k + 1u) {
             var a: array<f32, 4>;
@@ -103,18 +99,54 @@ fn main(
     }
 }
 
+// ws ← w's tile at outputs o0.., depth k0..: with rows of whole vectors one vector per invocation
+// (output o0 + li / 4, depth k0 + 4·(li mod 4)); else element by element, four each. Uniform: p.
+fn stage_weights(o0: u32, k0: u32, li: u32) {
+    if (p.inp % 4u == 0u) {
+        let t = li / 4u;
+        let kk = 4u * (li % 4u);
+        var wv = vec4<f32>();
+        if (o0 + t < p.outd && k0 + kk < p.inp) {
+            wv = widen4(w[((o0 + t) * p.inp + k0 + kk) >> 2u]);
+        }
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            ws[(kk + j) * BT + t] = wv[j];
+        }
+        return;
+    }
+    for (var q = 0u; q < 4u; q = q + 1u) {
+        let idx = li + 256u * q;
+        let t = idx / BK;
+        let k = k0 + idx % BK;
+        var wv = 0.0;
+        if (o0 + t < p.outd && k < p.inp) {
+            let e = (o0 + t) * p.inp + k;
+            wv = widen(w[weight_vec(e)], e);
+        }
+        ws[(idx % BK) * BT + t] = wv;
+    }
+}
+
 // One row: outputs o0..o0 + 64 in four rounds of 16, each output's dot product split over 16
-// consecutive invocations (consecutive words of its weight row) and summed in workgroup memory.
+// consecutive invocations (consecutive vectors, or elements, of its weight row) and summed in
+// workgroup memory.
 fn gemv(o0: u32, row0: u32, li: u32) {
     let lane = li % 16u;
     let xb = row0 * p.x_stride + p.x_off;
     for (var g = 0u; g < 4u; g = g + 1u) {
         let o = o0 + 16u * g + li / 16u;
         var s = 0.0;
-        if (o < p.outd) {
+        if (o < p.outd && p.inp % 4u == 0u) {
+            let v0 = o * p.inp / 4u;
+            for (var j = lane; j < p.inp / 4u; j = j + 16u) {
+                let wv = widen4(w[v0 + j]);
+                let i = xb + 4u * j;
+                s = s + x[i] * wv.x + x[i + 1u] * wv.y + x[i + 2u] * wv.z + x[i + 3u] * wv.w;
+            }
+        } else if (o < p.outd) {
             for (var i = lane; i < p.inp; i = i + 16u) {
                 let e = o * p.inp + i;
-                s = s + x[xb + i] * widen(w[weight_word(e)], e);
+                s = s + x[xb + i] * widen(w[weight_vec(e)], e);
             }
         }
         xs[li] = s;

@@ -1,38 +1,24 @@
 // Snippet (prepended by crates/gpu/src/shaders.rs after the prelude to the shaders that read weight
-// matrices: matmul.wgsl, embed.wgsl, decode.wgsl): a matrix is bound as `array<u32>` words holding
-// f32 values, or two f16 or bf16 values (element i in the low half of word i / 2 when i is even),
-// as its checkpoint held them; WEIGHT_KIND (a params::WeightKind) says which. The math is f32. Halves
-// are widened with integer operations (exact, and needing no shader capability: naga asks for
-// SHADER_FLOAT16_IN_FLOAT32 before it accepts unpack2x16float). Where the adapter has shader-f16,
-// f16 matrices are read through weights_f16.wgsl instead (the same functions over f16 pairs).
+// matrices: matmul.wgsl, embed.wgsl, decode*.wgsl), after the snippet that says how a matrix is
+// bound: an array of `WeightVec`, four consecutive elements each (element i in vector i / 4), as
+// the checkpoint held them: weights_f32.wgsl (f32 values, 16-byte vectors), weights_half.wgsl
+// (f16 or bf16 values two to a u32 word, 8-byte vectors, widened by integer operations: exact, and
+// needing no shader capability) or, where the adapter has shader-f16, weights_f16.wgsl (f16
+// values widened by the hardware). Each defines `widen4`: a vector's four values as f32. Matrix
+// buffers are zero-padded to whole 16-byte units. The math is f32. Rows whose elements start at a
+// multiple of four are read a vector (one load) at a time; others element by element (`widen`).
 
+// How the matrix values are stored (a params::WeightKind).
 override WEIGHT_KIND: u32 = WEIGHT_F32;
 
-// What a weight binding is an array of.
-alias WeightWord = u32;
-
-// The word holding element i.
-fn weight_word(i: u32) -> u32 {
-    if (WEIGHT_KIND == WEIGHT_F32) {
-        return i;
-    }
-    return i >> 1u;
+// The vector holding element i.
+fn weight_vec(i: u32) -> u32 {
+    return i >> 2u;
 }
 
-// Element i from its word (exact: every f16 and bf16 value is an f32 value).
-fn widen(word: WeightWord, i: u32) -> f32 {
-    if (WEIGHT_KIND == WEIGHT_F32) {
-        return bitcast<f32>(word);
-    }
-    var h = word >> 16u;
-    if ((i & 1u) == 0u) {
-        h = word & 0xffffu;
-    }
-    if (WEIGHT_KIND == WEIGHT_F16) {
-        return f16_bits_to_f32(h);
-    }
-    // bf16 is the upper half of an f32.
-    return bitcast<f32>(h << 16u);
+// Element i from its vector (exact: every f16 and bf16 value is an f32 value).
+fn widen(v: WeightVec, i: u32) -> f32 {
+    return widen4(v)[i & 3u];
 }
 
 // IEEE binary16 bits → f32: normal numbers rebias the exponent (15 → 127), subnormals are

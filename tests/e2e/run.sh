@@ -110,9 +110,12 @@ echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); fine-tune mod
 # (issue 12 must-show 4: each compiled for SIMD128 and the plain lanes; with CoPE's fused decode
 # and f32 matrices for small models: 3,499,509 → 3,512,606 bytes, +13 KB), 3.52 MB since the
 # shader-f16 reads of f16 matrices (weights_f16.wgsl and the composed f16 sources), the linear maps'
-# tabulated exponents and the worker's watchdog: 3,512,606 → 3,517,021 bytes, +4.6 KB.
-if ((WASM_BYTES > 3520000)); then
-    echo "e2e: the wasm bundle is over the 3,520,000-byte budget" >&2
+# tabulated exponents and the worker's watchdog: 3,512,606 → 3,517,021 bytes, +4.6 KB), 3.525 MB
+# since the weight-reading shaders load four elements at a time (three binding snippets and the
+# vector paths with their element-by-element fallbacks, carried as text: 3,517,021 → 3,520,974
+# bytes, +4.0 KB).
+if ((WASM_BYTES > 3525000)); then
+    echo "e2e: the wasm bundle is over the 3,525,000-byte budget" >&2
     exit 1
 fi
 # The fine-tune module's own budget (not part of the page's load): 2.4 MB for candle's step, 2.7 MB

@@ -20,8 +20,9 @@ pub struct GpuCaps {
     pub max_workgroups_per_dim: u32,
     /// Workgroup shared memory in bytes.
     pub max_workgroup_storage: u32,
-    /// `shader-f16` is available and enabled: f16 matrices are read as f16 pairs and widened by the
-    /// hardware (shaders/weights_f16.wgsl); without it, as u32 words widened by integer operations.
+    /// `shader-f16` is available and enabled: f16 matrices are read as f16 vectors and widened by
+    /// the hardware (shaders/weights_f16.wgsl); without it, as u32 words widened by integer
+    /// operations (weights_half.wgsl).
     /// The math is f32 either way.
     pub shader_f16: bool,
     /// Subgroup operations are available (not required, not used).

@@ -43,8 +43,8 @@ pub struct GpuModel {
     cfg: ModelConfig,
     pipes: Vec<pipes::Pipe>,
     pipe_ids: HashMap<String, usize>,
-    /// Composed shader modules by file name and whether they read f16 pairs (shader-f16).
-    modules: HashMap<(&'static str, bool), wgpu::ShaderModule>,
+    /// Composed shader modules by file name and how they read weight matrices.
+    modules: HashMap<(&'static str, crate::shaders::WeightVec), wgpu::ShaderModule>,
     emb: wgpu::Buffer,
     head: wgpu::Buffer,
     pe: wgpu::Buffer,
@@ -114,19 +114,19 @@ impl GpuModel {
         (name, self.matrix_bytes)
     }
 
-    /// How the kernels read the matrices: `"f16 pairs (shader-f16)"` where f16 matrices meet a
-    /// device with shader-f16, else `"u32 words"` (halves widened by integer operations).
+    /// How the kernels read the matrices (shaders/weights.wgsl): four elements per load, f16
+    /// widened by the hardware where the device has shader-f16, by integer operations elsewhere.
     pub fn matrix_reads(&self) -> &'static str {
-        if self.reads_f16_pairs() {
-            "f16 pairs (shader-f16)"
-        } else {
-            "u32 words"
+        match self.weight_vec() {
+            crate::shaders::WeightVec::F32 => "f32 vectors",
+            crate::shaders::WeightVec::Halves => "half vectors, integer widening",
+            crate::shaders::WeightVec::F16 => "f16 vectors (shader-f16)",
         }
     }
 
-    /// f16 matrices on a device with shader-f16: the weight-reading shaders use weights_f16.wgsl.
-    fn reads_f16_pairs(&self) -> bool {
-        self.weight_kind == crate::params::WeightKind::F16 && self.ctx.caps().shader_f16
+    /// How the weight-reading shaders bind this model's matrices on this device.
+    fn weight_vec(&self) -> crate::shaders::WeightVec {
+        crate::shaders::WeightVec::new(self.weight_kind, self.ctx.caps().shader_f16)
     }
 
     /// Whether new sessions decode fused (2 dispatches per block, 1 for the logits;

@@ -24,10 +24,47 @@ const ATTENTION_ROW: File = wgsl!("attention_row.wgsl");
 const NORM_VALUE: File = wgsl!("norm_value.wgsl");
 /// GELU (tanh and erf forms), SiLU.
 const ACTIVATIONS: File = wgsl!("activations.wgsl");
-/// Weight matrices read from f32, f16 or bf16 words.
+/// Weight matrices read as vectors of four elements (after the snippet of a [`WeightVec`]).
 const WEIGHTS: File = wgsl!("weights.wgsl");
-/// f16 weight matrices read as f16 pairs (shader-f16), in place of [`WEIGHTS`].
+/// f32 matrices: 16-byte vectors ([`WeightVec::F32`]).
+const WEIGHTS_F32: File = wgsl!("weights_f32.wgsl");
+/// f16 / bf16 matrices widened by integer operations ([`WeightVec::Halves`]).
+const WEIGHTS_HALF: File = wgsl!("weights_half.wgsl");
+/// f16 matrices widened by the hardware, shader-f16 ([`WeightVec::F16`]).
 const WEIGHTS_F16: File = wgsl!("weights_f16.wgsl");
+
+/// How the weight-reading shaders bind a model's matrices: the snippet placed before
+/// weights.wgsl, by the matrices' storage and the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WeightVec {
+    /// f32 values, four per 16-byte vector.
+    F32,
+    /// f16 or bf16 values two to a u32 word (four per 8-byte vector), widened by integer operations.
+    Halves,
+    /// f16 values (four per 8-byte vector) widened by the hardware: `enable f16;`, a device with
+    /// `SHADER_F16`.
+    F16,
+}
+
+impl WeightVec {
+    /// The vectors for matrices stored as `kind` on a device with (or without) shader-f16.
+    pub(crate) fn new(kind: crate::params::WeightKind, shader_f16: bool) -> WeightVec {
+        use crate::params::WeightKind as K;
+        match kind {
+            K::F32 => WeightVec::F32,
+            K::F16 if shader_f16 => WeightVec::F16,
+            K::F16 | K::Bf16 => WeightVec::Halves,
+        }
+    }
+
+    fn snippet(self) -> File {
+        match self {
+            WeightVec::F32 => WEIGHTS_F32,
+            WeightVec::Halves => WEIGHTS_HALF,
+            WeightVec::F16 => WEIGHTS_F16,
+        }
+    }
+}
 /// A linear layer's `FeatParams` at binding 0 and the feature maps of one (row, head).
 const FEATURES: File = wgsl!("features.wgsl");
 /// The fused decode's shared bindings, block input, norms and per-head output projection.
@@ -44,6 +81,8 @@ pub const SNIPPETS: &[File] = &[
     NORM_VALUE,
     ACTIVATIONS,
     WEIGHTS,
+    WEIGHTS_F32,
+    WEIGHTS_HALF,
     WEIGHTS_F16,
     FEATURES,
     DECODE_COMMON,
@@ -65,9 +104,9 @@ impl Shader {
         Shader { name: file.0, file: file.1, prelude, snippets }
     }
 
-    /// The composed WGSL source.
+    /// The composed WGSL source (weight matrices, if it reads any, as f32).
     pub fn source(&self) -> String {
-        self.source_for(false)
+        self.source_for(WeightVec::F32)
     }
 
     /// Whether it reads weight matrices (through weights.wgsl).
@@ -75,12 +114,11 @@ impl Shader {
         self.snippets().any(|n| n == WEIGHTS.0)
     }
 
-    /// The composed source, with `f16` the one that reads f16 matrices as f16 pairs (shader-f16):
-    /// `enable f16;` first and weights_f16.wgsl in place of weights.wgsl. Needs a device with
-    /// `SHADER_F16`.
-    pub fn source_for(&self, f16: bool) -> String {
+    /// The composed source reading weight matrices as `vectors` (their snippet before
+    /// weights.wgsl; [`WeightVec::F16`] puts `enable f16;` first).
+    pub fn source_for(&self, vectors: WeightVec) -> String {
         let mut s = String::new();
-        if f16 {
+        if vectors == WeightVec::F16 {
             s.push_str("enable f16;\n");
         }
         s.push_str(crate::params::WGSL_STRUCTS);
@@ -88,7 +126,10 @@ impl Shader {
             s.push_str(&crate::params::wgsl_prelude());
         }
         for (name, text) in self.snippets {
-            s.push_str(if f16 && *name == WEIGHTS.0 { WEIGHTS_F16.1 } else { text });
+            if *name == WEIGHTS.0 {
+                s.push_str(vectors.snippet().1);
+            }
+            s.push_str(text);
         }
         s.push_str(self.file);
         s
@@ -172,7 +213,7 @@ pub fn files() -> impl Iterator<Item = File> {
 
 #[cfg(test)]
 mod tests {
-    use super::{files, SHADERS, SNIPPETS};
+    use super::{files, WeightVec, SHADERS, SNIPPETS, WEIGHTS_F16, WEIGHTS_F32, WEIGHTS_HALF};
 
     fn validate_with(src: &str, caps: naga::valid::Capabilities) -> Result<naga::valid::ModuleInfo, String> {
         let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
@@ -208,17 +249,24 @@ mod tests {
         }
     }
 
-    /// The shader-f16 sources of the weight-reading shaders validate with the f16 capabilities (and
-    /// need them: without, naga refuses `enable f16`).
+    /// The weight-reading shaders validate with each way of binding matrices; the shader-f16 one
+    /// with the f16 capabilities only (without them naga refuses `enable f16`).
     #[test]
-    fn weight_readers_validate_with_shader_f16() {
+    fn weight_readers_validate_with_every_weight_vec() {
         use naga::valid::Capabilities as C;
         let f16 = C::SHADER_FLOAT16 | C::SHADER_FLOAT16_IN_FLOAT32;
         let readers: Vec<_> = SHADERS.iter().filter(|s| s.reads_weights()).collect();
         assert_eq!(readers.len(), 4, "matmul, embed, decode, decode_linear");
         for shader in readers {
-            let src = shader.source_for(true);
-            assert!(src.starts_with("enable f16;") && src.contains("alias WeightWord = vec2<f16>;"));
+            for (vectors, alias) in [(WeightVec::F32, "vec4<u32>"), (WeightVec::Halves, "vec2<u32>")] {
+                let src = shader.source_for(vectors);
+                assert!(src.contains(&format!("alias WeightVec = {alias};")), "{}", shader.name);
+                if let Err(e) = validate(&src) {
+                    panic!("{} ({vectors:?}): {e}", shader.name);
+                }
+            }
+            let src = shader.source_for(WeightVec::F16);
+            assert!(src.starts_with("enable f16;") && src.contains("alias WeightVec = vec4<f16>;"));
             if let Err(e) = validate_with(&src, f16) {
                 panic!("{} (shader-f16): {e}", shader.name);
             }
@@ -226,11 +274,12 @@ mod tests {
         }
     }
 
-    /// Every snippet is prepended to at least one shader, so naga validates it there (weights_f16
-    /// in place of weights, `weight_readers_validate_with_shader_f16`).
+    /// Every snippet is prepended to at least one shader, so naga validates it there (the
+    /// [`WeightVec`] snippets before weights.wgsl, `weight_readers_validate_with_every_weight_vec`).
     #[test]
     fn every_snippet_is_used() {
-        for (name, _) in SNIPPETS.iter().filter(|(n, _)| *n != "weights_f16.wgsl") {
+        let vec_snippets = [WEIGHTS_F32.0, WEIGHTS_HALF.0, WEIGHTS_F16.0];
+        for (name, _) in SNIPPETS.iter().filter(|(n, _)| !vec_snippets.contains(n)) {
             assert!(
                 SHADERS.iter().any(|s| s.snippets().any(|n| n == *name)),
                 "{name} is prepended to no shader"

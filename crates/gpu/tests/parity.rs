@@ -717,7 +717,7 @@ fn greedy_run_is_one_submission_with_the_tokens_of_single_steps() {
 /// them in that dtype on the GPU (half the bytes of f32), widened to f32 as the kernels read them,
 /// and matches the CPU reference on the same half weights (softmax fused, linear op by op, an
 /// architecture with an untied head and biases). F16 matrices are read both ways the adapter allows:
-/// as f16 pairs where it has shader-f16 (lavapipe does), and as u32 words widened by integer ops.
+/// as f16 vectors where it has shader-f16 (lavapipe does), and as u32 words widened by integer ops.
 #[test]
 fn half_weights_stay_half_on_the_gpu() {
     use attnlab_core::weights::StorageDtype;
@@ -745,7 +745,7 @@ fn half_weights_stay_half_on_the_gpu() {
             assert_eq!(gm.matrices(), (kind, f32_bytes.1 / 2), "{name} {kind}: matrices held as {kind}");
             let reads = gm.matrix_reads();
             assert_eq!(
-                reads == "f16 pairs (shader-f16)",
+                reads == "f16 vectors (shader-f16)",
                 ctx.caps().shader_f16 && kind == "f16",
                 "{name} {kind}"
             );
@@ -756,4 +756,32 @@ fn half_weights_stay_half_on_the_gpu() {
         }
     }
     assert!(failures.is_empty(), "half weights, GPU/CPU parity failures:\n{}", failures.join("\n"));
+}
+
+/// Widths that are not multiples of four (d_model 30, heads of 6, FFN 42) make the weight-reading
+/// kernels read rows element by element instead of a vector at a time (shaders/weights.wgsl):
+/// every fused decode dot product, the head projection, the FFN's down projection and the matmul's
+/// staging and gemv take that path, with f32 and f16 matrices, and must still match the CPU.
+#[test]
+fn widths_off_the_vector_grid_match_the_cpu_reference() {
+    use attnlab_core::weights::StorageDtype;
+    let Some(ctx) = context() else { return };
+    let size = SizePreset { d_model: 30, head_dim: 6, ffn_hidden: 42, ..tiny(64) };
+    let mut failures = Vec::new();
+    for id in ["alibi", "rope", "kerple-log", "regla", "fast-decay", "gla"] {
+        let cfg = ModelConfig::preset(id, size).expect("preset");
+        let base = Model::random(cfg.clone(), 4).expect("model");
+        let bytes = base.weights().to_safetensors_as(StorageDtype::F16, None).expect("safetensors");
+        let half = Model::from_bytes(&cfg.to_json(), &bytes).expect("half model");
+        for (kind, model) in [("f32", &base), ("f16", &half)] {
+            let gm = pollster::block_on(GpuModel::new(ctx.clone(), model)).expect("upload");
+            assert_eq!(gm.matrices().0, kind, "{id}");
+            assert_eq!(gm.fused_decode(), Ok(true), "{id}: decodes fused");
+            match parity_of(&ctx, &format!("{id} {kind}"), model, 60, 20) {
+                Ok((p, d)) => eprintln!("{id} {kind} (d 30): prefill {p:.2e} decode {d:.2e}"),
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "widths off the vector grid:\n{}", failures.join("\n"));
 }

@@ -200,17 +200,20 @@ impl GpuModel {
         if let Some(&i) = self.pipe_ids.get(&key) {
             return i;
         }
-        // Every weight-reading pipeline gets the model's WEIGHT_KIND: f16 matrices on a device with
-        // shader-f16 are read as f16 pairs (weights_f16.wgsl).
-        let f16 = spec.shader.reads_weights() && self.reads_f16_pairs();
+        // Every weight-reading pipeline gets the model's WEIGHT_KIND and reads its matrices as the
+        // model's vectors (shaders/weights.wgsl).
+        let vectors = match spec.shader.reads_weights() {
+            true => self.weight_vec(),
+            false => crate::shaders::WeightVec::F32,
+        };
         let dev = &self.ctx.device;
         let module = self
             .modules
-            .entry((name, f16))
+            .entry((name, vectors))
             .or_insert_with(|| {
                 dev.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(name),
-                    source: wgpu::ShaderSource::Wgsl(spec.shader.source_for(f16).into()),
+                    source: wgpu::ShaderSource::Wgsl(spec.shader.source_for(vectors).into()),
                 })
             })
             .clone();

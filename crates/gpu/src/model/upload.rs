@@ -226,14 +226,16 @@ fn exact_in(kind: WeightKind, m: &[f32]) -> bool {
 }
 
 /// A weight matrix's buffer: f32 words, or its values as halves two to a word (checked exact at
-/// gather time).
+/// gather time), zero-padded to whole 16-byte units (the shaders bind it as an array of vectors:
+/// shaders/weights.wgsl).
 fn matrix_storage(dev: &wgpu::Device, label: &str, data: &[f32], kind: WeightKind) -> wgpu::Buffer {
-    let halves: Vec<u16> = match kind {
-        WeightKind::F32 => return storage(dev, label, data),
-        WeightKind::F16 => data.iter().map(|&v| f16::from_f32(v).to_bits()).collect(),
-        WeightKind::Bf16 => data.iter().map(|&v| bf16::from_f32(v).to_bits()).collect(),
+    let mut bytes: Vec<u8> = match kind {
+        WeightKind::F32 => bytemuck::cast_slice(data).to_vec(),
+        WeightKind::F16 => data.iter().flat_map(|&v| f16::from_f32(v).to_bits().to_le_bytes()).collect(),
+        WeightKind::Bf16 => data.iter().flat_map(|&v| bf16::from_f32(v).to_bits().to_le_bytes()).collect(),
     };
-    super::storage_bytes(dev, label, bytemuck::cast_slice(&halves))
+    bytes.resize(bytes.len().next_multiple_of(16), 0);
+    super::storage_bytes(dev, label, &bytes)
 }
 
 #[cfg(test)]
@@ -241,15 +243,23 @@ mod tests {
     use super::{matrix_storage, storage};
     use crate::model::pipes::{bind_group_layout, MATMUL};
     use crate::params::{uniform_bytes, MatmulParams, Step, WeightKind};
+    use crate::shaders::WeightVec;
     use crate::GpuContext;
     use half::{bf16, f16};
     use wgpu::util::DeviceExt;
 
-    /// `w · [1]` for a `[n, 1]` matrix `w` held as `kind`, through matmul.wgsl (its shader-f16
-    /// source with `f16`): its values as the kernel reads them.
-    fn read_through_matmul(ctx: &GpuContext, w: &[f32], kind: WeightKind, f16: bool) -> Vec<f32> {
+    /// `X · Wᵀ` for the `[rows, inp]` matrix `x` and the `[w.len() / inp, inp]` matrix `w` held as
+    /// `kind`, through matmul.wgsl reading `vectors`: `[rows, outputs]`.
+    fn matmul(
+        ctx: &GpuContext,
+        w: &[f32],
+        x: &[f32],
+        inp: u32,
+        kind: WeightKind,
+        vectors: WeightVec,
+    ) -> Vec<f32> {
         let dev = &ctx.device;
-        let n = w.len() as u32;
+        let (n, rows) = (w.len() as u32 / inp, x.len() as u32 / inp);
         let uni = |bytes: &[u8]| {
             dev.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: None,
@@ -257,20 +267,20 @@ mod tests {
                 usage: wgpu::BufferUsages::UNIFORM,
             })
         };
-        let p = MatmulParams { outd: n, inp: 1, x_stride: 1, y_stride: n, ..MatmulParams::default() };
-        let (p, st) = (uni(&uniform_bytes(&p)), uni(&uniform_bytes(&Step { rows: 1, ..Step::default() })));
-        let (x, wb, b) =
-            (storage(dev, "x", &[1.0]), matrix_storage(dev, "w", w, kind), storage(dev, "b", &[]));
-        let y = super::super::zeros(dev, "y", w.len(), wgpu::BufferUsages::empty());
+        let p = MatmulParams { outd: n, inp, x_stride: inp, y_stride: n, ..MatmulParams::default() };
+        let (p, st) = (uni(&uniform_bytes(&p)), uni(&uniform_bytes(&Step { rows, ..Step::default() })));
+        let (x, wb, b) = (storage(dev, "x", x), matrix_storage(dev, "w", w, kind), storage(dev, "b", &[]));
+        let len = (rows * n) as usize;
+        let y = super::super::zeros(dev, "y", len, wgpu::BufferUsages::empty());
         let read = dev.create_buffer(&wgpu::BufferDescriptor {
             label: None,
-            size: 4 * u64::from(n),
+            size: 4 * len as u64,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
         let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: None,
-            source: wgpu::ShaderSource::Wgsl(MATMUL.shader.source_for(f16).into()),
+            source: wgpu::ShaderSource::Wgsl(MATMUL.shader.source_for(vectors).into()),
         });
         let layout = bind_group_layout(dev, "matmul", MATMUL.slots);
         let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -304,18 +314,44 @@ mod tests {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &bg, &[]);
-            pass.dispatch_workgroups(n.div_ceil(16), 1, 1);
+            pass.dispatch_workgroups(n.div_ceil(64), rows.div_ceil(64), 1);
         }
-        enc.copy_buffer_to_buffer(&y, 0, &read, 0, 4 * u64::from(n));
+        enc.copy_buffer_to_buffer(&y, 0, &read, 0, 4 * len as u64);
         pollster::block_on(ctx.submit(enc.finish())).expect("submit");
-        let words = pollster::block_on(ctx.read_words(&read, w.len())).expect("readback");
+        let words = pollster::block_on(ctx.read_words(&read, len)).expect("readback");
         words.into_iter().map(f32::from_bits).collect()
     }
 
+    /// `w`'s values as matmul.wgsl reads them, each path: element by element (`[n, 1]` · [1]),
+    /// a vector at a time in a decode step (`[n / 4, 4]` · each unit row) and in the tiled
+    /// prefill (`[n / 4, 4]` · the 4 × 4 identity); `w.len()` a multiple of 4.
+    fn read_through_matmul(
+        ctx: &GpuContext,
+        w: &[f32],
+        kind: WeightKind,
+        vectors: WeightVec,
+    ) -> Vec<(&'static str, Vec<f32>)> {
+        let mut reads = vec![("elements", matmul(ctx, w, &[1.0], 1, kind, vectors))];
+        let unit = |j: usize| -> Vec<f32> { (0..4).map(|i| f32::from(u8::from(i == j))).collect() };
+        let mut by_vector = vec![0.0; w.len()];
+        for j in 0..4 {
+            for (o, v) in matmul(ctx, w, &unit(j), 4, kind, vectors).into_iter().enumerate() {
+                by_vector[o * 4 + j] = v;
+            }
+        }
+        reads.push(("vectors, one row", by_vector));
+        let identity: Vec<f32> = (0..4).flat_map(unit).collect();
+        let tiled = matmul(ctx, w, &identity, 4, kind, vectors);
+        let n = w.len() / 4;
+        reads.push(("vectors, tiled", (0..w.len()).map(|i| tiled[(i % 4) * n + i / 4]).collect()));
+        reads
+    }
+
     /// Every finite f16 value, and bf16 values over the whole exponent range, read through the
-    /// matmul kernel from half words equal their f32 values exactly (the WGSL widening is integer
-    /// bit work, checked here against the `half` crate); where the adapter has shader-f16, every
-    /// f16 value read as an f16 pair and widened by the hardware too.
+    /// matmul kernel from half words equal their f32 values exactly, element by element and a
+    /// vector at a time (the WGSL widening is integer bit work, checked here against the `half`
+    /// crate); where the adapter has shader-f16, every f16 value widened by the hardware too; f32
+    /// values through the f32 vectors.
     #[test]
     fn the_kernels_widen_every_half_exactly() {
         let ctx = match pollster::block_on(GpuContext::new()) {
@@ -325,28 +361,41 @@ mod tests {
             }
             Err(e) => panic!("no usable GPU adapter ({e}); set ATTNLAB_SKIP_GPU=1 to skip"),
         };
+        // Whole vectors: lengths a multiple of 4 (zeros added).
+        let whole = |mut v: Vec<f32>| {
+            v.resize(v.len().next_multiple_of(4), 0.0);
+            v
+        };
         let f16s: Vec<f32> =
-            (0..=u16::MAX).map(f16::from_bits).filter(|v| v.is_finite()).map(f16::to_f32).collect();
-        let bf16s: Vec<f32> = (0..=u16::MAX)
-            .step_by(7)
-            .map(bf16::from_bits)
-            .filter(|v| v.is_finite())
-            .map(bf16::to_f32)
-            .collect();
-        let mut paths = vec![(f16s.clone(), WeightKind::F16, false), (bf16s, WeightKind::Bf16, false)];
+            whole((0..=u16::MAX).map(f16::from_bits).filter(|v| v.is_finite()).map(f16::to_f32).collect());
+        let bf16s: Vec<f32> = whole(
+            (0..=u16::MAX)
+                .step_by(7)
+                .map(bf16::from_bits)
+                .filter(|v| v.is_finite())
+                .map(bf16::to_f32)
+                .collect(),
+        );
+        let f32s: Vec<f32> = (0..4096u32).map(|i| (i as f32 - 2048.5) * 1.37e-3 * (i % 7) as f32).collect();
+        let mut paths = vec![
+            (f16s.clone(), WeightKind::F16, WeightVec::Halves),
+            (bf16s, WeightKind::Bf16, WeightVec::Halves),
+            (f32s, WeightKind::F32, WeightVec::F32),
+        ];
         if ctx.caps().shader_f16 {
-            paths.push((f16s, WeightKind::F16, true));
+            paths.push((f16s, WeightKind::F16, WeightVec::F16));
         }
-        for (values, kind, f16) in paths {
-            let got = read_through_matmul(&ctx, &values, kind, f16);
-            let wrong: Vec<String> = values
-                .iter()
-                .zip(&got)
-                .filter(|(a, b)| a != b)
-                .take(5)
-                .map(|(a, b)| format!("{a:e} read as {b:e}"))
-                .collect();
-            assert!(wrong.is_empty(), "{kind:?} (shader-f16: {f16}): {}", wrong.join(", "));
+        for (values, kind, vectors) in paths {
+            for (path, got) in read_through_matmul(&ctx, &values, kind, vectors) {
+                let wrong: Vec<String> = values
+                    .iter()
+                    .zip(&got)
+                    .filter(|(a, b)| a != b)
+                    .take(5)
+                    .map(|(a, b)| format!("{a:e} read as {b:e}"))
+                    .collect();
+                assert!(wrong.is_empty(), "{kind:?} ({vectors:?}, {path}): {}", wrong.join(", "));
+            }
         }
     }
 }
