@@ -8,6 +8,10 @@
 //! | `config.json`, `model.safetensors`, `tokenizer.json` | the latest checkpoint as a core model folder |
 //! | `history.json` | [`History`]: every logged step and every validation |
 //! | `checkpoint/` | the same model files plus `optimizer.safetensors` (AdamW moments) and `state.json` |
+//! | `best/` | the model of the lowest validation loss so far (`validation.json`: its step and loss) |
+//!
+//! With `patience`, the run stops early once that many validations in a row have not improved on
+//! the best (early stopping; `best/` is then the model to use).
 //!
 //! The batch of step `s` depends only on `(seed, s)`, so a resumed run sees exactly the batches an
 //! uninterrupted run would. A checkpoint is written at every validation and at the end; it is
@@ -60,6 +64,10 @@ pub struct TrainOptions {
     /// Where the steps run.
     #[serde(default)]
     pub device: TrainDevice,
+    /// Early stopping: end the run once this many validations in a row have not lowered the best
+    /// validation loss (`best/` keeps the model of the best one either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patience: Option<usize>,
 }
 
 /// Where `attnlab train` runs its steps.
@@ -89,6 +97,7 @@ impl Default for TrainOptions {
             val_batches: 8,
             stop_at: None,
             device: TrainDevice::Cpu,
+            patience: None,
         }
     }
 }
@@ -143,6 +152,21 @@ pub struct TrainSummary {
     pub resumed_from: usize,
     pub history: History,
     pub out: PathBuf,
+    /// The lowest validation loss (its model is in `out/best`).
+    pub best: Option<ValRecord>,
+    /// The run ended before `steps` because `patience` validations did not improve on the best.
+    pub stopped_early: bool,
+}
+
+/// The validation with the lowest loss (the first of equal ones: only a strictly lower loss
+/// counts as an improvement).
+pub fn best_validation(valid: &[ValRecord]) -> Option<&ValRecord> {
+    valid.iter().reduce(|best, v| if v.loss < best.loss { v } else { best })
+}
+
+/// Validations after the best one (0 when the latest is the best).
+pub fn validations_since_best(valid: &[ValRecord]) -> usize {
+    best_validation(valid).map_or(0, |b| valid.iter().filter(|v| v.step > b.step).count())
 }
 
 /// Check options against the model and the data; the first problem is returned as one line.
@@ -158,6 +182,9 @@ pub fn check_options(opts: &TrainOptions, model: &TrainModel, data: &TokenData) 
     pos("batch", opts.batch)?;
     pos("seq-len", opts.seq_len)?;
     pos("val-every", opts.val_every)?;
+    if opts.patience == Some(0) {
+        return Err(TrainError::option("patience", "must be > 0 (leave it out to train every step)"));
+    }
     if !(opts.lr.is_finite() && opts.lr > 0.0) {
         return Err(TrainError::option("lr", format!("{} must be finite and > 0", opts.lr)));
     }
@@ -404,6 +431,26 @@ fn save_checkpoint(
     Ok(())
 }
 
+#[cfg(not(target_arch = "wasm32"))]
+/// Copy the checkpoint's model (just written at the best validation `best`) to `out/best`,
+/// assembled in `best.tmp/` and swapped in by renames like the checkpoint.
+fn save_best(out: &Path, best: &ValRecord) -> Result<()> {
+    let (tmp, dir, ck) = (out.join("best.tmp"), out.join("best"), out.join("checkpoint"));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
+    for name in ["config.json", "model.safetensors", "tokenizer.json"] {
+        let (src, dst) = (ck.join(name), tmp.join(name));
+        std::fs::copy(&src, &dst).map_err(|e| TrainError::io(&dst, e))?;
+    }
+    write_json(&tmp.join("validation.json"), best)?;
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
+    }
+    std::fs::rename(&tmp, &dir).map_err(|e| TrainError::io(&tmp, e))
+}
+
 /// The checkpoint folder to resume from, if any.
 pub fn find_checkpoint(out: &Path) -> Option<PathBuf> {
     ["checkpoint", "checkpoint.old"].iter().map(|n| out.join(n)).find(|p| p.join("state.json").is_file())
@@ -477,7 +524,9 @@ pub fn train(
     let seg_start = Instant::now();
     let seconds_before = history.seconds;
     let end = opts.stop_at.map_or(opts.steps, |s| s.min(opts.steps));
-    while step < end {
+    let patience_spent = |h: &History| opts.patience.is_some_and(|p| validations_since_best(&h.valid) >= p);
+    let mut stopped_early = patience_spent(&history);
+    while step < end && !stopped_early {
         let t0 = Instant::now();
         let lr = lr_at(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_ratio);
         let batch = batch_for_step(&data.train, opts, step);
@@ -501,10 +550,15 @@ pub fn train(
             history.seconds = seconds_before + seg_start.elapsed().as_secs_f64();
             let state = State { step, options: opts.clone() };
             stepper.save(out, &state, &history, &data.tokenizer_json)?;
+            if let Some(best) = best_validation(&history.valid).filter(|b| b.step == step) {
+                save_best(out, best)?;
+            }
+            stopped_early = patience_spent(&history);
         }
     }
     bar.finish();
     history.seconds = seconds_before + seg_start.elapsed().as_secs_f64();
     write_json(&out.join("history.json"), &history)?;
-    Ok(TrainSummary { step, resumed_from, history, out: out.to_path_buf() })
+    let best = best_validation(&history.valid).cloned();
+    Ok(TrainSummary { step, resumed_from, history, out: out.to_path_buf(), best, stopped_early })
 }

@@ -1,12 +1,13 @@
 //! Training smoke test (runs in CI): a tiny hybrid (ReGLA + ALiBi) trains for a few dozen steps on
 //! the bundled init corpus, the loss goes down, the checkpoint loads in attnlab-core and generates;
-//! an interrupted run resumes to the same weights; bad options and non-finite losses fail clearly.
+//! an interrupted run resumes to the same weights; the best validation's model is kept and patience
+//! stops a run that no longer improves; bad options and non-finite losses fail clearly.
 
 use attnlab_core::config::{AttentionSpec, ModelConfig, SizePreset};
 use attnlab_core::tokenizer::INIT_CORPUS;
 use attnlab_core::{Model, Sampler, SamplingConfig, Tokenizer};
 use attnlab_train::data::TokenData;
-use attnlab_train::trainer::{train, TrainOptions};
+use attnlab_train::trainer::{best_validation, train, TrainOptions, ValRecord};
 use attnlab_train::{TrainError, TrainModel};
 use std::path::PathBuf;
 
@@ -161,5 +162,59 @@ fn a_non_finite_loss_stops_the_run_naming_the_step() {
     let e = train(model, &data, &o, &out, false, false).expect_err("the loss must blow up");
     assert!(matches!(e, TrainError::NonFiniteLoss { .. }), "{e}");
     assert!(e.to_string().contains("at step"), "{e}");
+    std::fs::remove_dir_all(&out).ok();
+}
+
+/// `best/` holds the model of the lowest validation loss: after a run whose loss falls it is the
+/// last checkpoint's model, byte for byte, with that validation's step and loss.
+#[test]
+fn the_best_validation_keeps_its_model() {
+    let data = data();
+    let out = tmp("best");
+    let model = TrainModel::random(tiny_cfg(data.vocab), 1).expect("model");
+    let s = train(model, &data, &opts(20), &out, false, false).expect("training runs");
+    let best = best_validation(&s.history.valid).expect("validations");
+    assert_eq!(s.best.as_ref(), Some(best));
+    assert_eq!(best.step, 20, "the loss still falls at step 20: {:?}", s.history.valid);
+    let kept: ValRecord = serde_json::from_str(
+        &std::fs::read_to_string(out.join("best/validation.json")).expect("validation.json"),
+    )
+    .expect("json");
+    assert_eq!(&kept, best);
+    let bytes = |p: PathBuf| std::fs::read(p).expect("model file");
+    assert_eq!(bytes(out.join("best/model.safetensors")), bytes(out.join("model.safetensors")));
+    Model::load_dir(&out.join("best")).expect("best/ is a model folder");
+    std::fs::remove_dir_all(&out).ok();
+}
+
+/// With a learning rate too small to change any f32 weight, no validation improves on the first:
+/// `--patience 2` ends the run two validations later, `best/` stays at the first validation, and a
+/// resumed run with the same patience takes no further step.
+#[test]
+fn patience_stops_a_run_that_no_longer_improves() {
+    let data = data();
+    let out = tmp("patience");
+    let o = TrainOptions { lr: 1e-12, val_every: 2, patience: Some(2), ..opts(20) };
+    let model = || TrainModel::random(tiny_cfg(data.vocab), 1).expect("model");
+    let s = train(model(), &data, &o, &out, false, false).expect("training runs");
+    assert!(s.stopped_early);
+    assert_eq!(s.step, 6, "validations at 2 (best), 4, 6: {:?}", s.history.valid);
+    assert_eq!(s.best.as_ref().map(|b| b.step), Some(2));
+    let kept: ValRecord = serde_json::from_str(
+        &std::fs::read_to_string(out.join("best/validation.json")).expect("validation.json"),
+    )
+    .expect("json");
+    assert_eq!(kept.step, 2);
+    let again = train(model(), &data, &o, &out, true, false).expect("resumes");
+    assert_eq!((again.step, again.stopped_early), (6, true), "no step after patience is spent");
+    let refused = train(
+        model(),
+        &data,
+        &TrainOptions { patience: Some(0), ..opts(4) },
+        &tmp("patience0"),
+        false,
+        false,
+    );
+    assert!(matches!(refused, Err(TrainError::InvalidOption { .. })), "{:?}", refused.err());
     std::fs::remove_dir_all(&out).ok();
 }

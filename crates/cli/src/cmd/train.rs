@@ -72,6 +72,10 @@ pub struct TrainArgs {
     /// Stop after step N (checkpointed; continue later with --resume)
     #[arg(long, value_name = "N")]
     pub stop_at: Option<usize>,
+    /// Early stopping: end the run once N validations in a row have not lowered the best
+    /// validation loss (OUT/best always holds the model of the best validation)
+    #[arg(long, value_name = "N")]
+    pub patience: Option<usize>,
     /// Where the steps run: cpu (candle) or gpu (the WGSL trainer on the first adapter: every
     /// catalog variant with RMSNorm and SwiGLU; docs/gpu-training.md)
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
@@ -171,6 +175,7 @@ pub fn run(a: TrainArgs, json: bool) -> CliResult<()> {
         val_every: a.val_every,
         val_batches: a.val_batches,
         stop_at: a.stop_at,
+        patience: a.patience,
         device: match a.device {
             Device::Cpu => TrainDevice::Cpu,
             Device::Gpu => TrainDevice::Gpu,
@@ -192,6 +197,8 @@ pub fn run(a: TrainArgs, json: bool) -> CliResult<()> {
             obj.insert("out".into(), a.out.display().to_string().into());
             obj.insert("resumed_from".into(), s.resumed_from.into());
             obj.insert("tokens_per_s".into(), tps.into());
+            obj.insert("best".into(), to_value(&s.best)?);
+            obj.insert("stopped_early".into(), s.stopped_early.into());
             obj.remove("train");
         }
         return print_json(&v);
@@ -199,8 +206,17 @@ pub fn run(a: TrainArgs, json: bool) -> CliResult<()> {
     let first = h.train.first().map(|r| r.loss).unwrap_or(f32::NAN);
     let last = h.train.last().map(|r| r.loss).unwrap_or(f32::NAN);
     let val = h.valid.last().map(|v| format!("{:.4} (ppl {:.1})", v.loss, v.perplexity)).unwrap_or_default();
+    let best = s.best.as_ref().map_or(String::new(), |b| {
+        format!("; best {:.4} at step {} ({})", b.loss, b.step, a.out.join("best").display())
+    });
+    let early = match (s.stopped_early, a.patience) {
+        (true, Some(p)) => {
+            format!("\n  stopped early: {p} validations in a row without improvement (--patience)")
+        }
+        _ => String::new(),
+    };
     out(&format!(
-        "trained `{}` ({} parameters) for {} steps{} in {}\n  loss {first:.4} → {last:.4}, validation {val}\n  \
+        "trained `{}` ({} parameters) for {} steps{} in {}\n  loss {first:.4} → {last:.4}, validation {val}{best}{early}\n  \
          {:.0} tokens/s over {:.1} s; history: {}\n",
         h.model,
         h.num_params,
