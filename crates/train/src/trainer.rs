@@ -401,28 +401,15 @@ fn save_checkpoint(
     history: &History,
     tokenizer_json: &str,
 ) -> Result<()> {
-    let tmp = out.join("checkpoint.tmp");
     let cur = out.join("checkpoint");
-    let old = out.join("checkpoint.old");
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
-    }
+    let tmp = fresh_dir(out, "checkpoint.tmp")?;
     model.save_dir(&tmp)?;
     let tp = tmp.join("tokenizer.json");
     std::fs::write(&tp, tokenizer_json).map_err(|e| TrainError::io(&tp, e))?;
     opt.save(&tmp.join("optimizer.safetensors"))?;
     write_json(&tmp.join("history.json"), history)?;
     write_json(&tmp.join("state.json"), state)?;
-    if old.exists() {
-        std::fs::remove_dir_all(&old).map_err(|e| TrainError::io(&old, e))?;
-    }
-    if cur.exists() {
-        std::fs::rename(&cur, &old).map_err(|e| TrainError::io(&cur, e))?;
-    }
-    std::fs::rename(&tmp, &cur).map_err(|e| TrainError::io(&tmp, e))?;
-    if old.exists() {
-        std::fs::remove_dir_all(&old).map_err(|e| TrainError::io(&old, e))?;
-    }
+    swap_in(&tmp, &cur, &out.join("checkpoint.old"))?;
     // The top-level model folder (usable by every other command).
     for name in ["config.json", "model.safetensors", "tokenizer.json", "history.json"] {
         let (src, dst) = (cur.join(name), out.join(name));
@@ -435,20 +422,40 @@ fn save_checkpoint(
 /// Copy the checkpoint's model (just written at the best validation `best`) to `out/best`,
 /// assembled in `best.tmp/` and swapped in by renames like the checkpoint.
 fn save_best(out: &Path, best: &ValRecord) -> Result<()> {
-    let (tmp, dir, ck) = (out.join("best.tmp"), out.join("best"), out.join("checkpoint"));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
-    }
+    let (tmp, ck) = (fresh_dir(out, "best.tmp")?, out.join("checkpoint"));
     std::fs::create_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
     for name in ["config.json", "model.safetensors", "tokenizer.json"] {
         let (src, dst) = (ck.join(name), tmp.join(name));
         std::fs::copy(&src, &dst).map_err(|e| TrainError::io(&dst, e))?;
     }
     write_json(&tmp.join("validation.json"), best)?;
+    swap_in(&tmp, &out.join("best"), &out.join("best.old"))
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// `out/name`, with whatever an interrupted write left there removed (not created).
+fn fresh_dir(out: &Path, name: &str) -> Result<PathBuf> {
+    let dir = out.join(name);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
     }
-    std::fs::rename(&tmp, &dir).map_err(|e| TrainError::io(&tmp, e))
+    Ok(dir)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// Put the assembled folder `tmp` in place of `cur` by renames (the previous `cur` kept as `old`
+/// until then), so an interrupted swap never leaves a half folder.
+fn swap_in(tmp: &Path, cur: &Path, old: &Path) -> Result<()> {
+    let remove = |d: &Path| match d.exists() {
+        true => std::fs::remove_dir_all(d).map_err(|e| TrainError::io(d, e)),
+        false => Ok(()),
+    };
+    remove(old)?;
+    if cur.exists() {
+        std::fs::rename(cur, old).map_err(|e| TrainError::io(cur, e))?;
+    }
+    std::fs::rename(tmp, cur).map_err(|e| TrainError::io(tmp, e))?;
+    remove(old)
 }
 
 /// The checkpoint folder to resume from, if any.

@@ -202,10 +202,8 @@ impl GpuModel {
         }
         // Every weight-reading pipeline gets the model's WEIGHT_KIND and reads its matrices as the
         // model's vectors (shaders/weights.wgsl).
-        let vectors = match spec.shader.reads_weights() {
-            true => self.weight_vec(),
-            false => crate::shaders::WeightVec::F32,
-        };
+        let vectors =
+            if spec.shader.reads_weights() { self.weight_vec() } else { crate::shaders::WeightVec::F32 };
         let dev = &self.ctx.device;
         let module = self
             .modules
