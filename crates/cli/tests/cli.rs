@@ -754,6 +754,97 @@ fn report_writes_results_consistent_with_eval() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `report` compares only models trained alike: MEP against ALiBi is "not tested" when their
+/// training budgets (history.json tokens) or training lengths differ, and the header says which
+/// model has which setup; with equal budgets the claim gets its interval.
+#[test]
+fn report_claims_compare_only_models_trained_alike() {
+    let dir = temp_dir("report-setups");
+    let models = dir.join("models");
+    init_tiny("alibi", &models.join("alibi"));
+    init_tiny("mep", &models.join("mep"));
+    std::fs::write(
+        models.join("index.json"),
+        r#"{"default": "alibi", "models": [
+            {"name": "alibi", "family": "softmax + position bias", "description": "tiny alibi"},
+            {"name": "mep", "family": "softmax + position bias", "description": "tiny mep"}]}"#,
+    )
+    .unwrap();
+    let history = |name: &str, tokens: usize| {
+        let h = attnlab_train::trainer::History {
+            model: name.into(),
+            num_params: 0,
+            options: attnlab_train::trainer::TrainOptions::default(),
+            train: vec![],
+            valid: vec![],
+            tokens,
+            seconds: 1.0,
+        };
+        std::fs::write(models.join(name).join("history.json"), serde_json::to_string(&h).unwrap()).unwrap();
+    };
+    let text = dir.join("text.txt");
+    std::fs::write(&text, TEXT.repeat(40)).unwrap();
+    let out = dir.join("results.md");
+    let report = || {
+        ok(&[
+            "report",
+            "--models",
+            p(&models),
+            "--text",
+            p(&text),
+            "--words",
+            p(&text),
+            "--out",
+            p(&out),
+            "--lengths",
+            "64,128",
+            "--tokens",
+            "2560",
+            "--block-tokens",
+            "128",
+            "--samples",
+            "0",
+            "--trace-tokens",
+            "16",
+        ]);
+        let md = std::fs::read_to_string(&out).unwrap();
+        md.lines().find(|l| l.contains("Parameter-free MEP extrapolates")).unwrap().to_string() + "\n" + &md
+    };
+    let claim = |md: &str| md.lines().next().unwrap_or_default().to_string();
+
+    history("alibi", 2048);
+    history("mep", 4096);
+    let md = report();
+    assert!(
+        claim(&md).contains("not tested: `mep` and `alibi` were not trained alike (length 128, 2,048 tokens vs length 128, 4,096 tokens)"),
+        "{}",
+        claim(&md)
+    );
+    assert!(
+        md.contains(
+            "the setups differ: length 128, 2,048 tokens (`alibi`); length 128, 4,096 tokens (`mep`)"
+        ),
+        "{md}"
+    );
+
+    history("mep", 2048);
+    let md = report();
+    assert!(claim(&md).contains("Δ = ") && !claim(&md).contains("not tested"), "{}", claim(&md));
+    assert!(md.contains("all at length 128, 2,048 tokens, stored as F32."), "{md}");
+
+    // A different training length is a different setup too.
+    let mut args =
+        vec!["init", "--variant", "mep", "--train-context", "64", "--force", "--out", "PLACEHOLDER"];
+    let mep = models.join("mep");
+    args[7] = p(&mep);
+    args.extend_from_slice(TINY);
+    ok_json(&args);
+    history("mep", 2048);
+    let md = report();
+    assert!(claim(&md).contains("(length 64, 2,048 tokens vs length 128, 2,048 tokens)"), "{}", claim(&md));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Issue 3 "done means": every model in www/models/index.json loads and generates in the CLI, the
 /// default is one of them, and the folder fits the 80 MB budget.
 #[test]
