@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train the shipped checkpoints (issue 3): every model gets the same size preset (~1.1–1.25M params),
-# training length 128 and the same token budget (STEPS × 16 × 128 tokens of data/brown), seeded.
+# training length SEQ_LEN (128) and the same token budget (STEPS × 2,048 tokens of data/brown), seeded.
 # Runs two trainings at a time with one thread each (2-core machine: ~1.6× the throughput of one
 # two-thread run). Runs go to data/runs/<name> (resumable: a rerun continues from the checkpoint);
 # `attnlab ship` then writes the f16 model folders under www/models/.
@@ -16,6 +16,9 @@ STEPS=${STEPS:-500}
 DATA=${DATA:-data/brown}
 RUNS=${RUNS:-data/runs}
 LANES=${LANES:-2}
+# Training length; the batch keeps 2,048 tokens per step (16 × 128, 4 × 512: MEP's L_train = 512 runs).
+SEQ_LEN=${SEQ_LEN:-128}
+if [ $((2048 % SEQ_LEN)) -ne 0 ]; then echo "SEQ_LEN must divide 2048, not $SEQ_LEN" >&2; exit 2; fi
 # Order: slow (linear-family) runs interleaved with fast ones so both lanes stay busy.
 ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4
   fast-decay alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss lrpe-theta-fixed
@@ -47,9 +50,9 @@ train_one() {
   local resume=()
   [ -f "$RUNS/$name/checkpoint/state.json" ] && resume=(--resume)
   RAYON_NUM_THREADS=1 "$ATTNLAB" --json train "${args[@]}" "${resume[@]}" --data "$DATA" --out "$RUNS/$name" \
-    --steps "$STEPS" --batch 16 --seq-len 128 --warmup 50 --val-every 100 --val-batches 8 --seed "$seed" \
+    --steps "$STEPS" --batch $((2048 / SEQ_LEN)) --seq-len "$SEQ_LEN" --warmup 50 --val-every 100 --val-batches 8 --seed "$seed" \
     >"$RUNS/$name.json" 2>"$RUNS/$name.log" && echo "trained $name" || { echo "FAILED $name (see $RUNS/$name.log)"; return 1; }
 }
 export -f train_one
-export ATTNLAB STEPS DATA RUNS
+export ATTNLAB STEPS DATA RUNS SEQ_LEN
 printf '%s\n' "${MODELS[@]}" | xargs -P "$LANES" -I{} bash -c 'train_one {}'
