@@ -10,7 +10,8 @@
 //! * per-head scalar decay (RetNet): `P = (φq φkᵀ) ⊙ Γ` with the constant `Γ[h,i,s] = γ_h^{i−s}`;
 //! * per-channel gates (GLA, ReGLA): the chunked form with chunk [`GATED_CHUNK`]. Inside a chunk,
 //!   if the cumulative log-gate stays above `FACTORED_MIN_LOG_DECAY` the weights are the matmul of
-//!   `φq ⊙ e^{b}` and `φk ⊙ e^{−b}`; otherwise they are built from the `[B, H, C, C, dk]` tensor of
+//!   `φq ⊙ e^{b}` and `φk ⊙ e^{−b}`; if not, the chunk is halved (down to `MIN_GATED_CHUNK`) until
+//!   it does, and a chunk that still decays too fast has its weights built from the `[B, H, C, C, dk]` tensor of
 //!   exponents `b_i − b_s`, masked to 0 above the diagonal *before* `exp`, so every exponentiated
 //!   value is `≤ 0` (no overflow, finite gradients). Between chunks a `[B, H, dk, dh]` state is
 //!   carried exactly as in the core's chunked prefill.
@@ -30,12 +31,17 @@ use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
 use candle_core::{DType, Device, Tensor, D};
 
 /// Chunk length of the gated (GLA, ReGLA) training form. Any value gives the same result up to
-/// rounding; 16 bounds the `[B, H, C, C, dk]` intermediate and measured fastest (8 and 32 are slower).
+/// rounding; 16 bounds the `[B, H, C, C, dk]` intermediate and measured fastest (8 and 32 are slower)
+/// where the gates are mild; strongly decaying chunks are shrunk (see [`MIN_GATED_CHUNK`]).
 pub const GATED_CHUNK: usize = 16;
 
 /// Smallest chunk-local cumulative log-decay for which [`gated_chunked`] factors `e^{b_i − b_s}` into
 /// `e^{b_i}·e^{−b_s}` (so no factor exceeds `e^{40}`); below it the exact pairwise form is used.
 const FACTORED_MIN_LOG_DECAY: f32 = -40.0;
+
+/// Shortest chunk [`gated_chunked`] shrinks a strongly decaying chunk to before it takes the
+/// pairwise form (whose `[B, H, C, C, dk]` tensor grows with C).
+const MIN_GATED_CHUNK: usize = 4;
 
 /// Additive mask value of the softmax family (the core's `bias::MASKED`).
 const MASKED: f64 = bias::MASKED as f64;
@@ -666,12 +672,18 @@ fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor, lgv: Option<
     let mut outs = Vec::new();
     let mut c0 = 0;
     while c0 < t {
-        let n = GATED_CHUNK.min(t - c0);
+        let mut n = GATED_CHUNK.min(t - c0);
+        // b_i = Σ_{u=c0..i} lg_u, chunk-local and inclusive.
+        let mut bc = lg.narrow(2, c0, n)?.contiguous()?.cumsum(2)?;
+        // Strong decay: a shorter chunk from the same start (its b is a prefix of this one) until
+        // the factored form is safe or the chunk is MIN_GATED_CHUNK long.
+        while n > MIN_GATED_CHUNK && bc.min_all()?.to_scalar::<f32>()? < FACTORED_MIN_LOG_DECAY {
+            n = (n / 2).max(MIN_GATED_CHUNK);
+            bc = bc.narrow(2, 0, n)?;
+        }
         let q = fq.narrow(2, c0, n)?;
         let k = fk.narrow(2, c0, n)?;
         let vv = v.narrow(2, c0, n)?;
-        // b_i = Σ_{u=c0..i} lg_u, chunk-local and inclusive.
-        let bc = lg.narrow(2, c0, n)?.contiguous()?.cumsum(2)?;
         let cv = lgv.map(|l| l.narrow(2, c0, n)?.contiguous()?.cumsum(2)).transpose()?;
         // Inter-chunk: (φq ⊙ e^{b_i}) · S_start (⊙ e^{c_i}).
         let mut inter = (&q * bc.exp()?)?.matmul(&state)?;
@@ -777,7 +789,9 @@ mod tests {
         let fq: Vec<f32> = (0..t * dk).map(|i| val(i, 0.37).abs() + 0.1).collect();
         let fk: Vec<f32> = (0..t * dk).map(|i| val(i, 0.71).abs() + 0.1).collect();
         let v: Vec<f32> = (0..t * dh).map(|i| val(i, 1.3)).collect();
-        for scale in [0.05f32, 9.0] {
+        // Per-token log-gates of about −0.03 (16-token chunks, factored), −3.4 (shrunk to 8), −5 (to
+        // 4) and −23 (4 tokens, still the pairwise form); 37 tokens leave short tail chunks.
+        for scale in [0.05f32, 6.0, 9.0, 40.0] {
             let lg: Vec<f32> = (0..t * dk).map(|i| -scale * (val(i, 0.53).abs() + 0.05)).collect();
             let lgv: Vec<f32> = (0..t * dh).map(|i| -scale * (val(i, 0.29).abs() + 0.05)).collect();
             let tq = |x: &[f32], w: usize| Tensor::from_vec(x.to_vec(), (1, 1, t, w), &dev).expect("tensor");
