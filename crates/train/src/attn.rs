@@ -675,16 +675,19 @@ fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor, lgv: Option<
         let mut n = GATED_CHUNK.min(t - c0);
         // b_i = Σ_{u=c0..i} lg_u, chunk-local and inclusive.
         let mut bc = lg.narrow(2, c0, n)?.contiguous()?.cumsum(2)?;
-        // Strong decay: a shorter chunk from the same start (its b is a prefix of this one) until
-        // the factored form is safe or the chunk is MIN_GATED_CHUNK long.
-        while n > MIN_GATED_CHUNK && bc.min_all()?.to_scalar::<f32>()? < FACTORED_MIN_LOG_DECAY {
+        let mut cv = lgv.map(|l| l.narrow(2, c0, n)?.contiguous()?.cumsum(2)).transpose()?;
+        // Strong decay on either axis: a shorter chunk from the same start (its cumulative gates
+        // are a prefix of these) until the factored forms are safe or the chunk is MIN_GATED_CHUNK long.
+        let strong =
+            |x: &Tensor| -> Result<bool> { Ok(x.min_all()?.to_scalar::<f32>()? < FACTORED_MIN_LOG_DECAY) };
+        while n > MIN_GATED_CHUNK && (strong(&bc)? || cv.as_ref().map(strong).transpose()? == Some(true)) {
             n = (n / 2).max(MIN_GATED_CHUNK);
             bc = bc.narrow(2, 0, n)?;
+            cv = cv.map(|c| c.narrow(2, 0, n)).transpose()?;
         }
         let q = fq.narrow(2, c0, n)?;
         let k = fk.narrow(2, c0, n)?;
         let vv = v.narrow(2, c0, n)?;
-        let cv = lgv.map(|l| l.narrow(2, c0, n)?.contiguous()?.cumsum(2)).transpose()?;
         // Inter-chunk: (φq ⊙ e^{b_i}) · S_start (⊙ e^{c_i}).
         let mut inter = (&q * bc.exp()?)?.matmul(&state)?;
         if let Some(cv) = &cv {
