@@ -20,6 +20,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::error::{Result, TrainError};
+use crate::fused;
 use crate::model::{const_f64, linear, TrainModel};
 use attnlab_core::bias;
 use attnlab_core::lowering::{
@@ -92,7 +93,7 @@ fn softmax_layer(m: &TrainModel, sl: &SoftmaxLowering, q: &Tensor, k: &Tensor, v
         }
         other => Scores::Additive(position_bias(m, other, t)?),
     };
-    let o = merge(&softmax_kernel(&q, &k, v, sl, &bias, dev)?)?;
+    let o = merge(&softmax_kernel(&q, &k, v, sl, &bias, dev, m.library_ops())?)?;
     if sl.relu_with_norm {
         simple_rms_norm(&o)
     } else {
@@ -346,11 +347,16 @@ fn softmax_kernel(
     sl: &SoftmaxLowering,
     scores: &Scores,
     dev: &Device,
+    library_ops: bool,
 ) -> Result<Tensor> {
     let t = q.dim(2)?;
     let mask = window_mask(t, sl.window, dev)?;
     let add = ((mask.ones_like()? - &mask)? * MASKED)?;
-    let mut s = (q.matmul(&k.t()?.contiguous()?)? * sl.scale as f64)?;
+    let qk = q.matmul(&k.t()?.contiguous()?)?;
+    if let (false, false, Scores::Additive(bias)) = (library_ops, sl.relu_with_norm, scores) {
+        return Ok(fused::masked_softmax(&qk, bias.as_ref(), f64::from(sl.scale), sl.window)?.matmul(v)?);
+    }
+    let mut s = (qk * sl.scale as f64)?;
     match scores {
         Scores::Additive(Some(b)) => s = s.broadcast_add(b)?,
         Scores::Additive(None) => {}
@@ -360,8 +366,10 @@ fn softmax_kernel(
     }
     let p = if sl.relu_with_norm {
         s.relu()?.broadcast_mul(&mask)?
-    } else {
+    } else if library_ops {
         candle_nn::ops::softmax(&s.broadcast_add(&add)?, D::Minus1)?
+    } else {
+        fused::masked_softmax(&s, None, 1.0, sl.window)?
     };
     Ok(p.matmul(v)?)
 }

@@ -6,6 +6,8 @@
 //! * [`optim`]: AdamW with serialisable moments, warmup + cosine schedule, global-norm clipping.
 //! * [`data`]: Brown corpus preparation (`attnlab data brown`) and token datasets.
 //! * [`trainer`]: the training loop with validation, checkpoints, resume and `history.json`.
+//! * `fused`: the attention softmax and the cross-entropy as single-pass CPU ops (candle's
+//!   composites remain as [`TrainModel::with_library_ops`]).
 //! * [`finetune`]: a step-at-a-time fine-tune on one text, without files (the page's worker).
 //! * `gpu` (feature `gpu`): the same step on the GPU (`attnlab_gpu::train`), host-owned learned
 //!   distance tables differentiated here.
@@ -16,6 +18,7 @@ mod attn;
 pub mod data;
 pub mod error;
 pub mod finetune;
+mod fused;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod model;

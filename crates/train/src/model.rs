@@ -26,6 +26,9 @@ pub struct TrainModel {
     /// constants and tensor names (the learned values themselves come from `vars`).
     lowerings: Vec<Lowering>,
     device: Device,
+    /// Softmax and cross-entropy as candle's composites instead of [`crate::fused`]'s ops (the
+    /// reference the fused ops are tested and benchmarked against).
+    library_ops: bool,
 }
 
 impl TrainModel {
@@ -46,7 +49,7 @@ impl TrainModel {
         let lowerings = (0..cfg.n_layers)
             .map(|layer| cfg.layers[layer].variant().lower(&LowerCtx { cfg: &cfg, layer, weights }))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(TrainModel { cfg, names, vars, lowerings, device })
+        Ok(TrainModel { cfg, names, vars, lowerings, device, library_ops: false })
     }
 
     /// Copy the weights of a core model (parity tests use exactly the same numbers).
@@ -63,6 +66,18 @@ impl TrainModel {
     /// Load a model folder (`config.json` + `model.safetensors`) with the core's validation.
     pub fn load_dir(dir: &Path) -> Result<TrainModel> {
         TrainModel::from_core(&Model::load_dir(dir)?)
+    }
+
+    /// The same model computing its attention softmax and loss with candle's composite ops instead
+    /// of the fused ones (same values up to rounding; slower).
+    pub fn with_library_ops(mut self) -> TrainModel {
+        self.library_ops = true;
+        self
+    }
+
+    /// Whether [`TrainModel::with_library_ops`] was asked for.
+    pub fn library_ops(&self) -> bool {
+        self.library_ops
     }
 
     /// The model's config.
@@ -197,7 +212,10 @@ impl TrainModel {
         let inp = tokens.narrow(1, 0, t1 - 1)?;
         let tgt = tokens.narrow(1, 1, t1 - 1)?.flatten_all()?;
         let logits = self.forward(&inp)?.reshape((b * (t1 - 1), self.cfg.vocab_size))?;
-        Ok(candle_nn::loss::cross_entropy(&logits, &tgt)?)
+        if self.library_ops {
+            return Ok(candle_nn::loss::cross_entropy(&logits, &tgt)?);
+        }
+        Ok(crate::fused::cross_entropy(&logits, &tgt)?)
     }
 
     /// Residual-stream norm `name` (RMSNorm or LayerNorm with `norm.eps`) over the last dim.

@@ -202,3 +202,52 @@ fn lrpe_householder_vector_is_not_trained() {
     }
     assert_eq!((fixed, moved), (cfg.n_layers, 2 * cfg.n_layers));
 }
+
+/// Loss and every tensor's gradient on one batch of `rows` (each `t + 1` ids).
+fn loss_and_gradients(tm: &TrainModel, rows: &[Vec<u32>]) -> (f32, Vec<(String, Vec<f32>)>) {
+    let flat: Vec<u32> = rows.iter().flatten().copied().collect();
+    let batch = Tensor::from_vec(flat, (rows.len(), rows[0].len()), tm.device()).expect("batch");
+    let loss = tm.loss(&batch).expect("loss");
+    let grads = loss.backward().expect("backward");
+    let g = tm
+        .named_vars()
+        .into_iter()
+        .filter_map(|(n, v)| {
+            Some((n.to_string(), grads.get(v.as_tensor())?.flatten_all().ok()?.to_vec1().ok()?))
+        })
+        .collect();
+    (loss.to_scalar::<f32>().expect("scalar"), g)
+}
+
+/// The fused softmax and cross-entropy (`attnlab_train::fused`) against candle's composites, on
+/// every catalog config: the same loss (≤ 1e-6 relative) and every tensor's gradient within 1e-5
+/// relative L2, the denominator floored at 1e-3 of the largest tensor gradient's norm: a gradient
+/// that is zero in exact arithmetic (FIRE's b2, added to a whole softmax row: ~1e-8 of the largest)
+/// is rounding noise on both sides, held to 1e-8 of the largest norm instead.
+#[test]
+fn fused_ops_give_the_library_composites_gradients() {
+    let mut configs = all_configs();
+    configs.push(("hybrid-layernorm-gelu-untied".into(), layernorm_hybrid()));
+    configs.extend(architecture_configs());
+    let norm = |x: &[f32]| x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
+    for (name, cfg) in &configs {
+        let (core, _) = with_random_biases(&Model::random(cfg.clone(), 4).expect("random model"), 4);
+        let rows = tokens(2, 41, cfg.vocab_size, 9);
+        let (loss, fused) = loss_and_gradients(&TrainModel::from_core(&core).expect("model"), &rows);
+        let library = TrainModel::from_core(&core).expect("model").with_library_ops();
+        let (reference, composite) = loss_and_gradients(&library, &rows);
+        assert!((loss - reference).abs() <= 1e-6 * reference.abs(), "{name}: loss {loss} vs {reference}");
+        assert_eq!(fused.len(), composite.len(), "{name}: gradient count");
+        let floor = 1e-3 * composite.iter().map(|(_, g)| norm(g)).fold(0.0, f64::max);
+        let mut worst = (0.0, "");
+        for ((tensor, f), (_, c)) in fused.iter().zip(&composite) {
+            let diff: Vec<f32> = f.iter().zip(c).map(|(a, b)| a - b).collect();
+            let rel = norm(&diff) / norm(c).max(floor).max(1e-30);
+            if rel > worst.0 {
+                worst = (rel, tensor);
+            }
+        }
+        println!("fused {name:40} loss {loss:.6}, worst gradient rel err {:.2e} ({})", worst.0, worst.1);
+        assert!(worst.0 <= 1e-5, "{name}: gradient of {} differs by {:e} (relative L2)", worst.1, worst.0);
+    }
+}

@@ -1,5 +1,6 @@
-//! `attnlab bench --train`: training-step throughput of one model on the CPU (candle) and on the
-//! GPU (`attnlab_gpu::train`), side by side in one run, same weights and batches.
+//! `attnlab bench --train`: training-step throughput of one model on the CPU (candle, with the fused
+//! softmax and cross-entropy and with candle's composites) and on the GPU (`attnlab_gpu::train`),
+//! side by side in one run, same weights and batches.
 
 use crate::common::{out, print_json, table, write_file, CliError, CliResult};
 use attnlab_core::Model;
@@ -67,6 +68,14 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
         optimizer_step_windows(&cpu, &mut opt, &windows(b, vocab, s), b.batch, lr, clip, s + 1).map(|r| r.0)
     })
     .map_err(err)?;
+    // The same steps with candle's composite softmax and cross-entropy (the fused ops' reference).
+    let library = TrainModel::from_core(model).map_err(err)?.with_library_ops();
+    let mut opt = AdamW::new(&library, AdamWConfig::default()).map_err(err)?;
+    let (library_s, library_loss) = time_steps(b.steps, |s| {
+        optimizer_step_windows(&library, &mut opt, &windows(b, vocab, s), b.batch, lr, clip, s + 1)
+            .map(|r| r.0)
+    })
+    .map_err(err)?;
     let fresh = TrainModel::from_core(model).map_err(err)?;
     let gpu_result = GpuTrain::new(&fresh, b.batch, b.seq_len, AdamWConfig::default()).and_then(|mut g| {
         let device = g.device();
@@ -76,6 +85,7 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
     });
     let tokens = (b.batch * b.seq_len) as f64;
     let cpu_tps = tokens / median(cpu_s);
+    let library_tps = tokens / median(library_s);
     let max_diff =
         |losses: &[f32]| cpu_loss.iter().zip(losses).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     let gpu = match &gpu_result {
@@ -92,6 +102,10 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
         "model": { "path": dir.display().to_string(), "name": cfg.name, "params": model.weights().num_params() },
         "batch": b.batch, "seq_len": b.seq_len, "steps": b.steps,
         "cpu": { "device": "candle (CPU)", "tokens_per_s": cpu_tps },
+        "cpu_library_ops": {
+            "device": "candle (CPU), composite softmax and cross-entropy", "tokens_per_s": library_tps,
+            "over_fused": library_tps / cpu_tps, "max_loss_difference": max_diff(&library_loss),
+        },
         "gpu": gpu,
     });
     if let Some(path) = out_file {
@@ -102,8 +116,15 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
     if json {
         return print_json(&report);
     }
-    let mut rows =
-        vec![vec!["candle (CPU)".to_string(), format!("{cpu_tps:.0}"), "1.00".into(), String::new()]];
+    let mut rows = vec![
+        vec!["candle (CPU)".to_string(), format!("{cpu_tps:.0}"), "1.00".into(), String::new()],
+        vec![
+            "candle (CPU), composite softmax and cross-entropy".to_string(),
+            format!("{library_tps:.0}"),
+            format!("{:.2}", library_tps / cpu_tps),
+            format!("{:.1e}", max_diff(&library_loss)),
+        ],
+    ];
     match gpu_result {
         Ok((device, s, losses)) => {
             let tps = tokens / median(s);
