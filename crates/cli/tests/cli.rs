@@ -755,8 +755,9 @@ fn report_writes_results_consistent_with_eval() {
 }
 
 /// `report` compares only models trained alike: MEP against ALiBi is "not tested" when their
-/// training budgets (history.json tokens) or training lengths differ, and the header says which
-/// model has which setup; with equal budgets the claim gets its interval.
+/// training budgets (the schedule's steps × batch × length in history.json) or training lengths
+/// differ, and the header says which model has which setup; with equal budgets the claim gets its
+/// interval.
 #[test]
 fn report_claims_compare_only_models_trained_alike() {
     let dir = temp_dir("report-setups");
@@ -770,11 +771,20 @@ fn report_claims_compare_only_models_trained_alike() {
             {"name": "mep", "family": "softmax + position bias", "description": "tiny mep"}]}"#,
     )
     .unwrap();
-    let history = |name: &str, tokens: usize| {
+    // The budget is the schedule's (steps × batch × length); `tokens` seen may differ (a repeated
+    // segment after a resume) without making two runs unlike.
+    let history = |name: &str, steps: usize| {
+        let options = attnlab_train::trainer::TrainOptions {
+            steps,
+            batch: 2,
+            seq_len: 8,
+            ..attnlab_train::trainer::TrainOptions::default()
+        };
+        let tokens = (steps + usize::from(name == "mep")) * 16;
         let h = attnlab_train::trainer::History {
             model: name.into(),
             num_params: 0,
-            options: attnlab_train::trainer::TrainOptions::default(),
+            options,
             train: vec![],
             valid: vec![],
             tokens,
@@ -812,25 +822,25 @@ fn report_claims_compare_only_models_trained_alike() {
     };
     let claim = |md: &str| md.lines().next().unwrap_or_default().to_string();
 
-    history("alibi", 2048);
-    history("mep", 4096);
+    history("alibi", 128);
+    history("mep", 256);
     let md = report();
     assert!(
-        claim(&md).contains("not tested: `mep` and `alibi` were not trained alike (length 128, 2,048 tokens vs length 128, 4,096 tokens)"),
+        claim(&md).contains("not tested: `mep` and `alibi` were not trained alike (length 128, a budget of 2,048 tokens vs length 128, a budget of 4,096 tokens)"),
         "{}",
         claim(&md)
     );
     assert!(
         md.contains(
-            "the setups differ: length 128, 2,048 tokens (`alibi`); length 128, 4,096 tokens (`mep`)"
+            "the setups differ: length 128, a budget of 2,048 tokens (`alibi`); length 128, a budget of 4,096 tokens (`mep`)"
         ),
         "{md}"
     );
 
-    history("mep", 2048);
+    history("mep", 128);
     let md = report();
     assert!(claim(&md).contains("Δ = ") && !claim(&md).contains("not tested"), "{}", claim(&md));
-    assert!(md.contains("all at length 128, 2,048 tokens, stored as F32."), "{md}");
+    assert!(md.contains("all at length 128, a budget of 2,048 tokens, stored as F32."), "{md}");
 
     // A different training length is a different setup too.
     let mut args =
@@ -839,9 +849,13 @@ fn report_claims_compare_only_models_trained_alike() {
     args[7] = p(&mep);
     args.extend_from_slice(TINY);
     ok_json(&args);
-    history("mep", 2048);
+    history("mep", 128);
     let md = report();
-    assert!(claim(&md).contains("(length 64, 2,048 tokens vs length 128, 2,048 tokens)"), "{}", claim(&md));
+    assert!(
+        claim(&md).contains("(length 64, a budget of 2,048 tokens vs length 128, a budget of 2,048 tokens)"),
+        "{}",
+        claim(&md)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

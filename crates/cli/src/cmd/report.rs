@@ -103,6 +103,9 @@ struct GateSummary {
 #[derive(Debug, Clone, Serialize)]
 struct Training {
     steps: usize,
+    /// The schedule's token budget: steps × batch × sequence length (what runs are compared on; a
+    /// run stopped early or resumed after a repeated segment saw a different `tokens`).
+    budget: u64,
     tokens: u64,
     seconds: f64,
     tokens_per_s: f64,
@@ -502,17 +505,17 @@ fn stored_as(m: &Model) -> String {
         .map_or("–".into(), |(d, _)| d.name().into())
 }
 
-/// What two models must share for a perplexity claim to compare them: (training length, training
-/// tokens; None when the model has no history.json).
+/// What two models must share for a perplexity claim to compare them: (training length, the
+/// schedule's token budget; None when the model has no history.json).
 type Setup = (usize, Option<u64>);
 
 fn setup_of(r: &ModelResult) -> Setup {
-    (r.train_context, r.training.as_ref().map(|t| t.tokens))
+    (r.train_context, r.training.as_ref().map(|t| t.budget))
 }
 
-fn describe_setup((len, tokens): Setup) -> String {
-    match tokens {
-        Some(t) => format!("length {len}, {} tokens", group_digits(t)),
+fn describe_setup((len, budget): Setup) -> String {
+    match budget {
+        Some(t) => format!("length {len}, a budget of {} tokens", group_digits(t)),
         None => format!("length {len}, token budget unknown"),
     }
 }
@@ -602,6 +605,7 @@ fn read_history(path: &Path) -> Option<Training> {
         h.valid.iter().map(|v| (v.step as f64 * per_step, f64::from(v.loss))).collect();
     Some(Training {
         steps,
+        budget: (steps * h.options.batch * h.options.seq_len) as u64,
         tokens: h.tokens as u64,
         seconds: h.seconds,
         tokens_per_s: h.tokens as f64 / h.seconds.max(1e-9),
