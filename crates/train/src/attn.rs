@@ -11,10 +11,10 @@
 //! * per-channel gates (GLA, ReGLA): the chunked form with chunk [`GATED_CHUNK`]. Inside a chunk,
 //!   if the cumulative log-gate stays above `FACTORED_MIN_LOG_DECAY` the weights are the matmul of
 //!   `φq ⊙ e^{b}` and `φk ⊙ e^{−b}`; if not, the chunk is halved (down to `MIN_GATED_CHUNK`) until
-//!   it does, and a chunk that still decays too fast has its weights built from the `[B, H, C, C, dk]` tensor of
-//!   exponents `b_i − b_s`, masked to 0 above the diagonal *before* `exp`, so every exponentiated
-//!   value is `≤ 0` (no overflow, finite gradients). Between chunks a `[B, H, dk, dh]` state is
-//!   carried exactly as in the core's chunked prefill.
+//!   it does, and a chunk that still decays too fast has its weights built from the
+//!   `[B, H, C, C, dk]` tensor of exponents `b_i − b_s`, masked to 0 above the diagonal *before*
+//!   `exp`, so every exponentiated value is `≤ 0` (no overflow, finite gradients). Between chunks
+//!   a `[B, H, dk, dh]` state is carried exactly as in the core's chunked prefill.
 
 // Reference math: several tensors are indexed in parallel.
 #![allow(clippy::needless_range_loop)]
@@ -338,8 +338,8 @@ enum Scores<'a> {
 }
 
 /// Softmax-family kernel (§5.4): `softmax(scale·q·kᵀ + B + mask)·v`, or for TransNormer T1 Diag
-/// `ReLU(scale·q·kᵀ) ⊙ mask · v`. Masked keys get `−1e30`, whose exp is exactly 0, so this equals
-/// the core's skipping of invisible keys.
+/// `ReLU(scale·q·kᵀ) ⊙ mask · v`. The fused softmax skips invisible keys as the core does; with
+/// `library_ops` (candle's composites) masked keys get `−1e30`, whose exp is exactly 0.
 fn softmax_kernel(
     q: &Tensor,
     k: &Tensor,
@@ -349,13 +349,12 @@ fn softmax_kernel(
     dev: &Device,
     library_ops: bool,
 ) -> Result<Tensor> {
-    let t = q.dim(2)?;
-    let mask = window_mask(t, sl.window, dev)?;
-    let add = ((mask.ones_like()? - &mask)? * MASKED)?;
     let qk = q.matmul(&k.t()?.contiguous()?)?;
     if let (false, false, Scores::Additive(bias)) = (library_ops, sl.relu_with_norm, scores) {
         return Ok(fused::masked_softmax(&qk, bias.as_ref(), f64::from(sl.scale), sl.window)?.matmul(v)?);
     }
+    let mask = window_mask(q.dim(2)?, sl.window, dev)?;
+    let add = ((mask.ones_like()? - &mask)? * MASKED)?;
     let mut s = (qk * sl.scale as f64)?;
     match scores {
         Scores::Additive(Some(b)) => s = s.broadcast_add(b)?,

@@ -39,7 +39,18 @@ pub fn masked_softmax(s: &Tensor, bias: Option<&Tensor>, scale: f64, window: Win
     let op = MaskedSoftmax { window, scale: scale as f32 };
     match bias {
         None => s.contiguous()?.apply_op1(op),
-        Some(b) => s.contiguous()?.apply_op2(&b.contiguous()?, op),
+        Some(b) => {
+            // Only leading dims may be broadcast: the bias's dims (leading 1s aside) end s's dims.
+            let dims = b.dims();
+            let own = &dims[dims.iter().take_while(|&&d| d == 1).count()..];
+            if !s.dims().ends_with(own) {
+                bail!(
+                    "masked-softmax: a bias of shape {dims:?} does not broadcast over scores {:?}",
+                    s.dims()
+                );
+            }
+            s.contiguous()?.apply_op2(&b.contiguous()?, op)
+        }
     }
 }
 
@@ -296,6 +307,13 @@ mod tests {
         let s = tensor(vec![0.0; 18], &[2, 3, 3]);
         let e = masked_softmax(&s, Some(&tensor(vec![0.0; 4], &[4])), 1.0, Window::Causal).unwrap_err();
         assert!(e.to_string().contains("does not broadcast"), "{e}");
+        // [2, 1, 3] would divide the scores' size but broadcasts along a middle dim: refused.
+        let s = tensor(vec![0.0; 36], &[2, 2, 3, 3]);
+        let e =
+            masked_softmax(&s, Some(&tensor(vec![0.0; 18], &[2, 1, 3, 3])), 1.0, Window::Causal).unwrap_err();
+        assert!(e.to_string().contains("does not broadcast"), "{e}");
+        let ok = masked_softmax(&s, Some(&tensor(vec![0.0; 18], &[1, 2, 3, 3])), 1.0, Window::Causal);
+        assert!(ok.is_ok(), "{ok:?}");
         let e = masked_softmax(&tensor(vec![0.0; 6], &[2, 3]), None, 1.0, Window::Causal).unwrap_err();
         assert!(e.to_string().contains("square"), "{e}");
     }
