@@ -17,7 +17,7 @@ use attnlab_train::trainer::History;
 use clap::Args;
 use serde::Serialize;
 use serde_json::json;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,7 +26,10 @@ use std::time::Instant;
 
 mod claims;
 mod sections;
+mod setup;
 mod stats;
+
+use setup::{describe_setup, setup_of, Setup};
 
 /// Regenerate docs/results.md (tables + SVG plots + results.json) from the shipped models.
 ///
@@ -505,34 +508,6 @@ fn stored_as(m: &Model) -> String {
         .map_or("–".into(), |(d, _)| d.name().into())
 }
 
-/// What two models must share for a perplexity claim to compare them: (training length, the
-/// schedule's token budget; None when the model has no history.json).
-type Setup = (usize, Option<u64>);
-
-fn setup_of(r: &ModelResult) -> Setup {
-    (r.train_context, r.training.as_ref().map(|t| t.budget))
-}
-
-fn describe_setup((len, budget): Setup) -> String {
-    match budget {
-        Some(t) => format!("length {len}, a budget of {} tokens", group_digits(t)),
-        None => format!("length {len}, token budget unknown"),
-    }
-}
-
-/// `22528000` → "22,528,000".
-fn group_digits(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// The encodings that trained badly before issue 14's fixes, read off a model's config: what a
 /// model shipped before them still carries.
 fn config_notes(cfg: &ModelConfig) -> Vec<String> {
@@ -840,38 +815,6 @@ impl Context<'_> {
     }
 
     /// The header's sentence on seeds.
-    /// The trained models' training lengths, budgets and storage, read from each model (one clause
-    /// when they all agree; otherwise which model has which).
-    fn setup_sentence(&self) -> String {
-        let mut by_setup: BTreeMap<Setup, Vec<&str>> = BTreeMap::new();
-        let mut by_dtype: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for r in self.groups() {
-            by_setup.entry(setup_of(r)).or_default().push(&r.name);
-            by_dtype.entry(&r.dtype).or_default().push(&r.name);
-        }
-        let which = |names: &[&str]| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-        let stored = match by_dtype.len() {
-            1 => format!("stored as {}", by_dtype.keys().next().map_or("–", |d| d).to_uppercase()),
-            _ => format!(
-                "stored as {}",
-                by_dtype
-                    .iter()
-                    .map(|(d, n)| format!("{} ({})", d.to_uppercase(), which(n)))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        };
-        match by_setup.len() {
-            0 => format!("{stored}."),
-            1 => format!("all at {}, {stored}.", by_setup.keys().next().map_or(String::new(), |s| describe_setup(*s))),
-            _ => format!(
-                "the setups differ: {}; {stored}. A perplexity claim compares only models trained at one length \
-                 and budget (\"not tested\" otherwise).",
-                by_setup.iter().map(|(s, n)| format!("{} ({})", describe_setup(*s), which(n))).collect::<Vec<_>>().join("; ")
-            ),
-        }
-    }
-
     fn seed_sentence(&self) -> String {
         match self.seed_counts() {
             (1, 1) => "One seed per model (`NAME-seedK` folders would add seeds): the intervals below cover \

@@ -62,20 +62,18 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
         )));
     }
     let (lr, clip, vocab) = (1e-3, 1.0, cfg.vocab_size);
-    let cpu = TrainModel::from_core(model).map_err(err)?;
-    let mut opt = AdamW::new(&cpu, AdamWConfig::default()).map_err(err)?;
-    let (cpu_s, cpu_loss) = time_steps(b.steps, |s| {
-        optimizer_step_windows(&cpu, &mut opt, &windows(b, vocab, s), b.batch, lr, clip, s + 1).map(|r| r.0)
-    })
-    .map_err(err)?;
-    // The same steps with candle's composite softmax and cross-entropy (the fused ops' reference).
-    let library = TrainModel::from_core(model).map_err(err)?.with_library_ops();
-    let mut opt = AdamW::new(&library, AdamWConfig::default()).map_err(err)?;
-    let (library_s, library_loss) = time_steps(b.steps, |s| {
-        optimizer_step_windows(&library, &mut opt, &windows(b, vocab, s), b.batch, lr, clip, s + 1)
-            .map(|r| r.0)
-    })
-    .map_err(err)?;
+    // Candle's steps on a fresh copy of the weights: with the fused ops, and with candle's composite
+    // softmax and cross-entropy (the fused ops' reference).
+    let candle = |library_ops: bool| {
+        let m = TrainModel::from_core(model)?;
+        let m = if library_ops { m.with_library_ops() } else { m };
+        let mut opt = AdamW::new(&m, AdamWConfig::default())?;
+        time_steps(b.steps, |s| {
+            optimizer_step_windows(&m, &mut opt, &windows(b, vocab, s), b.batch, lr, clip, s + 1).map(|r| r.0)
+        })
+    };
+    let (cpu_s, cpu_loss) = candle(false).map_err(err)?;
+    let (library_s, library_loss) = candle(true).map_err(err)?;
     let fresh = TrainModel::from_core(model).map_err(err)?;
     let gpu_result = GpuTrain::new(&fresh, b.batch, b.seq_len, AdamWConfig::default()).and_then(|mut g| {
         let device = g.device();
