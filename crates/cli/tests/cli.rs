@@ -724,6 +724,20 @@ fn report_writes_results_consistent_with_eval() {
         ["**holds**", "**does not hold**", "**inconclusive**"].iter().any(|v| claim.contains(v)),
         "{claim}"
     );
+    // LAA at the training length is `analyze`'s on the same first tokens (one definition); a
+    // claim naming three models is not decided on one of them.
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(models.join("rope/config.json")).unwrap()).unwrap();
+    let n = config["train_context"].as_u64().unwrap().to_string();
+    let analyzed =
+        ok_json(&["analyze", "--model", p(&models.join("rope")), "--text", p(&text), "--max-tokens", &n]);
+    let layers = analyzed["layers"].as_array().unwrap();
+    let mean = layers.iter().map(|l| l["laa"]["auc"].as_f64().unwrap()).sum::<f64>() / layers.len() as f64;
+    let claim = md.lines().find(|l| l.contains("Softmax attention is local")).unwrap();
+    assert!(claim.contains(&format!("rope {mean:.3}; nope, sinusoidal not in the index")), "{claim}: {mean}");
+    assert!(claim.ends_with("not tested: a model it needs is not in the index |"), "{claim}");
+    let row = md.lines().find(|l| l.starts_with(&format!("| `rope` | {n} |"))).unwrap();
+    assert!(row.contains(&format!("| {mean:.3} |")), "{row}: {mean}");
     for svg in ["ppl.svg", "positions.svg", "slopes.svg", "laa.svg", "gates.svg", "training.svg"] {
         let s = std::fs::read_to_string(dir.join("docs/results").join(svg)).unwrap();
         assert!(s.starts_with("<svg") && s.contains("</svg>"), "{svg}");
@@ -764,11 +778,13 @@ fn report_claims_compare_only_models_trained_alike() {
     let models = dir.join("models");
     init_tiny("alibi", &models.join("alibi"));
     init_tiny("mep", &models.join("mep"));
+    init_tiny("linear-elu", &models.join("linear-elu"));
     std::fs::write(
         models.join("index.json"),
         r#"{"default": "alibi", "models": [
             {"name": "alibi", "family": "softmax + position bias", "description": "tiny alibi"},
-            {"name": "mep", "family": "softmax + position bias", "description": "tiny mep"}]}"#,
+            {"name": "mep", "family": "softmax + position bias", "description": "tiny mep"},
+            {"name": "linear-elu", "family": "linear attention", "description": "tiny linear-elu"}]}"#,
     )
     .unwrap();
     // The budget is the schedule's (steps × batch × length); `tokens` seen may differ (a repeated
@@ -821,9 +837,14 @@ fn report_claims_compare_only_models_trained_alike() {
         md.lines().find(|l| l.contains("Parameter-free MEP extrapolates")).unwrap().to_string() + "\n" + &md
     };
     let claim = |md: &str| md.lines().next().unwrap_or_default().to_string();
+    // The LAA comparison of linear-elu with alibi is a point rule under the same condition.
+    let diluted = |md: &str| {
+        md.lines().find(|l| l.contains("linear attention is diluted: less local")).unwrap().to_string()
+    };
 
     history("alibi", 128);
     history("mep", 256);
+    history("linear-elu", 256);
     let md = report();
     assert!(
         claim(&md).contains("not tested: `mep` and `alibi` were not trained alike (length 128, a budget of 2,048 tokens vs length 128, a budget of 4,096 tokens)"),
@@ -831,16 +852,25 @@ fn report_claims_compare_only_models_trained_alike() {
         claim(&md)
     );
     assert!(
+        diluted(&md).contains("not tested: `linear-elu` and `alibi` were not trained alike"),
+        "{}",
+        diluted(&md)
+    );
+    assert!(
         md.contains(
-            "the setups differ: length 128, a budget of 2,048 tokens (`alibi`); length 128, a budget of 4,096 tokens (`mep`)"
+            "the setups differ: length 128, a budget of 2,048 tokens (`alibi`); length 128, a budget of 4,096 tokens (`mep`, `linear-elu`)"
         ),
         "{md}"
     );
+    assert!(md.contains("parameters trained on 2.0k–4.1k tokens"), "{md}");
 
     history("mep", 128);
+    history("linear-elu", 128);
     let md = report();
     assert!(claim(&md).contains("Δ = ") && !claim(&md).contains("not tested"), "{}", claim(&md));
+    assert!(!diluted(&md).contains("not tested"), "{}", diluted(&md));
     assert!(md.contains("all at length 128, a budget of 2,048 tokens, stored as F32."), "{md}");
+    assert!(md.contains("parameters trained on ~2.0k tokens"), "{md}");
 
     // A different training length is a different setup too.
     let mut args =

@@ -29,8 +29,6 @@ mod sections;
 mod setup;
 mod stats;
 
-use setup::{describe_setup, setup_of, Setup};
-
 /// Regenerate docs/results.md (tables + SVG plots + results.json) from the shipped models.
 ///
 /// Perplexity follows `attnlab eval`'s protocol on the same tokens of --text at every length (the
@@ -144,7 +142,11 @@ struct ModelResult {
     initial_of: Option<String>,
     ppl: Vec<PplPoint>,
     scores: Vec<LengthScore>,
+    /// LAA area per layer on the first --trace-tokens tokens.
     laa_auc: Vec<f64>,
+    /// LAA area per layer on the first `train_context` tokens: the locality learned where the
+    /// model was trained.
+    laa_auc_train: Vec<f64>,
     laa_curves: Vec<Vec<f64>>,
     gates: Vec<GateSummary>,
     /// All layers' F pooled: saturation share and density.
@@ -428,6 +430,9 @@ fn measure_model(
 
     let trace = analysis::trace_for_analysis(m, tokens, a.trace_tokens)?;
     let summaries = analysis::summarize_attention(m, &trace.attention);
+    let at_train = analysis::trace_for_analysis(m, tokens, m.config().train_context)?;
+    let laa_auc_train =
+        analysis::summarize_attention(m, &at_train.attention).iter().map(|l| l.laa.auc).collect();
     let stats = analysis::gate_stats(&trace.gates, GATE_BINS);
     let density = |h: &[u64]| {
         let total: u64 = h.iter().sum();
@@ -487,6 +492,7 @@ fn measure_model(
         ppl,
         scores,
         laa_auc: summaries.iter().map(|l| l.laa.auc).collect(),
+        laa_auc_train,
         laa_curves: summaries.iter().map(|l| l.laa.curve.clone()).collect(),
         gates,
         gates_all,
@@ -693,14 +699,7 @@ impl Context<'_> {
         if let Some(n) = [(a, &sa), (b, &sb)].iter().find(|(_, s)| s.is_empty()).map(|(n, _)| n) {
             return Err(format!("needs `{n}`, not in the index"));
         }
-        let setups: std::collections::BTreeSet<Setup> = sa.iter().chain(&sb).map(|r| setup_of(r)).collect();
-        if setups.len() > 1 {
-            let list: Vec<String> = setups.into_iter().map(describe_setup).collect();
-            return Err(format!(
-                "`{a}` and `{b}` were not trained alike ({}); a claim compares models of one training length and budget",
-                list.join(" vs ")
-            ));
-        }
+        self.alike(&[a, b])?;
         let blocks = |r: &ModelResult| {
             r.scores
                 .iter()
@@ -725,9 +724,21 @@ impl Context<'_> {
         Ok((i, diffs.len()))
     }
 
-    /// LAA area of `name`'s layer `layer` (the mean over its seeds).
+    /// LAA area of `name`'s layer `layer` on --trace-tokens tokens (the mean over its seeds).
     fn laa_auc(&self, name: &str, layer: usize) -> Option<f64> {
         self.seed_mean(name, |r| r.laa_auc.get(layer).copied())
+    }
+
+    /// LAA area of `name`'s layer `layer` at its training length (the mean over its seeds).
+    fn laa_auc_train(&self, name: &str, layer: usize) -> Option<f64> {
+        self.seed_mean(name, |r| r.laa_auc_train.get(layer).copied())
+    }
+
+    /// Mean over layers of `name`'s LAA area at its training length (the mean over its seeds).
+    fn laa_mean_train(&self, name: &str) -> Option<f64> {
+        let layers = self.get(name)?.laa_auc_train.len();
+        let v: Vec<f64> = (0..layers).filter_map(|i| self.laa_auc_train(name, i)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     }
 
     /// Trained models, one row per seed group (its seed 0).
@@ -956,29 +967,46 @@ impl Context<'_> {
     }
 
     fn section_laa(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
-        let n = self.args.trace_tokens;
-        let uniform = analysis::laa_uniform(n);
+        let (n, l) = (self.args.trace_tokens, self.train_len);
+        let (uniform, uniform_l) = (analysis::laa_uniform(n), analysis::laa_uniform(l));
         let _ = writeln!(
             md,
             "## 4. Locally accumulated attention per layer (TransNormer Fig. 2)\n\n\
              LAA(r) = the attention mass within the nearest r·n tokens, averaged over query positions and heads, on the \
-             first {n} tokens; the table gives its area (AUC; 1 = all mass on the nearest token, {} = uniform causal \
-             attention). Linear layers are read through their implied attention matrix (rows normalised by Σ|row|). \
-             TransNormer's claim: 1+elu linear attention is diluted (low AUC) and TransNormer's DiagAttention layers \
-             restore locality.\n",
-            num(uniform.auc, 3)
+             first n tokens; the table gives its area (AUC; 1 = all mass on the nearest token, {} = uniform causal \
+             attention at n = {l}). Per layer at n = the model's training length (where it learned its attention), and \
+             the mean over layers at n = {n} (the traced pass of the gate statistics and the curves below). Linear layers are read through their implied attention matrix \
+             (rows normalised by Σ|row|). TransNormer's claim: 1+elu linear attention is diluted (low AUC) and \
+             TransNormer's DiagAttention layers restore locality.\n",
+            num(uniform_l.auc, 3)
         );
         let _ = writeln!(
             md,
-            "| model | layer 0 | layer 1 | layer 2 | layer 3 | mean |\n|---|---:|---:|---:|---:|---:|"
+            "| model | n | layer 0 | layer 1 | layer 2 | layer 3 | mean | mean at n = {n} |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|"
         );
         for r in self.groups().filter(|r| !r.laa_auc.is_empty()) {
-            let aucs: Vec<f64> = (0..r.laa_auc.len()).filter_map(|i| self.laa_auc(&r.name, i)).collect();
-            let mean = aucs.iter().sum::<f64>() / aucs.len().max(1) as f64;
-            let cells: Vec<String> = (0..4).map(|i| aucs.get(i).map_or("–".into(), |v| num(*v, 3))).collect();
-            let _ = writeln!(md, "| `{}` | {} | {} |", r.name, cells.join(" | "), num(mean, 3));
+            let at_l: Vec<f64> =
+                (0..r.laa_auc_train.len()).filter_map(|i| self.laa_auc_train(&r.name, i)).collect();
+            let at_n: Vec<f64> = (0..r.laa_auc.len()).filter_map(|i| self.laa_auc(&r.name, i)).collect();
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+            let cells: Vec<String> = (0..4).map(|i| at_l.get(i).map_or("–".into(), |v| num(*v, 3))).collect();
+            let _ = writeln!(
+                md,
+                "| `{}` | {} | {} | {} | {} |",
+                r.name,
+                r.train_context,
+                cells.join(" | "),
+                if at_l.is_empty() { "–".into() } else { num(mean(&at_l), 3) },
+                num(mean(&at_n), 3)
+            );
         }
-        let _ = writeln!(md, "| uniform attention | {0} | {0} | {0} | {0} | {0} |\n", num(uniform.auc, 3));
+        let _ = writeln!(
+            md,
+            "| uniform attention | {l} | {0} | {0} | {0} | {0} | {0} | {1} |\n",
+            num(uniform_l.auc, 3),
+            num(uniform.auc, 3)
+        );
         let mut series = Vec::new();
         for name in ["alibi", "linear-elu", "transnormer"] {
             if let Some(r) = self.get(name) {
@@ -1071,8 +1099,8 @@ impl Context<'_> {
             md,
             "## 7. Claims versus results\n\nEach verdict applies the rule in the \"test\" column to the numbers above: \
              perplexity claims to the 95 % interval of Δ (the statistics paragraph at the top; Δ < 0 means the first \
-             model is better), LAA and gate claims to one traced pass. Models of ~1.1M parameters trained on ~1M tokens \
-             — far smaller than the papers'.\n"
+             model is better), LAA and gate claims to one traced pass. Models of {} — far smaller than the papers'.\n",
+            self.scale_phrase()
         );
         let sections = [
             ("MEP (multiple-kernel position encoding)", self.claims_mep()),
@@ -1090,6 +1118,22 @@ impl Context<'_> {
             }
             md.push('\n');
         }
+    }
+
+    /// "~1.1M parameters trained on 1.0M–22.5M tokens", read from the trained models.
+    fn scale_phrase(&self) -> String {
+        let millions = |v: &[f64]| {
+            let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+            match v.len() {
+                0 => "an unknown number of".into(),
+                _ if hi - lo < 0.05 * hi => format!("~{}", approx_count(hi)),
+                _ => format!("{}–{}", approx_count(lo), approx_count(hi)),
+            }
+        };
+        let params: Vec<f64> = self.groups().map(|r| r.params as f64).collect();
+        let budgets: Vec<f64> =
+            self.groups().filter_map(|r| r.training.as_ref()).map(|t| t.budget as f64).collect();
+        format!("{} parameters trained on {} tokens", millions(&params), millions(&budgets))
     }
 
     fn section_training(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
@@ -1171,6 +1215,15 @@ impl Context<'_> {
             let _ = writeln!(md, "| `{}` | {} | {} |", m.name, m.family, m.description);
         }
         md.push('\n');
+    }
+}
+
+/// `22528000.0` → "22.5M", `2048.0` → "2.0k": a count at a glance.
+fn approx_count(x: f64) -> String {
+    match x {
+        _ if x >= 1e6 => format!("{:.1}M", x / 1e6),
+        _ if x >= 1e3 => format!("{:.1}k", x / 1e3),
+        _ => format!("{x:.0}"),
     }
 }
 

@@ -2,7 +2,7 @@
 //! introduction states it, and a perplexity claim compares only runs that share it.
 
 use super::{Context, ModelResult};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What two models must share for a perplexity claim to compare them: (training length, the
 /// schedule's token budget; None when the model has no history.json).
@@ -33,6 +33,27 @@ fn group_digits(n: u64) -> String {
 }
 
 impl Context<'_> {
+    /// Ok when the trained seeds of `names` share one setup (training length and budget); else why
+    /// a claim cannot compare them. Initial checkpoints and names not in the index are left out.
+    pub(super) fn alike(&self, names: &[&str]) -> Result<(), String> {
+        let setups: BTreeSet<Setup> = names
+            .iter()
+            .flat_map(|n| self.seeds(n))
+            .filter(|r| r.initial_of.is_none())
+            .map(setup_of)
+            .collect();
+        if setups.len() <= 1 {
+            return Ok(());
+        }
+        let models: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        let list: Vec<String> = setups.into_iter().map(describe_setup).collect();
+        Err(format!(
+            "{} were not trained alike ({}); a claim compares models of one training length and budget",
+            models.join(" and "),
+            list.join(" vs ")
+        ))
+    }
+
     /// The trained models' training lengths, budgets and storage, read from each model (one clause
     /// when they all agree; otherwise which model has which).
     pub(super) fn setup_sentence(&self) -> String {
