@@ -5,6 +5,7 @@
 # budget, then regenerate docs/results.md.
 #
 #   scripts/ship_models.sh            # every model listed in www/models/index.json
+#   RUNS=data/runs-20x scripts/ship_models.sh alibi mep   # only these (listed in the index), from RUNS
 #   REPORT=0 scripts/ship_models.sh   # skip `attnlab report`
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +13,13 @@ ATTNLAB=${ATTNLAB:-target/release/attnlab}
 RUNS=${RUNS:-data/runs}
 BUDGET=$((80 * 1000 * 1000))  # 80 MB (issue 14: the reshipped set with seeds)
 names=$(grep -o '"name": *"[a-z0-9-]*"' www/models/index.json | sed 's/.*"\([a-z0-9-]*\)"$/\1/')
-for name in $names; do
+ship=("$@")
+[ "$#" -gt 0 ] || read -r -a ship <<< "$(echo $names)"
+for name in "${ship[@]}"; do
+  grep -qx "$name" <<< "$names" || { echo "$name is not listed in www/models/index.json"; exit 1; }
   [ -f "$RUNS/$name/model.safetensors" ] || { echo "missing run $RUNS/$name (train it with scripts/train_shipped.sh)"; exit 1; }
+done
+for name in "${ship[@]}"; do
   "$ATTNLAB" convert --model "$RUNS/$name" --out "www/models/$name" --dtype f16 --force | head -1
 done
 # One shared tokenizer beside index.json instead of a copy per folder (the loaders fall back to it).

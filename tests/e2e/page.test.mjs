@@ -1246,7 +1246,8 @@ test("the extrapolation view draws every shipped model's curve from results.json
   await page.waitForSelector('#ppl-chart g.series[data-label^="shipped: "]', { timeout: LOAD_MS });
   const shown = await page.$$eval('#ppl-chart g.series[data-label^="shipped: "]', (gs) =>
     gs.map((g) => ({
-      name: g.dataset.label.replace(/^shipped: /, ""),
+      name: g.dataset.label.replace(/^shipped: /, "").replace(/ · .*$/, ""),
+      budget: (g.dataset.label.match(/ · ([\d.]+)([Mk]) tokens$/) || []).slice(1),
       xs: g.dataset.xs.split(",").map(Number),
       ys: g.dataset.values.split(",").map(Number),
       width: Number(g.querySelector("path").getAttribute("stroke-width")),
@@ -1258,12 +1259,23 @@ test("the extrapolation view draws every shipped model's curve from results.json
     assert.ok(s, `${m.name} is plotted`);
     assert.deepEqual(s.xs, m.ppl.map((p) => p.length), `${m.name}: lengths`);
     assert.deepEqual(s.ys, m.ppl.map((p) => p.ppl), `${m.name}: perplexities equal results.json`);
+    // Each label carries the model's training budget from results.json (the set may mix budgets).
+    const budget = m.training && m.training.budget;
+    if (budget) {
+      const [value, unit] = s.budget;
+      assert.ok(Math.abs(Number(value) * (unit === "M" ? 1e6 : 1e3) - budget) <= 0.05 * (unit === "M" ? 1e6 : 1e3), `${m.name}: ${s.budget} vs ${budget}`);
+    } else {
+      assert.deepEqual(s.budget, [], `${m.name} has no budget in results.json`);
+    }
   }
+  const budgets = new Set(table.models.filter((m) => m.training && m.training.budget).map((m) => m.training.budget));
+  assert.equal(await attr(page, "#shipped-state", "data-mixed-budgets"), String(budgets.size > 1));
+  assert.equal((await page.textContent("#shipped-state")).includes("different token budgets"), budgets.size > 1);
   // The loaded model's name (alibi) is highlighted among the thin lines.
   const alibi = shown.find((c) => c.name === "alibi");
   assert.ok(alibi && shown.every((c) => c === alibi || c.width < alibi.width), "the current model is highlighted");
   const legend = await page.$$eval("#ppl-chart-legend li", (lis) => lis.map((li) => li.dataset.label));
-  assert.ok(legend.includes("shipped: mep") && legend.includes("current settings"), `${legend}`);
+  assert.ok(legend.some((l) => /^shipped: mep( · |$)/.test(l)) && legend.includes("current settings"), `${legend}`);
   // (The slider test's extrapolation.png shows them under the page's finished sweep.)
   assert.deepEqual(errors, []);
   await context.close();

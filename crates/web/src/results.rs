@@ -15,6 +15,20 @@ pub struct ShippedCurve {
     pub family: String,
     /// `(context length, perplexity)`, by increasing length.
     pub points: Vec<(usize, f64)>,
+    /// The training schedule's token budget (None when the table does not say): the shipped set may
+    /// mix budgets while it is being retrained.
+    pub budget: Option<u64>,
+}
+
+impl ShippedCurve {
+    /// The curve's legend label: `shipped: alibi · 22.5M tokens`.
+    pub fn label(&self) -> String {
+        match self.budget {
+            Some(b) if b >= 1_000_000 => format!("shipped: {} · {:.1}M tokens", self.name, b as f64 / 1e6),
+            Some(b) => format!("shipped: {} · {:.1}k tokens", self.name, b as f64 / 1e3),
+            None => format!("shipped: {}", self.name),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -29,6 +43,13 @@ struct ModelRow {
     family: String,
     #[serde(default)]
     ppl: Vec<PplRow>,
+    #[serde(default)]
+    training: Option<TrainingRow>,
+}
+
+#[derive(Deserialize)]
+struct TrainingRow {
+    budget: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -52,7 +73,7 @@ pub fn parse(text: &str) -> Result<Vec<ShippedCurve>, String> {
                 .map(|r| (r.length, r.ppl))
                 .collect();
             points.sort_by_key(|p| p.0);
-            ShippedCurve { name: m.name, family: m.family, points }
+            ShippedCurve { name: m.name, family: m.family, points, budget: m.training.and_then(|t| t.budget) }
         })
         .filter(|c| !c.points.is_empty())
         .collect();
@@ -83,12 +104,28 @@ mod tests {
     fn unknown_fields_are_ignored_and_bad_tables_are_messages() {
         let t = r#"{"lengths": [2, 1], "models": [
             {"name": "a", "family": "f", "params": 3, "ppl": [{"length": 2, "ppl": 5.5, "nll": 1}, {"length": 1, "ppl": 4.0}]},
+            {"name": "c", "ppl": [{"length": 1, "ppl": 3.0}], "training": {"budget": 22528000, "steps": 11000}},
             {"name": "b", "ppl": []}]}"#;
         let curves = parse(t).expect("parses");
         assert_eq!(
             curves,
-            vec![ShippedCurve { name: "a".into(), family: "f".into(), points: vec![(1, 4.0), (2, 5.5)] }]
+            vec![
+                ShippedCurve {
+                    name: "a".into(),
+                    family: "f".into(),
+                    points: vec![(1, 4.0), (2, 5.5)],
+                    budget: None
+                },
+                ShippedCurve {
+                    name: "c".into(),
+                    family: String::new(),
+                    points: vec![(1, 3.0)],
+                    budget: Some(22528000)
+                }
+            ]
         );
+        assert_eq!(curves[0].label(), "shipped: a");
+        assert_eq!(curves[1].label(), "shipped: c · 22.5M tokens");
         for bad in ["", "{", "[]", r#"{"models": []}"#, r#"{"models": [{"name": "b"}]}"#] {
             assert!(parse(bad).unwrap_err().contains(RESULTS_URL), "{bad}");
         }

@@ -245,11 +245,16 @@ impl Component for PplView {
             },
             Shipped::Ready(curves) => {
                 let current = curves.iter().any(|c| c.name == props.model.as_str());
+                let first = curves.iter().find_map(|c| c.budget);
+                let mixed = curves.iter().filter_map(|c| c.budget).any(|b| Some(b) != first);
                 html! {
-                    <p class="muted" id="shipped-state" data-models={curves.len().to_string()}>
+                    <p class="muted" id="shipped-state" data-models={curves.len().to_string()}
+                        data-mixed-budgets={mixed.to_string()}>
                         { format!("Thin lines: the {} shipped models as measured by `attnlab report` \
-                                   (docs/results/results.json, same held-out text){}.", curves.len(),
-                                   if current { format!("; {} in bold", props.model) } else { String::new() }) }
+                                   (docs/results/results.json, same held-out text){}{}.", curves.len(),
+                                   if current { format!("; {} in bold", props.model) } else { String::new() },
+                                   if mixed { "; they were trained on different token budgets (in each \
+                                       label): compare lines of one budget" } else { "" }) }
                     </p>
                 }
             }
@@ -259,7 +264,7 @@ impl Component for PplView {
             for (k, c) in curves.iter().enumerate() {
                 let current = c.name == props.model.as_str();
                 series.push(Series {
-                    label: format!("shipped: {}", c.name),
+                    label: c.label(),
                     color: shipped_color(k, n),
                     points: c.points.iter().map(|&(l, p)| (l as f64, p)).collect(),
                     dashed: false,
