@@ -864,6 +864,26 @@ fn report_claims_compare_only_models_trained_alike() {
     );
     assert!(md.contains("parameters trained on 2.0k–4.1k tokens"), "{md}");
 
+    // A seed trained unlike its model would be averaged with it: the report refuses it upfront.
+    let mut args = vec!["init", "--variant", "alibi", "--seed", "1", "--out", "PLACEHOLDER"];
+    let seed1 = models.join("alibi-seed1");
+    args[6] = p(&seed1);
+    args.extend_from_slice(TINY);
+    ok_json(&args);
+    let index = std::fs::read_to_string(models.join("index.json")).unwrap();
+    let with_seed = index.replace(
+        "\"models\": [",
+        "\"models\": [{\"name\": \"alibi-seed1\", \"family\": \"softmax\", \"description\": \"seed 1\"},",
+    );
+    std::fs::write(models.join("index.json"), &with_seed).unwrap();
+    history("alibi-seed1", 256);
+    let e = fails(&["report", "--models", p(&models), "--text", p(&text), "--out", p(&out)], 1);
+    assert!(
+        e.contains("`alibi-seed1` is a seed of `alibi` but was not trained alike (length 128, a budget of 4,096 tokens vs length 128, a budget of 2,048 tokens)"),
+        "{e}"
+    );
+    std::fs::write(models.join("index.json"), &index).unwrap();
+
     history("mep", 128);
     history("linear-elu", 128);
     let md = report();

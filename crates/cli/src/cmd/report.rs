@@ -202,6 +202,14 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
         let tokens = eval_tokens(&a, &text, &tok)?;
         models.push((e.clone(), dir, m, tok, tokens));
     }
+    let setups: Vec<(String, setup::Setup)> = models
+        .iter()
+        .map(|(e, dir, m, ..)| {
+            let budget = read_history(&dir.join("history.json")).map(|t| t.budget);
+            (e.name.clone(), (m.config().train_context, budget))
+        })
+        .collect();
+    setup::check_seeds_alike(&setups).map_err(CliError::runtime)?;
     let mut jobs: Vec<Job> = (0..models.len()).map(Job::Model).collect();
     let alibi = models.iter().position(|(e, ..)| e.name == "alibi");
     if alibi.is_some() {

@@ -1,7 +1,7 @@
 //! What a run was trained on (length, schedule budget, storage), read from each model: the report's
 //! introduction states it, and a perplexity claim compares only runs that share it.
 
-use super::{Context, ModelResult};
+use super::{seed_of, Context, ModelResult};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What two models must share for a perplexity claim to compare them: (training length, the
@@ -17,6 +17,27 @@ pub(super) fn describe_setup((len, budget): Setup) -> String {
         Some(t) => format!("length {len}, a budget of {} tokens", group_digits(t)),
         None => format!("length {len}, token budget unknown"),
     }
+}
+
+/// Seeds of one model (`NAME`, `NAME-seedK`) must share its setup: the report averages them and
+/// resamples seed pairs as repeats of one run. `models`: each model's name and setup.
+pub(super) fn check_seeds_alike(models: &[(String, Setup)]) -> Result<(), String> {
+    for (name, setup) in models {
+        let (group, k) = seed_of(name);
+        let first = models.iter().find(|(n, _)| n == group).map(|(_, s)| *s);
+        match first {
+            Some(s0) if k > 0 && s0 != *setup => {
+                return Err(format!(
+                    "`{name}` is a seed of `{group}` but was not trained alike ({} vs {}): retrain it or take it \
+                     out of index.json",
+                    describe_setup(*setup),
+                    describe_setup(s0)
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// `22528000` → "22,528,000".
