@@ -847,12 +847,12 @@ fn report_claims_compare_only_models_trained_alike() {
     history("linear-elu", 256);
     let md = report();
     assert!(
-        claim(&md).contains("not tested: `mep` and `alibi` were not trained alike (length 128, a budget of 2,048 tokens vs length 128, a budget of 4,096 tokens)"),
+        claim(&md).contains("not tested: `mep` (length 128, a budget of 4,096 tokens) and `alibi` (length 128, a budget of 2,048 tokens) were not trained alike"),
         "{}",
         claim(&md)
     );
     assert!(
-        diluted(&md).contains("not tested: `linear-elu` and `alibi` were not trained alike"),
+        diluted(&md).contains("not tested: `linear-elu` (length 128, a budget of 4,096 tokens) and `alibi` (length 128, a budget of 2,048 tokens) were not trained alike"),
         "{}",
         diluted(&md)
     );
@@ -902,7 +902,9 @@ fn report_claims_compare_only_models_trained_alike() {
     history("mep", 128);
     let md = report();
     assert!(
-        claim(&md).contains("(length 64, a budget of 2,048 tokens vs length 128, a budget of 2,048 tokens)"),
+        claim(&md).contains(
+            "`mep` (length 64, a budget of 2,048 tokens) and `alibi` (length 128, a budget of 2,048 tokens)"
+        ),
         "{}",
         claim(&md)
     );

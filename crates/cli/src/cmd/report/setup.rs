@@ -2,7 +2,7 @@
 //! introduction states it, and a perplexity claim compares only runs that share it.
 
 use super::{seed_of, Context, ModelResult};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// What two models must share for a perplexity claim to compare them: (training length, the
 /// schedule's token budget; None when the model has no history.json).
@@ -57,21 +57,21 @@ impl Context<'_> {
     /// Ok when the trained seeds of `names` share one setup (training length and budget); else why
     /// a claim cannot compare them. Initial checkpoints and names not in the index are left out.
     pub(super) fn alike(&self, names: &[&str]) -> Result<(), String> {
-        let setups: BTreeSet<Setup> = names
+        // Each name's setup (its seeds share it: `check_seeds_alike`), in the order given.
+        let setups: Vec<(&str, Setup)> = names
             .iter()
-            .flat_map(|n| self.seeds(n))
-            .filter(|r| r.initial_of.is_none())
-            .map(setup_of)
+            .filter_map(|n| {
+                self.seeds(n).into_iter().find(|r| r.initial_of.is_none()).map(|r| (*n, setup_of(r)))
+            })
             .collect();
-        if setups.len() <= 1 {
+        if setups.windows(2).all(|w| w[0].1 == w[1].1) {
             return Ok(());
         }
-        let models: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-        let list: Vec<String> = setups.into_iter().map(describe_setup).collect();
+        let each: Vec<String> =
+            setups.iter().map(|(n, s)| format!("`{n}` ({})", describe_setup(*s))).collect();
         Err(format!(
-            "{} were not trained alike ({}); a claim compares models of one training length and budget",
-            models.join(" and "),
-            list.join(" vs ")
+            "{} were not trained alike; a claim compares models of one training length and budget",
+            each.join(" and ")
         ))
     }
 
