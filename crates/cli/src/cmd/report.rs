@@ -982,10 +982,11 @@ impl Context<'_> {
             "## 4. Locally accumulated attention per layer (TransNormer Fig. 2)\n\n\
              LAA(r) = the attention mass within the nearest r·n tokens, averaged over query positions and heads, on the \
              first n tokens; the table gives its area (AUC; 1 = all mass on the nearest token, {} = uniform causal \
-             attention at n = {l}). Per layer at n = the model's training length (where it learned its attention), and \
-             the mean over layers at n = {n} (the traced pass of the gate statistics and the curves below). Linear layers are read through their implied attention matrix \
-             (rows normalised by Σ|row|). TransNormer's claim: 1+elu linear attention is diluted (low AUC) and \
-             TransNormer's DiagAttention layers restore locality.\n",
+             attention at n = {l}). Per layer at n = the model's training length (where it learned its attention), \
+             and the mean over layers at n = {n} (the traced pass of the gate statistics and the curves below). \
+             Linear layers are read through their implied attention matrix (rows normalised by Σ|row|). \
+             TransNormer's claim: 1+elu linear attention is diluted (low AUC) and TransNormer's DiagAttention \
+             layers restore locality.\n",
             num(uniform_l.auc, 3)
         );
         let _ = writeln!(
