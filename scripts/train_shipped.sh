@@ -3,7 +3,7 @@
 # training length SEQ_LEN (128) and the same token budget (STEPS × 2,048 tokens of data/brown), seeded.
 # Runs two trainings at a time with one thread each (2-core machine: ~1.6× the throughput of one
 # two-thread run). Runs go to data/runs/<name> (resumable: a rerun continues from the checkpoint);
-# `attnlab ship` then writes the f16 model folders under www/models/.
+# scripts/ship_models.sh then writes the f16 model folders under www/models/.
 #
 #   scripts/train_shipped.sh            # all models
 #   scripts/train_shipped.sh alibi mep  # some of them
