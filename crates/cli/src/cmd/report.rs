@@ -200,13 +200,13 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
         let m = crate::common::load_model_dir(&dir)?;
         let tok = load_tokenizer(&dir, &m)?;
         let tokens = eval_tokens(&a, &text, &tok)?;
-        models.push((e.clone(), dir, m, tok, tokens));
+        let training = read_history(&dir.join("history.json"));
+        models.push((e.clone(), training, m, tok, tokens));
     }
     let setups: Vec<(String, setup::Setup)> = models
         .iter()
-        .map(|(e, dir, m, ..)| {
-            let budget = read_history(&dir.join("history.json")).map(|t| t.budget);
-            (e.name.clone(), (m.config().train_context, budget))
+        .map(|(e, training, m, ..)| {
+            (e.name.clone(), (m.config().train_context, training.as_ref().map(|t| t.budget)))
         })
         .collect();
     setup::check_seeds_alike(&setups).map_err(CliError::runtime)?;
@@ -248,8 +248,8 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
                 let tick = || pb.inc(1);
                 let outcome = match job {
                     Job::Model(i) => {
-                        let (e, dir, m, tok, tokens) = &models[*i];
-                        measure_model(&a, tokens, &english, e, dir, m, tok, &tick).map(|r| {
+                        let (e, training, m, tok, tokens) = &models[*i];
+                        measure_model(&a, tokens, &english, e, training.clone(), m, tok, &tick).map(|r| {
                             if let Ok(mut v) = results.lock() {
                                 v[*i] = Some(r);
                             }
@@ -428,7 +428,7 @@ fn measure_model(
     tokens: &[u32],
     english: &HashSet<String>,
     e: &attnlab_core::catalog::ModelEntry,
-    dir: &Path,
+    training: Option<Training>,
     m: &Model,
     tok: &Tokenizer,
     tick: &dyn Fn(),
@@ -488,7 +488,6 @@ fn measure_model(
             sample = format!("{prompt}{out}");
         }
     }
-    let training = read_history(&dir.join("history.json"));
     Ok(ModelResult {
         name: e.name.clone(),
         family: e.family.clone(),
@@ -998,7 +997,6 @@ impl Context<'_> {
             let at_l: Vec<f64> =
                 (0..r.laa_auc_train.len()).filter_map(|i| self.laa_auc_train(&r.name, i)).collect();
             let at_n: Vec<f64> = (0..r.laa_auc.len()).filter_map(|i| self.laa_auc(&r.name, i)).collect();
-            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
             let cells: Vec<String> = (0..4).map(|i| at_l.get(i).map_or("–".into(), |v| num(*v, 3))).collect();
             let _ = writeln!(
                 md,
@@ -1006,8 +1004,8 @@ impl Context<'_> {
                 r.name,
                 r.train_context,
                 cells.join(" | "),
-                if at_l.is_empty() { "–".into() } else { num(mean(&at_l), 3) },
-                num(mean(&at_n), 3)
+                r3(self.laa_mean_train(&r.name)),
+                num(at_n.iter().sum::<f64>() / at_n.len().max(1) as f64, 3)
             );
         }
         let _ = writeln!(
