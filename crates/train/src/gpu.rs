@@ -12,6 +12,8 @@ use crate::attn::{learned_table, lower_bound_row, position_bias};
 use crate::error::{Result, TrainError};
 use crate::model::TrainModel;
 use crate::optim::{decays, AdamW, AdamWConfig};
+#[cfg(not(target_arch = "wasm32"))]
+use attnlab_gpu::train::ItemTime;
 use attnlab_gpu::train::{AdamSettings, GpuTrainer, LearnedKind};
 use attnlab_gpu::GpuContext;
 use candle_core::backprop::GradStore;
@@ -53,6 +55,13 @@ impl GpuTrain {
         adamw: AdamWConfig,
     ) -> Result<GpuTrain> {
         pollster::block_on(GpuTrain::create(ctx, model, batch, seq_len, adamw))
+    }
+
+    /// Time each item of one step's forward and backward pass alone (`attnlab bench --train
+    /// --profile`; see [`GpuTrainer::profile_step`]). The tables of the host-owned tensors are the
+    /// last step's.
+    pub fn profile_step(&mut self, windows: &[u32]) -> Result<Vec<ItemTime>> {
+        Ok(self.gpu.profile_step(windows)?)
     }
 
     /// [`GpuTrain::gradients_async`].

@@ -181,3 +181,27 @@ fn the_page_fine_tune_on_the_gpu_follows_the_cpu_one() {
     let (a, b) = (cpu.text_loss().expect("cpu"), pollster::block_on(gpu.text_loss()).expect("gpu"));
     assert!((a - b).abs() <= 1e-4 * a, "loss on the text after: {b} vs {a}");
 }
+
+/// `attnlab bench --train --profile`: the profiled step is the whole step, item by item (one
+/// cross-entropy, one gradient-norm pass, one embedding gradient, the gemms), every item timed,
+/// and profiling leaves the model as it was (the next batch's loss and gradients are unchanged).
+#[test]
+fn a_profiled_step_times_every_item_and_changes_nothing() {
+    let Some(ctx) = context() else { return };
+    for (name, cfg) in all_configs().into_iter().filter(|(n, _)| n == "alibi" || n == "regla") {
+        let model = TrainModel::from_core(&Model::random(cfg.clone(), 5).expect("model")).expect("train model");
+        let mut gpu = gpu_trainer(&ctx, &model).expect("gpu trainer");
+        let batch = windows(BATCH, cfg.vocab_size, 3);
+        let (before, grads_before) = gpu.gradients(&batch).expect("gradients");
+        let items = gpu.profile_step(&windows(BATCH, cfg.vocab_size, 9)).expect("profile");
+        let count = |k: &str| items.iter().filter(|i| i.kernel == k).count();
+        assert_eq!((count("xent"), count("sumsq"), count("embed_bwd")), (1, 1, 1), "{name}");
+        // q, k, v, o, the three FFN matrices: forward, input gradient and weight gradient each.
+        assert!(count("gemm") >= 3 * 7 * cfg.n_layers, "{name}: {} gemms", count("gemm"));
+        assert!(items.iter().all(|i| i.seconds.is_finite() && i.seconds > 0.0), "{name}");
+        assert!(items.iter().filter(|i| i.kernel != "copy").all(|i| i.grid.iter().all(|&g| g > 0)), "{name}");
+        let (after, grads_after) = gpu.gradients(&batch).expect("gradients");
+        assert_eq!(before, after, "{name}: profiling changed the loss");
+        assert_eq!(grads_before, grads_after, "{name}: profiling changed the gradients");
+    }
+}

@@ -48,6 +48,9 @@ pub struct BenchArgs {
     /// With --train: measured steps per device (after one warm-up step; the median is reported)
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub train_steps: usize,
+    /// With --train: also time each kernel of one GPU step alone (where a step's time goes)
+    #[arg(long, requires = "train")]
+    pub profile: bool,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -248,6 +251,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             batch: a.train_batch,
             seq_len: a.train_seq_len,
             steps: a.train_steps,
+            profile: a.profile,
         };
         return super::train_bench::run(&model, &a.model.dir(), &b, json, a.out.as_deref());
     }

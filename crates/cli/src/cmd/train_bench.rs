@@ -4,6 +4,7 @@
 
 use crate::common::{out, print_json, table, write_file, CliError, CliResult};
 use attnlab_core::Model;
+use attnlab_gpu::train::ItemTime;
 use attnlab_train::gpu::GpuTrain;
 use attnlab_train::optim::{AdamW, AdamWConfig};
 use attnlab_train::trainer::optimizer_step_windows;
@@ -18,6 +19,33 @@ pub struct TrainBench {
     pub seq_len: usize,
     /// Measured steps per device (after one warm-up step).
     pub steps: usize,
+    /// Also time each item of one GPU step alone.
+    pub profile: bool,
+}
+
+/// The profile of one GPU step: items summed by kernel (largest first), and the largest items.
+fn profile_json(items: &[ItemTime]) -> serde_json::Value {
+    let mut by_kernel: Vec<(&str, usize, f64)> = Vec::new();
+    for it in items {
+        match by_kernel.iter_mut().find(|k| k.0 == it.kernel) {
+            Some(k) => {
+                k.1 += 1;
+                k.2 += it.seconds;
+            }
+            None => by_kernel.push((it.kernel, 1, it.seconds)),
+        }
+    }
+    by_kernel.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let mut largest: Vec<&ItemTime> = items.iter().collect();
+    largest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    json!({
+        "items": items.len(),
+        "seconds": items.iter().map(|i| i.seconds).sum::<f64>(),
+        "by_kernel": by_kernel.iter().map(|(k, n, s)| json!({ "kernel": k, "count": n, "seconds": s })).collect::<Vec<_>>(),
+        "largest": largest.iter().take(16).enumerate().map(|(_, i)| json!({
+            "kernel": i.kernel, "grid": i.grid, "seconds": i.seconds,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// Seconds of each of `steps` calls of `step` after one warm-up call, and their losses.
@@ -79,7 +107,9 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
         let device = g.device();
         let (secs, losses) =
             time_steps(b.steps, |s| g.step(&windows(b, vocab, s), lr, clip, s + 1).map(|r| r.0))?;
-        Ok((device, secs, losses))
+        let profile =
+            if b.profile { Some(profile_json(&g.profile_step(&windows(b, vocab, 0))?)) } else { None };
+        Ok((device, secs, losses, profile))
     });
     let tokens = (b.batch * b.seq_len) as f64;
     let cpu_tps = tokens / median(cpu_s);
@@ -87,11 +117,11 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
     let max_diff =
         |losses: &[f32]| cpu_loss.iter().zip(losses).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     let gpu = match &gpu_result {
-        Ok((device, s, losses)) => {
+        Ok((device, s, losses, profile)) => {
             let tps = tokens / median(s.clone());
             json!({
                 "device": device, "tokens_per_s": tps, "gpu_over_cpu": tps / cpu_tps,
-                "max_loss_difference": max_diff(losses),
+                "max_loss_difference": max_diff(losses), "profile": profile,
             })
         }
         Err(e) => json!({ "error": e.to_string() }),
@@ -123,8 +153,12 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
             format!("{:.1e}", max_diff(&library_loss)),
         ],
     ];
+    let mut profile_text = String::new();
     match gpu_result {
-        Ok((device, s, losses)) => {
+        Ok((device, s, losses, profile)) => {
+            if let Some(p) = profile {
+                profile_text = profile_table(&p);
+            }
             let tps = tokens / median(s);
             rows.push(vec![
                 device,
@@ -135,7 +169,7 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
         }
         Err(e) => rows.push(vec!["GPU".into(), "—".into(), "—".into(), e.to_string()]),
     }
-    out(&format!(
+    out(&(format!(
         "training steps of `{}` ({} parameters), batch {} × {} tokens, median of {} steps\n{}",
         cfg.name,
         model.weights().num_params(),
@@ -143,5 +177,28 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
         b.seq_len,
         b.steps,
         table(&["device", "tokens/s", "÷ CPU", "max |Δ loss|"], &rows, &[0, 3])
-    ))
+    ) + &profile_text))
+}
+
+/// The by-kernel part of a step profile as a table.
+fn profile_table(p: &serde_json::Value) -> String {
+    let total = p["seconds"].as_f64().unwrap_or(0.0);
+    let rows: Vec<Vec<String>> = (p["by_kernel"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+        .iter()
+        .map(|k| {
+            let secs = k["seconds"].as_f64().unwrap_or(0.0);
+            vec![
+                k["kernel"].as_str().unwrap_or("?").to_string(),
+                k["count"].to_string(),
+                format!("{:.3}", secs * 1e3),
+                format!("{:.1}", 100.0 * secs / total.max(f64::MIN_POSITIVE)),
+            ]
+        })
+        .collect();
+    format!(
+        "\none GPU step item by item ({} items, each submitted and waited for alone: {:.1} ms)\n{}",
+        p["items"],
+        total * 1e3,
+        table(&["kernel", "items", "ms", "%"], &rows, &[0])
+    )
 }

@@ -153,6 +153,17 @@ pub(super) struct Op {
     grid: [u32; 3],
 }
 
+impl Op {
+    /// The kernel's entry point and the grid (for the step profile).
+    pub fn describe(&self) -> (&'static str, [u32; 3]) {
+        let name = match self.kernel {
+            K::Gemm => "gemm",
+            k => SPECS[k as usize].entry,
+        };
+        (name, self.grid)
+    }
+}
+
 /// The built pipelines and the ops recorded with them.
 pub(super) struct Kernels {
     dev: wgpu::Device,

@@ -35,6 +35,17 @@ use kernels::{threads, Kernels, Op, K};
 use std::collections::{BTreeMap, HashMap};
 use wgpu::util::DeviceExt;
 
+/// The time of one item of a profiled step ([`GpuTrainer::profile_step`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemTime {
+    /// The kernel's entry point (`"copy"` for a buffer copy).
+    pub kernel: &'static str,
+    /// Workgroups dispatched (a copy: its bytes in the first slot).
+    pub grid: [u32; 3],
+    /// Submission to completion.
+    pub seconds: f64,
+}
+
 /// AdamW settings of the GPU update (the candle trainer's `AdamWConfig`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdamSettings {
@@ -385,6 +396,26 @@ impl GpuTrainer {
         forward_only: bool,
         extra: &[(&wgpu::Buffer, usize)],
     ) -> Result<Vec<u32>> {
+        self.write_batch(windows)?;
+        let r = self.dims.r;
+        let rec = &self.recorded;
+        let words = r + extra.iter().map(|e| e.1).sum::<usize>();
+        let staging = readback(&self.ctx.device, words);
+        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+        rec.encode(&self.kernels, &mut enc, forward_only);
+        let mut at = 0u64;
+        let sources = std::iter::once((&rec.loss, r)).chain(extra.iter().copied());
+        for (buf, n) in sources {
+            enc.copy_buffer_to_buffer(buf, 0, &staging, at, (4 * n) as u64);
+            at += (4 * n) as u64;
+        }
+        self.ctx.count_dispatches(rec.dispatches(forward_only) as u64);
+        self.ctx.submit(enc.finish()).await?;
+        self.ctx.read_words(&staging, words).await
+    }
+
+    /// Write the inputs, targets and token index of a `[B, T + 1]` batch of windows.
+    fn write_batch(&self, windows: &[u32]) -> Result<()> {
         let Dims { b, t, r, v, .. } = self.dims;
         if windows.len() != b * (t + 1) {
             return Err(GpuError::Unsupported(format!(
@@ -406,20 +437,32 @@ impl GpuTrainer {
         q.write_buffer(&self.tok, 0, bytemuck::cast_slice(&inp));
         q.write_buffer(&self.tgt, 0, bytemuck::cast_slice(&tgt));
         q.write_buffer(&self.csr, 0, bytemuck::cast_slice(&rows_by_token(&inp, v)));
+        Ok(())
+    }
+
+    /// Run one step's forward and backward pass item by item, each alone in a submission that is
+    /// waited for, and time them: where a step's time goes, by kernel (`attnlab bench --train
+    /// --profile`). Every time includes a submission and a wait (tens of µs on a real GPU), so
+    /// the sum exceeds a step's time; the large items are what it is for.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn profile_step(&mut self, windows: &[u32]) -> Result<Vec<ItemTime>> {
+        self.write_batch(windows)?;
+        let wait = |dev: &wgpu::Device| {
+            dev.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))
+        };
+        wait(&self.ctx.device)?;
         let rec = &self.recorded;
-        let words = r + extra.iter().map(|e| e.1).sum::<usize>();
-        let staging = readback(&self.ctx.device, words);
-        let mut enc = self.ctx.device.create_command_encoder(&Default::default());
-        rec.encode(&self.kernels, &mut enc, forward_only);
-        let mut at = 0u64;
-        let sources = std::iter::once((&rec.loss, r)).chain(extra.iter().copied());
-        for (buf, n) in sources {
-            enc.copy_buffer_to_buffer(buf, 0, &staging, at, (4 * n) as u64);
-            at += (4 * n) as u64;
+        let mut times = Vec::with_capacity(rec.len());
+        for i in 0..rec.len() {
+            let mut enc = self.ctx.device.create_command_encoder(&Default::default());
+            let (kernel, grid) = rec.encode_item(&self.kernels, &mut enc, i);
+            let t0 = std::time::Instant::now();
+            self.ctx.queue.submit([enc.finish()]);
+            wait(&self.ctx.device)?;
+            times.push(ItemTime { kernel, grid, seconds: t0.elapsed().as_secs_f64() });
         }
-        self.ctx.count_dispatches(rec.dispatches(forward_only) as u64);
-        self.ctx.submit(enc.finish()).await?;
-        self.ctx.read_words(&staging, words).await
+        self.ctx.check()?;
+        Ok(times)
     }
 
     /// One AdamW update of the GPU-owned parameters at learning rate `lr`, every gradient scaled by

@@ -66,6 +66,31 @@ impl Recorded {
         k.encode(enc, &run);
     }
 
+    /// Items of the whole step (dispatches and copies).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Append item `i` of the step alone to `enc`; a dispatch's kernel and grid, `("copy", [bytes,
+    /// 0, 0])` for a copy.
+    pub fn encode_item(
+        &self,
+        k: &Kernels,
+        enc: &mut wgpu::CommandEncoder,
+        i: usize,
+    ) -> (&'static str, [u32; 3]) {
+        match &self.items[i] {
+            Item::Dispatch(op) => {
+                k.encode(enc, &[op]);
+                op.describe()
+            }
+            Item::Copy { src, dst, bytes } => {
+                enc.copy_buffer_to_buffer(src, 0, dst, 0, *bytes);
+                ("copy", [*bytes as u32, 0, 0])
+            }
+        }
+    }
+
     /// Compute dispatches of a step (`forward_only`: up to the loss).
     pub fn dispatches(&self, forward_only: bool) -> usize {
         let items = if forward_only { &self.items[..self.n_forward] } else { &self.items[..] };
