@@ -31,11 +31,23 @@ fn main(
     let z2 = wg.z % p.nh;
     let a0 = p.a_off + z1 * p.a_s1 + z2 * p.a_s2;
     let b0 = p.b_off + z1 * p.b_s1 + z2 * p.b_s2;
-    let c0 = p.c_off + z1 * p.c_s1 + z2 * p.c_s2;
     let i0 = wg.y * GT;
     let j0 = wg.x * GT;
-    var acc: array<f32, 16>;
-    for (var k0 = 0u; k0 < p.k; k0 = k0 + GK) {
+    // The 4 × 4 block lives in four vec4 rows with constant component indices, not in an array
+    // indexed by loop counters: with naga's loop bounding (wgpu ≥ 25, gfx-rs/wgpu#7698) a driver
+    // may not unroll such loops and then keeps the array in local memory.
+    var acc0 = vec4<f32>();
+    var acc1 = vec4<f32>();
+    var acc2 = vec4<f32>();
+    var acc3 = vec4<f32>();
+    let m = p.m;
+    let n = p.n;
+    let kk = p.k;
+    let a_rs = p.a_rs;
+    let a_cs = p.a_cs;
+    let b_rs = p.b_rs;
+    let b_cs = p.b_cs;
+    for (var k0 = 0u; k0 < kk; k0 = k0 + GK) {
         // 256 invocations stage 64 × 16 values of each operand, four each: A along k (row t,
         // depth idx % 16), B along its columns (depth idx / 64, column idx % 64).
         for (var q = 0u; q < 4u; q = q + 1u) {
@@ -43,46 +55,49 @@ fn main(
             let t = idx / GK;
             let ka = k0 + idx % GK;
             var av = 0.0;
-            if (i0 + t < p.m && ka < p.k) {
-                av = a[a0 + (i0 + t) * p.a_rs + ka * p.a_cs];
+            if (i0 + t < m && ka < kk) {
+                av = a[a0 + (i0 + t) * a_rs + ka * a_cs];
             }
             at[(idx % GK) * GT + t] = av;
             let kb = k0 + idx / GT;
             let col = idx % GT;
             var bv = 0.0;
-            if (j0 + col < p.n && kb < p.k) {
-                bv = b[b0 + kb * p.b_rs + (j0 + col) * p.b_cs];
+            if (j0 + col < n && kb < kk) {
+                bv = b[b0 + kb * b_rs + (j0 + col) * b_cs];
             }
             bt[(idx / GT) * GT + col] = bv;
         }
         workgroupBarrier();
         for (var k = 0u; k < GK; k = k + 1u) {
-            var ar: array<f32, 4>;
-            var br: array<f32, 4>;
-            for (var r = 0u; r < 4u; r = r + 1u) {
-                ar[r] = at[k * GT + lid.y + 16u * r];
-                br[r] = bt[k * GT + lid.x + 16u * r];
-            }
-            for (var r = 0u; r < 4u; r = r + 1u) {
-                for (var s = 0u; s < 4u; s = s + 1u) {
-                    acc[r * 4u + s] = acc[r * 4u + s] + ar[r] * br[s];
-                }
-            }
+            let ao = k * GT + lid.y;
+            let bo = k * GT + lid.x;
+            let av = vec4<f32>(at[ao], at[ao + 16u], at[ao + 32u], at[ao + 48u]);
+            let bv = vec4<f32>(bt[bo], bt[bo + 16u], bt[bo + 32u], bt[bo + 48u]);
+            acc0 = acc0 + av.x * bv;
+            acc1 = acc1 + av.y * bv;
+            acc2 = acc2 + av.z * bv;
+            acc3 = acc3 + av.w * bv;
         }
         workgroupBarrier();
     }
-    for (var r = 0u; r < 4u; r = r + 1u) {
-        let i = i0 + lid.y + 16u * r;
-        for (var s = 0u; s < 4u; s = s + 1u) {
-            let j = j0 + lid.x + 16u * s;
-            if (i < p.m && j < p.n) {
-                let idx = c0 + i * p.c_rs + j * p.c_cs;
-                var v = p.alpha * acc[r * 4u + s];
-                if (p.accumulate != 0u) {
-                    v = v + c[idx];
-                }
-                c[idx] = v;
+    let c0 = p.c_off + z1 * p.c_s1 + z2 * p.c_s2;
+    store_row(c0, i0 + lid.y, j0 + lid.x, acc0);
+    store_row(c0, i0 + lid.y + 16u, j0 + lid.x, acc1);
+    store_row(c0, i0 + lid.y + 32u, j0 + lid.x, acc2);
+    store_row(c0, i0 + lid.y + 48u, j0 + lid.x, acc3);
+}
+
+// Row i of the block: columns j, j + 16, j + 32, j + 48 of C.
+fn store_row(c0: u32, i: u32, j: u32, row: vec4<f32>) {
+    for (var s = 0u; s < 4u; s = s + 1u) {
+        let col = j + 16u * s;
+        if (i < p.m && col < p.n) {
+            let idx = c0 + i * p.c_rs + col * p.c_cs;
+            var v = p.alpha * row[s];
+            if (p.accumulate != 0u) {
+                v = v + c[idx];
             }
+            c[idx] = v;
         }
     }
 }

@@ -58,15 +58,22 @@ fn main(
     }
     let r0 = wg.y * BT;
     let o0 = wg.x * BT;
-    var acc: array<f32, 16>;
-    for (var k0 = 0u; k0 < p.inp; k0 = k0 + BK) {
+    // The 4 × 4 block in four vec4 rows with constant component indices rather than an array
+    // indexed by loop counters (which a driver may keep in local memory when naga's loop bounding
+    // stops it from unrolling: gfx-rs/wgpu#7698).
+    var acc0 = vec4<f32>();
+    var acc1 = vec4<f32>();
+    var acc2 = vec4<f32>();
+    var acc3 = vec4<f32>();
+    let inp = p.inp;
+    for (var k0 = 0u; k0 < inp; k0 = k0 + BK) {
         // 256 invocations stage 64 × 16 values of each operand, four each, consecutive along k.
         for (var q = 0u; q < 4u; q = q + 1u) {
             let idx = li + 256u * q;
             let t = idx / BK;
             let k = k0 + idx % BK;
             var xv = 0.0;
-            if (r0 + t < rows && k < p.inp) {
+            if (r0 + t < rows && k < inp) {
                 xv = x[(row0 + r0 + t) * p.x_stride + p.x_off + k];
             }
             xs[(idx % BK) * BT + t] = xv;
@@ -74,27 +81,28 @@ fn main(
         stage_weights(o0, k0, li);
         workgroupBarrier();
         for (var k = 0u; k < BK; k = k + 1u) {
-            var a: array<f32, 4>;
-            var c: array<f32, 4>;
-            for (var i = 0u; i < RB; i = i + 1u) {
-                a[i] = xs[k * BT + lid.y + 16u * i];
-                c[i] = ws[k * BT + lid.x + 16u * i];
-            }
-            for (var i = 0u; i < RB; i = i + 1u) {
-                for (var j = 0u; j < RB; j = j + 1u) {
-                    acc[i * RB + j] = acc[i * RB + j] + a[i] * c[j];
-                }
-            }
+            let xo = k * BT + lid.y;
+            let wo = k * BT + lid.x;
+            let a = vec4<f32>(xs[xo], xs[xo + 16u], xs[xo + 32u], xs[xo + 48u]);
+            let c = vec4<f32>(ws[wo], ws[wo + 16u], ws[wo + 32u], ws[wo + 48u]);
+            acc0 = acc0 + a.x * c;
+            acc1 = acc1 + a.y * c;
+            acc2 = acc2 + a.z * c;
+            acc3 = acc3 + a.w * c;
         }
         workgroupBarrier();
     }
-    for (var i = 0u; i < RB; i = i + 1u) {
-        let r = r0 + lid.y + 16u * i;
-        for (var j = 0u; j < RB; j = j + 1u) {
-            let o = o0 + lid.x + 16u * j;
-            if (r < rows && o < p.outd) {
-                store(r, o, acc[i * RB + j]);
-            }
+    store_row(r0 + lid.y, o0 + lid.x, rows, acc0);
+    store_row(r0 + lid.y + 16u, o0 + lid.x, rows, acc1);
+    store_row(r0 + lid.y + 32u, o0 + lid.x, rows, acc2);
+    store_row(r0 + lid.y + 48u, o0 + lid.x, rows, acc3);
+}
+
+// Row r of a block: outputs o, o + 16, o + 32, o + 48.
+fn store_row(r: u32, o: u32, rows: u32, acc: vec4<f32>) {
+    for (var j = 0u; j < RB; j = j + 1u) {
+        if (r < rows && o + 16u * j < p.outd) {
+            store(r, o + 16u * j, acc[j]);
         }
     }
 }
