@@ -189,7 +189,8 @@ fn the_page_fine_tune_on_the_gpu_follows_the_cpu_one() {
 fn a_profiled_step_times_every_item_and_changes_nothing() {
     let Some(ctx) = context() else { return };
     for (name, cfg) in all_configs().into_iter().filter(|(n, _)| n == "alibi" || n == "regla") {
-        let model = TrainModel::from_core(&Model::random(cfg.clone(), 5).expect("model")).expect("train model");
+        let model =
+            TrainModel::from_core(&Model::random(cfg.clone(), 5).expect("model")).expect("train model");
         let mut gpu = gpu_trainer(&ctx, &model).expect("gpu trainer");
         let batch = windows(BATCH, cfg.vocab_size, 3);
         let (before, grads_before) = gpu.gradients(&batch).expect("gradients");
