@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 14 on a lent GPU machine (the `device` tool; docs/budget.md, "On a lent H100"): the GPU
-# trainer's throughput (`attnlab bench --train`), then the budget runs of scripts/train_shipped.sh
-# on the GPU in parallel lanes until DEADLINE seconds, packed under $OUT for the trip back (at most
+# Issue 14 on a lent GPU machine (the `device` tool; docs/bench.md, "The GPU trainer on a real
+# GPU"): the GPU trainer's throughput (`attnlab bench --train`), then the budget runs of
+# scripts/train_shipped.sh on the GPU in parallel lanes until DEADLINE seconds, packed under $OUT for the trip back (at most
 # 8 files of 16 MiB, 64 MiB in all): finished runs as F16 model folders with their history,
 # unfinished ones as resumable checkpoints while room is left, most advanced first.
 #

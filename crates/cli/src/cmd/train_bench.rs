@@ -42,7 +42,7 @@ fn profile_json(items: &[ItemTime]) -> serde_json::Value {
         "items": items.len(),
         "seconds": items.iter().map(|i| i.seconds).sum::<f64>(),
         "by_kernel": by_kernel.iter().map(|(k, n, s)| json!({ "kernel": k, "count": n, "seconds": s })).collect::<Vec<_>>(),
-        "largest": largest.iter().take(16).enumerate().map(|(_, i)| json!({
+        "largest": largest.iter().take(16).map(|i| json!({
             "kernel": i.kernel, "grid": i.grid, "seconds": i.seconds,
         })).collect::<Vec<_>>(),
     })

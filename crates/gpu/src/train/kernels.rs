@@ -153,6 +153,7 @@ pub(super) struct Op {
     grid: [u32; 3],
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Op {
     /// The kernel's entry point and the grid (for the step profile).
     pub fn describe(&self) -> (&'static str, [u32; 3]) {

@@ -67,12 +67,14 @@ impl Recorded {
     }
 
     /// Items of the whole step (dispatches and copies).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
     /// Append item `i` of the step alone to `enc`; a dispatch's kernel and grid, `("copy", [bytes,
     /// 0, 0])` for a copy.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn encode_item(
         &self,
         k: &Kernels,
