@@ -7,13 +7,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder that comes back}"
 A=${ATTNLAB:-target/release/attnlab}
-if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan.so.1; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+vulkan_on_lent_gpu
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; uname -r
 for v in ${VARIANTS:-alibi regla kerple-log}; do
   "$A" init --variant "$v" --tokenizer data/brown/tokenizer.json --out "/tmp/p-$v" --force >/dev/null

@@ -23,13 +23,9 @@ RUNS512=${RUNS512:-"mep alibi"}
 LOG=$OUT/log.txt
 mkdir -p "$OUT/logs"
 exec > >(tee -a "$LOG") 2>&1
-if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan.so.1; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+vulkan_on_lent_gpu
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 nproc
 start=$(date +%s)

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers shared by scripts/serve.sh and scripts/test.sh. Sourced, not executed.
+# Helpers shared by scripts/serve.sh, scripts/test.sh and the device scripts. Sourced, not executed.
 #
 # Every ensure_* function is idempotent: it checks first and installs only what is missing or at
 # the wrong version, so a second run does no network or compile work.
@@ -90,4 +90,18 @@ ensure_node() {
         die "node is installed without npm: install npm for it (tests/e2e needs npm ci)"
     fi
     ensure_apt_packages nodejs npm
+}
+
+# On a lent GPU machine (the device tool): unpack the Vulkan and glvnd loaders carried in .gl/
+# (Debian packages, see the tool's README) when none is installed, and point the loader at the
+# NVIDIA driver's ICD where the machine keeps it.
+vulkan_on_lent_gpu() {
+    if [[ -d .gl ]] && ! ldconfig -p | grep -q libvulkan.so.1; then
+        local f
+        for f in .gl/*.deb; do dpkg -x "$f" /; done
+        ldconfig
+    fi
+    if [[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]]; then
+        export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    fi
 }

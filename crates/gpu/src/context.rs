@@ -264,6 +264,16 @@ impl GpuContext {
         Ok(out)
     }
 
+    /// Block until the device has finished everything submitted (native only; the web's queue
+    /// is awaited through its map callbacks).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        Ok(())
+    }
+
     /// Map `buf` (MAP_READ) and copy out `len` f32/u32 words.
     pub(crate) async fn read_words(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<u32>> {
         let bytes = (len * 4) as u64;
@@ -276,9 +286,7 @@ impl GpuContext {
             let _ = tx.send(r);
         });
         #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        self.wait_idle()?;
         let res = rx.await.map_err(|_| GpuError::Readback("map callback dropped".into()))?;
         self.check()?;
         res.map_err(|e| GpuError::Readback(e.to_string()))?;

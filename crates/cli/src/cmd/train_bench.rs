@@ -24,28 +24,71 @@ pub struct TrainBench {
 }
 
 /// The profile of one GPU step: items summed by kernel (largest first), and the largest items.
-fn profile_json(items: &[ItemTime]) -> serde_json::Value {
-    let mut by_kernel: Vec<(&str, usize, f64)> = Vec::new();
-    for it in items {
-        match by_kernel.iter_mut().find(|k| k.0 == it.kernel) {
-            Some(k) => {
-                k.1 += 1;
-                k.2 += it.seconds;
+struct StepProfile {
+    items: usize,
+    seconds: f64,
+    by_kernel: Vec<KernelTotal>,
+    largest: Vec<ItemTime>,
+}
+
+/// One kernel's items of a profiled step, together.
+struct KernelTotal {
+    kernel: &'static str,
+    count: usize,
+    seconds: f64,
+}
+
+impl StepProfile {
+    fn new(items: &[ItemTime]) -> StepProfile {
+        let mut by_kernel: Vec<KernelTotal> = Vec::new();
+        for it in items {
+            match by_kernel.iter_mut().find(|k| k.kernel == it.kernel) {
+                Some(k) => {
+                    k.count += 1;
+                    k.seconds += it.seconds;
+                }
+                None => by_kernel.push(KernelTotal { kernel: it.kernel, count: 1, seconds: it.seconds }),
             }
-            None => by_kernel.push((it.kernel, 1, it.seconds)),
         }
+        by_kernel.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+        let mut largest = items.to_vec();
+        largest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+        largest.truncate(16);
+        StepProfile { items: items.len(), seconds: items.iter().map(|i| i.seconds).sum(), by_kernel, largest }
     }
-    by_kernel.sort_by(|a, b| b.2.total_cmp(&a.2));
-    let mut largest: Vec<&ItemTime> = items.iter().collect();
-    largest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
-    json!({
-        "items": items.len(),
-        "seconds": items.iter().map(|i| i.seconds).sum::<f64>(),
-        "by_kernel": by_kernel.iter().map(|(k, n, s)| json!({ "kernel": k, "count": n, "seconds": s })).collect::<Vec<_>>(),
-        "largest": largest.iter().take(16).map(|i| json!({
-            "kernel": i.kernel, "grid": i.grid, "seconds": i.seconds,
-        })).collect::<Vec<_>>(),
-    })
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "items": self.items,
+            "seconds": self.seconds,
+            "by_kernel": self.by_kernel.iter()
+                .map(|k| json!({ "kernel": k.kernel, "count": k.count, "seconds": k.seconds }))
+                .collect::<Vec<_>>(),
+            "largest": self.largest.iter()
+                .map(|i| json!({ "kernel": i.kernel, "grid": i.grid, "seconds": i.seconds }))
+                .collect::<Vec<_>>(),
+        })
+    }
+
+    /// The by-kernel totals as a table.
+    fn table(&self) -> String {
+        let rows: Vec<Vec<String>> = (self.by_kernel.iter())
+            .map(|k| {
+                vec![
+                    k.kernel.to_string(),
+                    k.count.to_string(),
+                    format!("{:.3}", k.seconds * 1e3),
+                    format!("{:.1}", 100.0 * k.seconds / self.seconds.max(f64::MIN_POSITIVE)),
+                ]
+            })
+            .collect();
+        format!(
+            "\none GPU step item by item ({} items, each submitted and waited for alone: {:.1} ms)\n{}",
+            self.items,
+            self.seconds * 1e3,
+            table(&["kernel", "items", "ms", "%"], &rows, &[0])
+        )
+    }
 }
 
 /// Seconds of each of `steps` calls of `step` after one warm-up call, and their losses.
@@ -108,7 +151,7 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
         let (secs, losses) =
             time_steps(b.steps, |s| g.step(&windows(b, vocab, s), lr, clip, s + 1).map(|r| r.0))?;
         let profile =
-            if b.profile { Some(profile_json(&g.profile_step(&windows(b, vocab, 0))?)) } else { None };
+            if b.profile { Some(StepProfile::new(&g.profile_step(&windows(b, vocab, 0))?)) } else { None };
         Ok((device, secs, losses, profile))
     });
     let tokens = (b.batch * b.seq_len) as f64;
@@ -121,7 +164,7 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
             let tps = tokens / median(s.clone());
             json!({
                 "device": device, "tokens_per_s": tps, "gpu_over_cpu": tps / cpu_tps,
-                "max_loss_difference": max_diff(losses), "profile": profile,
+                "max_loss_difference": max_diff(losses), "profile": profile.as_ref().map(StepProfile::json),
             })
         }
         Err(e) => json!({ "error": e.to_string() }),
@@ -157,7 +200,7 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
     match gpu_result {
         Ok((device, s, losses, profile)) => {
             if let Some(p) = profile {
-                profile_text = profile_table(&p);
+                profile_text = p.table();
             }
             let tps = tokens / median(s);
             rows.push(vec![
@@ -178,27 +221,4 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
         b.steps,
         table(&["device", "tokens/s", "÷ CPU", "max |Δ loss|"], &rows, &[0, 3])
     ) + &profile_text))
-}
-
-/// The by-kernel part of a step profile as a table.
-fn profile_table(p: &serde_json::Value) -> String {
-    let total = p["seconds"].as_f64().unwrap_or(0.0);
-    let rows: Vec<Vec<String>> = (p["by_kernel"].as_array().map(Vec::as_slice).unwrap_or(&[]))
-        .iter()
-        .map(|k| {
-            let secs = k["seconds"].as_f64().unwrap_or(0.0);
-            vec![
-                k["kernel"].as_str().unwrap_or("?").to_string(),
-                k["count"].to_string(),
-                format!("{:.3}", secs * 1e3),
-                format!("{:.1}", 100.0 * secs / total.max(f64::MIN_POSITIVE)),
-            ]
-        })
-        .collect();
-    format!(
-        "\none GPU step item by item ({} items, each submitted and waited for alone: {:.1} ms)\n{}",
-        p["items"],
-        total * 1e3,
-        table(&["kernel", "items", "ms", "%"], &rows, &[0])
-    )
 }

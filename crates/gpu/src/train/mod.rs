@@ -447,10 +447,7 @@ impl GpuTrainer {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn profile_step(&mut self, windows: &[u32]) -> Result<Vec<ItemTime>> {
         self.write_batch(windows)?;
-        let wait = |dev: &wgpu::Device| {
-            dev.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))
-        };
-        wait(&self.ctx.device)?;
+        self.ctx.wait_idle()?;
         let rec = &self.recorded;
         let mut times = Vec::with_capacity(rec.len());
         for i in 0..rec.len() {
@@ -458,7 +455,7 @@ impl GpuTrainer {
             let (kernel, grid) = rec.encode_item(&self.kernels, &mut enc, i);
             let t0 = std::time::Instant::now();
             self.ctx.queue.submit([enc.finish()]);
-            wait(&self.ctx.device)?;
+            self.ctx.wait_idle()?;
             times.push(ItemTime { kernel, grid, seconds: t0.elapsed().as_secs_f64() });
         }
         self.ctx.check()?;
