@@ -16,10 +16,10 @@ A=${ATTNLAB:-target/release/attnlab}
 DEADLINE=${DEADLINE:-420}
 LANES=${LANES:-12}
 STEPS=${STEPS:-11000}
-RUNS128=${RUNS128:-"nope sinusoidal linear-elu transnormer regla gla fast-decay lrpe lrpe-theta-fixed
+RUNS128=${RUNS128-"nope sinusoidal linear-elu transnormer regla gla fast-decay lrpe lrpe-theta-fixed
   alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss regla-fig4 gla-fig4 regla-seed1 gla-seed1
   fast-decay-seed1 linear-elu-seed1 transnormer-seed1 alibi-seed2 mep-seed2"}
-RUNS512=${RUNS512:-"mep alibi"}
+RUNS512=${RUNS512-"mep alibi"}
 LOG=$OUT/log.txt
 mkdir -p "$OUT/logs"
 exec > >(tee -a "$LOG") 2>&1
@@ -55,21 +55,28 @@ t0=$(date +%s)
 # GPU utilization while the lanes run (is the GPU or the host the limit?)
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 20 >"$OUT/logs/smi.csv" 2>/dev/null &
 smi=$!
+lanes128=  # (train_shipped.sh with no names would train every model: an empty list trains none)
+if [ -n "${RUNS128// /}" ]; then
+  # shellcheck disable=SC2086
+  RUNS=data/runs-20x LANES=$LANES timeout "$DEADLINE" scripts/train_shipped.sh $RUNS128 &
+  lanes128=$!
+fi
+lanes512=
+if [ -n "${RUNS512// /}" ]; then
+  # shellcheck disable=SC2086
+  RUNS=data/runs-512 SEQ_LEN=512 LANES=${LANES512:-2} timeout "$DEADLINE" scripts/train_shipped.sh $RUNS512 &
+  lanes512=$!
+fi
 # shellcheck disable=SC2086
-RUNS=data/runs-20x LANES=$LANES timeout "$DEADLINE" scripts/train_shipped.sh $RUNS128 &
-lanes128=$!
-# shellcheck disable=SC2086
-RUNS=data/runs-512 SEQ_LEN=512 LANES=2 timeout "$DEADLINE" scripts/train_shipped.sh $RUNS512 &
-lanes512=$!
-wait "$lanes128" "$lanes512"  # (a bare `wait` would also wait for the tee of the log)
+[ -z "$lanes128$lanes512" ] || wait $lanes128 $lanes512  # (a bare `wait` would also wait for the tee of the log)
 pkill -TERM -f "attnlab --json train" && sleep 3
 kill "$smi" 2>/dev/null
 echo "training: $(($(date +%s) - t0)) s"
 
 # 3. Pack: finished runs (F16), logs, then checkpoints of unfinished runs while room is left.
-python3 - "$A" "$STEPS" "$OUT" <<'EOF'
+python3 - "$A" "$STEPS" "$OUT" "${MAX_TARS:-6}" <<'EOF'
 import json, os, subprocess, sys, tarfile, glob, shutil
-attnlab, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+attnlab, steps, out, max_tars = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 LIMIT, TOTAL = 15 * 2**20, 60 * 2**20
 def step_of(run):
     try:
@@ -78,6 +85,7 @@ def step_of(run):
         return 0
 def size(p):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(p) for f in fs)
+shutil.rmtree("/tmp/pack", ignore_errors=True)  # (a warm machine keeps the last call's)
 items, partial = [], []
 for run in sorted(glob.glob("data/runs-*/*/")):
     run = run.rstrip("/")
@@ -114,7 +122,7 @@ for path, arc in items:
         if b[0] + n <= LIMIT:
             b[0] += n; b[1].append((path, arc)); break
     else:
-        if len(bins) == 6 or n > LIMIT:
+        if len(bins) == max_tars or n > LIMIT:
             print(f"no room for {arc} ({n} bytes)")
             continue
         bins.append([n, [(path, arc)]])

@@ -206,6 +206,30 @@ pub static SHADERS: &[&Shader] = &[
     &TRAIN_GATED,
 ];
 
+/// Whether naga guards every loop with its 64-bit iteration counter ("force_loop_bounding", on
+/// by default since wgpu 25). Off here unless `ATTNLAB_LOOP_GUARD=on`: every loop in `shaders/`
+/// runs to a bound fixed before it starts (a counter against a uniform or a constant, or `base`
+/// stepping down by whole workgroups to a multiple of the workgroup below it), so none can run
+/// forever. On an H200 (docs/bench.md) the guard cost the trainer 1.6× (a 16 × 128 step 174k
+/// against 107k tokens/s) and decode 1.4×, as gfx-rs/wgpu#7698 reports for other pipelines.
+pub fn loop_guard() -> bool {
+    std::env::var("ATTNLAB_LOOP_GUARD").is_ok_and(|v| v == "on")
+}
+
+/// Compile `source` (a composed [`Shader`]) on `dev`, with naga's loop guard as [`loop_guard`]
+/// says and every other runtime check (bounds checks included) kept.
+pub fn create_module(dev: &wgpu::Device, label: Option<&str>, source: String) -> wgpu::ShaderModule {
+    let desc = wgpu::ShaderModuleDescriptor { label, source: wgpu::ShaderSource::Wgsl(source.into()) };
+    if loop_guard() {
+        return dev.create_shader_module(desc);
+    }
+    let checks =
+        wgpu::ShaderRuntimeChecks { force_loop_bounding: false, ..wgpu::ShaderRuntimeChecks::checked() };
+    // SAFETY: the only check dropped is the loop guard, and every loop in these shaders is bounded
+    // (see `loop_guard`); on WebGPU this is `create_shader_module`.
+    unsafe { dev.create_shader_module_trusted(desc, checks) }
+}
+
 /// Every shader's own file, as written (without prelude and snippets).
 pub fn files() -> impl Iterator<Item = File> {
     SHADERS.iter().map(|s| (s.name, s.file))
@@ -224,6 +248,51 @@ mod tests {
 
     fn validate(src: &str) -> Result<naga::valid::ModuleInfo, String> {
         validate_with(src, naga::valid::Capabilities::default())
+    }
+
+    /// `loop_guard` compiles without naga's loop guard on the premise that every loop ends: each
+    /// `for` counts up by a step to an upper bound, doubles from a nonzero start to one, or halves
+    /// to zero; each `loop` walks `base` down by a workgroup and breaks when it reaches its floor
+    /// (the break right before the step). A new loop of another form fails here until argued for.
+    #[test]
+    fn every_loop_has_a_fixed_bound() {
+        let counted = |header: &str| -> bool {
+            let Some(inner) = header.strip_prefix("for (var ").and_then(|h| h.strip_suffix(") {")) else {
+                return false;
+            };
+            let parts: Vec<&str> = inner.split(';').map(str::trim).collect();
+            let [init, cond, step] = parts[..] else { return false };
+            let Some((var, start)) = init.split_once(" = ") else { return false };
+            let up = cond.starts_with(&format!("{var} < ")) || cond.starts_with(&format!("{var} <= "));
+            let by = |op: &str| step.strip_prefix(&format!("{var} = {var} {op} "));
+            match (by("+"), by("*"), by("/")) {
+                (Some(inc), _, _) => {
+                    let names = inc.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+                    up && inc != "0u" && names.into_iter().all(|n| n != var)
+                }
+                (_, Some("2u"), _) => up && start != "0u",
+                (_, _, Some("2u")) => cond == format!("{var} > 0u"),
+                _ => false,
+            }
+        };
+        for (name, text) in files().chain(SNIPPETS.iter().copied()) {
+            let lines: Vec<&str> = text.lines().map(str::trim).collect();
+            for (i, line) in lines.iter().enumerate() {
+                let code = line.split("//").next().unwrap_or("").trim();
+                assert!(!code.starts_with("while"), "{name}:{}: a while loop", i + 1);
+                if code.starts_with("for (") {
+                    assert!(counted(code), "{name}:{}: `{code}` has no fixed bound", i + 1);
+                }
+                if code == "loop {" {
+                    let body = &lines[i + 1..];
+                    let step = body.iter().position(|l| l.starts_with("base = base - "));
+                    let ok = step.is_some_and(|k| {
+                        k >= 3 && body[k - 3].starts_with("if (base == ") && body[k - 2] == "break;"
+                    });
+                    assert!(ok, "{name}:{}: a loop that does not step `base` down to a break", i + 1);
+                }
+            }
+        }
     }
 
     /// Every file in `shaders/` is listed here, and every composed shader parses and validates with

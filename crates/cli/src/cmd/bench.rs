@@ -307,6 +307,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "backend": a.model.backend.name(),
         "device": device,
+        "loop_guard": attnlab_gpu::shaders::loop_guard(),
         "machine": machine(),
         "model": {
             "path": a.model.dir().display().to_string(),

@@ -209,10 +209,7 @@ impl GpuModel {
             .modules
             .entry((name, vectors))
             .or_insert_with(|| {
-                dev.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(name),
-                    source: wgpu::ShaderSource::Wgsl(spec.shader.source_for(vectors).into()),
-                })
+                crate::shaders::create_module(dev, Some(name), spec.shader.source_for(vectors))
             })
             .clone();
         let layout = bind_group_layout(dev, name, spec.slots);

@@ -278,10 +278,7 @@ mod tests {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: None,
-            source: wgpu::ShaderSource::Wgsl(MATMUL.shader.source_for(vectors).into()),
-        });
+        let module = crate::shaders::create_module(dev, None, MATMUL.shader.source_for(vectors));
         let layout = bind_group_layout(dev, "matmul", MATMUL.slots);
         let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: None,

@@ -174,16 +174,8 @@ pub(super) struct Kernels {
 impl Kernels {
     /// Build every trainer pipeline (call inside a validation error scope).
     pub fn new(dev: &wgpu::Device) -> Kernels {
-        let gemm = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(shaders::GEMM.name),
-            source: wgpu::ShaderSource::Wgsl(shaders::GEMM.source().into()),
-        });
-        let module = |sh: &shaders::Shader| {
-            dev.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(sh.name),
-                source: wgpu::ShaderSource::Wgsl(sh.source().into()),
-            })
-        };
+        let module = |sh: &shaders::Shader| shaders::create_module(dev, Some(sh.name), sh.source());
+        let gemm = module(&shaders::GEMM);
         let (train, gated) = (module(&shaders::TRAIN), module(&shaders::TRAIN_GATED));
         let pipes = SPECS
             .iter()
