@@ -102,20 +102,25 @@ fn rms_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
-// RMSNorm gain gradient, one column per invocation: dw_c = Σ_r dy[r, c]·x[r, c]·rstd_r.
+// RMSNorm gain gradient, one column per workgroup: dw_c = Σ_r dy[r, c]·x[r, c]·rstd_r, each
+// invocation summing every 64th row, then the workgroup's sum (a column per invocation walked all
+// 2,048 rows of a 16 × 128 batch in series: 0.2–0.6 ms per call on an H200).
 // src0 dy, src1 x, src2 rstd, dst0 gradients (w at off0).
 @compute @workgroup_size(64)
 fn rms_dw(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
-    let c = flat(wg, nwg, lid);
+    let c = group(wg, nwg);
     if (c >= tp.width) {
         return;
     }
     var s = 0.0;
-    for (var r = 0u; r < tp.rows; r = r + 1u) {
+    for (var r = lid; r < tp.rows; r = r + RED_WG) {
         s = s + src0[r * tp.width + c] * src1[r * tp.width + c] * src2[r];
     }
-    dst0[tp.off0 + c] = s;
+    let total = reduce_sum(lid, s);
+    if (lid == 0u) {
+        dst0[tp.off0 + c] = total;
+    }
 }
 
 // SwiGLU: h = silu(g)·u.  src0 g, src1 u, dst0 h (rows·width values).

@@ -489,7 +489,7 @@ impl Rec<'_, '_> {
     ) -> Result<()> {
         let (params, grads) = (self.p.params, self.p.grads);
         self.dispatch(K::RmsBwd, &tp, &[dy, x, params, dx], grid(tp.rows as usize));
-        self.dispatch(K::RmsDw, &tp, &[dy, x, rstd, grads], threads(tp.width as usize));
+        self.dispatch(K::RmsDw, &tp, &[dy, x, rstd, grads], grid(tp.width as usize));
         self.written.insert(w.to_string());
         Ok(())
     }
