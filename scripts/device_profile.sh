@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Where a GPU training step's time goes on a lent GPU machine (the `device` tool): `attnlab bench
 # --train --profile` (each kernel of one step timed alone) for a few variants and batch shapes,
-# and the inference benchmark beside it, each with naga's loop guard on and off
-# (ATTNLAB_LOOP_GUARD, crates/gpu/src/shaders.rs). JSON under $OUT; $OUT/best_guard names the
-# faster setting for alibi 16 × 128 and $OUT/best_tokens_per_s its throughput.
+# each with the weight gradients' split-K on and off (ATTNLAB_SPLIT_K, crates/gpu/src/train/
+# record.rs), and the inference benchmark. Naga's loop guard is off as by default
+# (ATTNLAB_LOOP_GUARD=on to measure it on; docs/bench.md has both). JSON under $OUT;
+# $OUT/best_split names the faster split-K setting for alibi 16 × 128 and $OUT/best_tokens_per_s
+# its throughput.
 # Carried: target/release/attnlab, data/brown (its tokenizer), .gl (the Vulkan loaders).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder that comes back}"
 A=${ATTNLAB:-target/release/attnlab}
 VARIANTS=${VARIANTS:-alibi regla}
-GUARDS=${GUARDS:-on off}
+SPLITS=${SPLITS:-on off}
+export ATTNLAB_LOOP_GUARD=${ATTNLAB_LOOP_GUARD:-off}
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 vulkan_on_lent_gpu
@@ -18,9 +21,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; un
 for v in $VARIANTS; do
   "$A" init --variant "$v" --tokenizer data/brown/tokenizer.json --out "/tmp/p-$v" --force >/dev/null
 done
-profile() {  # guard variant batch seq_len
-  local f=$OUT/profile-$1-$2-$3x$4.json
-  ATTNLAB_LOOP_GUARD=$1 "$A" --json bench --train --model "/tmp/p-$2" --train-batch "$3" --train-seq-len "$4" \
+profile() {  # split variant batch seq_len
+  local f=$OUT/profile-split-$1-$2-$3x$4.json
+  ATTNLAB_SPLIT_K=$1 "$A" --json bench --train --model "/tmp/p-$2" --train-batch "$3" --train-seq-len "$4" \
     --train-steps 3 --profile >"$f" 2>/dev/null
   python3 - "$f" <<'PY'
 import json, sys
@@ -33,23 +36,23 @@ for i in p.get("largest", [])[:8]:
     print(f'  largest {i["kernel"]:14} grid {i["grid"]} {1e3 * i["seconds"]:8.2f} ms')
 PY
 }
-for g in $GUARDS; do
-  for v in $VARIANTS; do profile "$g" "$v" 16 128; done
-  profile "$g" alibi 64 128
-  ATTNLAB_LOOP_GUARD=$g "$A" --json bench --model /tmp/p-alibi --backend gpu --contexts 128,512 --decode-tokens 8 \
-    --repeats 1 >"$OUT/infer-$g-alibi.json" 2>/dev/null
-  echo "inference, loop guard $g:"; grep -o '"\(prefill\|decode\)_tokens_per_s": [0-9.]*' "$OUT/infer-$g-alibi.json" | head -4
+for s in $SPLITS; do
+  for v in $VARIANTS; do profile "$s" "$v" 16 128; done
+  profile "$s" alibi 64 128
 done
-python3 - "$OUT" $GUARDS <<'PY'
+"$A" --json bench --model /tmp/p-alibi --backend gpu --contexts 128,512 --decode-tokens 8 \
+  --repeats 1 >"$OUT/infer-alibi.json" 2>/dev/null
+echo "inference:"; grep -o '"\(prefill\|decode\)_tokens_per_s": [0-9.]*' "$OUT/infer-alibi.json" | head -4
+python3 - "$OUT" $SPLITS <<'PY'
 import json, sys
-out, guards = sys.argv[1], sys.argv[2:]
-def tps(g):
+out, splits = sys.argv[1], sys.argv[2:]
+def tps(s):
     try:
-        return json.load(open(f"{out}/profile-{g}-alibi-16x128.json"))["gpu"]["tokens_per_s"]
+        return json.load(open(f"{out}/profile-split-{s}-alibi-16x128.json"))["gpu"]["tokens_per_s"]
     except Exception:
         return 0
-best = max(guards, key=tps)
-open(f"{out}/best_guard", "w").write(best)
+best = max(splits, key=tps)
+open(f"{out}/best_split", "w").write(best)
 open(f"{out}/best_tokens_per_s", "w").write(str(round(tps(best))))
-print("best loop guard:", best, round(tps(best)), "tokens/s")
+print("best split-K setting:", best, round(tps(best)), "tokens/s")
 PY

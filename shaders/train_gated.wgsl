@@ -289,23 +289,22 @@ fn expmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
 // ReGLA's key map with the running maximum M_t = max_{s ≤ t} max_j k_s[j] of each head (the
 // causal stand-in for §3.2's global max): φk_t = scale·exp(k_t − M_t), and the state rescale
 // M_{t−1} − M_t (0 at t = 0) added to every channel of the head's log-gate. One (b, head) per
-// invocation (n = B·h), walking the positions.  src0 k, dst0 φk, dst1 lg (+=).
+// workgroup (n = B·h), each invocation a chunk of consecutive positions; the maximum before a
+// chunk comes from the other chunks' maxima (`runmax_before`), so the result is the serial walk's
+// to the bit.  src0 k, dst0 φk, dst1 lg (+=).
 @compute @workgroup_size(64)
 fn runmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
-    let e = flat(wg, nwg, lid);
+    let e = group(wg, nwg);
     if (e >= tp.n) {
         return;
     }
-    let b = e / tp.h;
-    let hh = e % tp.h;
-    var prev = -3.0e38;
-    for (var t = 0u; t < tp.t; t = t + 1u) {
-        let at = (b * tp.t + t) * tp.a + hh * tp.dh;
-        var m = prev;
-        for (var j = 0u; j < tp.dh; j = j + 1u) {
-            m = max(m, src0[at + j]);
-        }
+    let base = (e / tp.h) * tp.t * tp.a + (e % tp.h) * tp.dh;
+    let span = runmax_chunk(lid);
+    var prev = runmax_before(lid, span, base);
+    for (var t = span.x; t < span.y; t = t + 1u) {
+        let at = base + t * tp.a;
+        let m = max(prev, head_max(at));
         if (t == 0u) {
             prev = m;
         }
@@ -317,54 +316,125 @@ fn runmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
     }
 }
 
-// Its backward (one (b, head) per invocation): dk = φk ⊙ dφk directly, plus each position's
-// dM_t = −Σ_j φk_t dφk_t − Σ_j dlg_t + Σ_j dlg_{t+1} (+ Σ_j dlg_0 at t = 0) given to every entry
-// k_s[j] (s ≤ t) equal to M_t, as candle's max does with ties (a token repeated in a window gives
-// equal keys in the first layer). M is non-decreasing, so the entries equal to M_t lie in the run of
-// positions holding that value: walking back, each takes the sum of dM over the run from its
-// position on.  src0 k, src1 φk, src2 dφk, dst1 dlg (read), dst0 dk, dst2 scratch M [B·h·t].
+// The running-max kernels' per-chunk scratch: each chunk's maximum; its first running maximum, the
+// sum of dM over the leading run of positions holding that value, and whether the run fills it.
+var<workgroup> chunk_max: array<f32, 64>;
+var<workgroup> chunk_first: array<f32, 64>;
+var<workgroup> chunk_head: array<f32, 64>;
+var<workgroup> chunk_whole: array<u32, 64>;
+
+// Invocation lid's positions [x, y) of the tp.t: ⌈t / 64⌉ consecutive ones (empty past the end).
+fn runmax_chunk(lid: u32) -> vec2<u32> {
+    let len = (tp.t + 63u) / 64u;
+    let t0 = min(lid * len, tp.t);
+    return vec2<u32>(t0, min(t0 + len, tp.t));
+}
+
+// max_j src0[at + j] over a head's channels.
+fn head_max(at: u32) -> f32 {
+    var m = -3.0e38;
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        m = max(m, src0[at + j]);
+    }
+    return m;
+}
+
+// The running maximum before invocation lid's chunk (−3e38 for the first); every invocation calls
+// it (a barrier inside).
+fn runmax_before(lid: u32, span: vec2<u32>, base: u32) -> f32 {
+    var m = -3.0e38;
+    for (var t = span.x; t < span.y; t = t + 1u) {
+        m = max(m, head_max(base + t * tp.a));
+    }
+    chunk_max[lid] = m;
+    workgroupBarrier();
+    var before = -3.0e38;
+    for (var c = 0u; c < lid; c = c + 1u) {
+        before = max(before, chunk_max[c]);
+    }
+    return before;
+}
+
+// dM_t = −Σ_j φk_t dφk_t − Σ_j dlg_t + Σ_j dlg_{t+1} (+ Σ_j dlg_0 at t = 0) for the position at
+// `at` (src1 φk, src2 dφk, dst1 dlg).
+fn runmax_dm(at: u32, t: u32) -> f32 {
+    var own = 0.0;
+    var dl = 0.0;
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        own = own + src1[at + j] * src2[at + j];
+        dl = dl + dst1[at + j];
+    }
+    var dm = -own - dl;
+    if (t + 1u < tp.t) {
+        for (var j = 0u; j < tp.dh; j = j + 1u) {
+            dm = dm + dst1[at + tp.a + j];
+        }
+    }
+    if (t == 0u) {
+        dm = dm + dl;
+    }
+    return dm;
+}
+
+// Its backward: dk = φk ⊙ dφk directly, plus each position's dM_t (`runmax_dm`) given to every
+// entry k_s[j] (s ≤ t) equal to M_t, as candle's max does with ties (a token repeated in a window
+// gives equal keys in the first layer). M is non-decreasing, so the entries equal to M_t lie in the
+// run of positions holding that value, and each takes the sum of dM over the run from its position
+// on: within a chunk by walking back, across chunks from the later chunks' leading runs. One (b,
+// head) per workgroup as in the forward.  src0 k, src1 φk, src2 dφk, dst1 dlg (read), dst0 dk,
+// dst2 scratch M [B·h·t].
 @compute @workgroup_size(64)
 fn runmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
-    let e = flat(wg, nwg, lid);
+    let e = group(wg, nwg);
     if (e >= tp.n) {
         return;
     }
-    let b = e / tp.h;
-    let hh = e % tp.h;
-    var m = -3.0e38;
-    for (var t = 0u; t < tp.t; t = t + 1u) {
-        let at = (b * tp.t + t) * tp.a + hh * tp.dh;
+    let base = (e / tp.h) * tp.t * tp.a + (e % tp.h) * tp.dh;
+    let span = runmax_chunk(lid);
+    var m = runmax_before(lid, span, base);
+    var head = 0.0;
+    var whole = 1u;
+    for (var t = span.x; t < span.y; t = t + 1u) {
+        let at = base + t * tp.a;
         for (var j = 0u; j < tp.dh; j = j + 1u) {
             dst0[at + j] = src1[at + j] * src2[at + j];
-            m = max(m, src0[at + j]);
         }
+        m = max(m, head_max(at));
         dst2[e * tp.t + t] = m;
+        if (t == span.x) {
+            chunk_first[lid] = m;
+        }
+        if (whole == 1u && m == chunk_first[lid]) {
+            head = head + runmax_dm(at, t);
+        } else {
+            whole = 0u;
+        }
     }
+    chunk_head[lid] = head;
+    chunk_whole[lid] = whole;
+    workgroupBarrier();
     var acc = 0.0;
-    for (var q = 0u; q < tp.t; q = q + 1u) {
-        let t = tp.t - 1u - q;
-        let at = (b * tp.t + t) * tp.a + hh * tp.dh;
+    if (span.y > span.x) {
+        // The run of the chunk's last maximum goes on into the next chunks while they start with it.
+        for (var c = lid + 1u; c < 64u; c = c + 1u) {
+            if (runmax_chunk(c).x >= tp.t || chunk_first[c] != m) {
+                break;
+            }
+            acc = acc + chunk_head[c];
+            if (chunk_whole[c] == 0u) {
+                break;
+            }
+        }
+    }
+    for (var q = 0u; q < span.y - span.x; q = q + 1u) {
+        let t = span.y - 1u - q;
+        let at = base + t * tp.a;
         let mt = dst2[e * tp.t + t];
-        var own = 0.0;
-        var dl = 0.0;
-        for (var j = 0u; j < tp.dh; j = j + 1u) {
-            own = own + src1[at + j] * src2[at + j];
-            dl = dl + dst1[at + j];
+        if (t + 1u < span.y && dst2[e * tp.t + t + 1u] != mt) {
+            acc = 0.0;
         }
-        var dm = -own - dl;
-        if (t + 1u < tp.t) {
-            for (var j = 0u; j < tp.dh; j = j + 1u) {
-                dm = dm + dst1[at + tp.a + j];
-            }
-            if (dst2[e * tp.t + t + 1u] != mt) {
-                acc = 0.0;
-            }
-        }
-        if (t == 0u) {
-            dm = dm + dl;
-        }
-        acc = acc + dm;
+        acc = acc + runmax_dm(at, t);
         for (var j = 0u; j < tp.dh; j = j + 1u) {
             if (src0[at + j] == mt) {
                 dst0[at + j] = dst0[at + j] + acc;

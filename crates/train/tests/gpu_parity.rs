@@ -36,10 +36,10 @@ fn context() -> Option<GpuContext> {
     }
 }
 
-/// `rows` windows of `SEQ + 1` ids from an LCG.
-fn windows(rows: usize, vocab: usize, seed: u64) -> Vec<u32> {
+/// `rows` windows of `seq + 1` ids from an LCG.
+fn windows(rows: usize, seq: usize, vocab: usize, seed: u64) -> Vec<u32> {
     let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..rows * (SEQ + 1))
+    (0..rows * (seq + 1))
         .map(|_| {
             s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             ((s >> 33) % vocab as u64) as u32
@@ -49,7 +49,7 @@ fn windows(rows: usize, vocab: usize, seed: u64) -> Vec<u32> {
 
 /// Loss and every tensor's gradient from candle's backward pass.
 fn candle_gradients(model: &TrainModel, batch: &[u32]) -> (f32, BTreeMap<String, Vec<f32>>) {
-    let t = Tensor::from_vec(batch.to_vec(), (BATCH, SEQ + 1), model.device()).expect("batch");
+    let t = Tensor::from_vec(batch.to_vec(), (BATCH, batch.len() / BATCH), model.device()).expect("batch");
     let loss = model.loss(&t).expect("loss");
     let grads = loss.backward().expect("backward");
     let out = model
@@ -97,7 +97,7 @@ fn gpu_gradients_match_candle_for_every_catalog_configuration() {
         let model =
             TrainModel::from_core(&Model::random(cfg.clone(), 5).expect("model")).expect("train model");
         let mut gpu = gpu_trainer(&ctx, &model).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let batch = windows(BATCH, cfg.vocab_size, 3);
+        let batch = windows(BATCH, SEQ, cfg.vocab_size, 3);
         let (cpu_loss, cpu) = candle_gradients(&model, &batch);
         let (gpu_loss, grads) = gpu.gradients(&batch).expect("gpu gradients");
         let (err, tensor) = worst_gradient_error(&cpu, &grads);
@@ -110,6 +110,24 @@ fn gpu_gradients_match_candle_for_every_catalog_configuration() {
         );
         assert!(err <= 1e-3, "{name}: gradient of {tensor} differs by {err:e} (relative L2) > 1e-3");
     }
+}
+
+/// ReGLA's running key max splits the positions into one chunk per invocation (⌈t / 64⌉ each): at
+/// 150 positions, chunks of 3 with a short last one and empty ones after it, and runs of an equal
+/// maximum that cross chunks (a vocabulary of 61 repeats tokens, so keys tie in the first layer).
+#[test]
+fn the_running_key_max_matches_candle_past_64_positions() {
+    let Some(ctx) = context() else { return };
+    const LONG: usize = 150;
+    let cfg = ModelConfig::preset("regla", common::tiny()).expect("preset");
+    let model = TrainModel::from_core(&Model::random(cfg.clone(), 11).expect("model")).expect("train model");
+    let mut gpu = GpuTrain::with_context(&ctx, &model, BATCH, LONG, AdamWConfig::default()).expect("trainer");
+    let batch = windows(BATCH, LONG, cfg.vocab_size, 4);
+    let (cpu_loss, cpu) = candle_gradients(&model, &batch);
+    let (gpu_loss, grads) = gpu.gradients(&batch).expect("gpu gradients");
+    let (err, tensor) = worst_gradient_error(&cpu, &grads);
+    assert!((cpu_loss - gpu_loss).abs() <= 1e-4 * cpu_loss.abs(), "loss {gpu_loss} vs {cpu_loss}");
+    assert!(err <= 1e-3, "gradient of {tensor} differs by {err:e} (relative L2) > 1e-3");
 }
 
 /// Architecture options the GPU trainer does not have are refused by name before anything runs.
@@ -140,7 +158,7 @@ fn a_short_run_has_the_same_losses_on_the_gpu() {
         let mut gpu = gpu_trainer(&ctx, &cpu).expect("gpu trainer");
         let mut opt = AdamW::new(&cpu, AdamWConfig::default()).expect("adamw");
         for step in 1..=5 {
-            let batch = windows(BATCH, cfg.vocab_size, 100 + step as u64);
+            let batch = windows(BATCH, SEQ, cfg.vocab_size, 100 + step as u64);
             let lr = 3e-3 * step as f64 / 5.0;
             let t = Tensor::from_vec(batch.clone(), (BATCH, SEQ + 1), cpu.device()).expect("batch");
             let (cl, cn) = optimizer_step(&cpu, &mut opt, &t, lr, 0.5, step).expect("cpu step");
@@ -149,9 +167,9 @@ fn a_short_run_has_the_same_losses_on_the_gpu() {
             assert!((cl - gl).abs() <= 1e-5 * cl.abs(), "{id} step {step}: loss {gl} vs {cl}");
             assert!((cn - gn).abs() <= 1e-5 * cn, "{id} step {step}: grad norm {gn} vs {cn}");
         }
-        let (after_cpu, _) = candle_gradients(&cpu, &windows(BATCH, cfg.vocab_size, 7));
+        let (after_cpu, _) = candle_gradients(&cpu, &windows(BATCH, SEQ, cfg.vocab_size, 7));
         let moved = gpu.to_model().expect("gpu model");
-        let (after_gpu, _) = candle_gradients(&moved, &windows(BATCH, cfg.vocab_size, 7));
+        let (after_gpu, _) = candle_gradients(&moved, &windows(BATCH, SEQ, cfg.vocab_size, 7));
         assert!(
             (after_cpu - after_gpu).abs() <= 1e-3 * after_cpu,
             "{id}: held-out loss {after_gpu} vs {after_cpu}"
@@ -192,9 +210,9 @@ fn a_profiled_step_times_every_item_and_changes_nothing() {
         let model =
             TrainModel::from_core(&Model::random(cfg.clone(), 5).expect("model")).expect("train model");
         let mut gpu = gpu_trainer(&ctx, &model).expect("gpu trainer");
-        let batch = windows(BATCH, cfg.vocab_size, 3);
+        let batch = windows(BATCH, SEQ, cfg.vocab_size, 3);
         let (before, grads_before) = gpu.gradients(&batch).expect("gradients");
-        let items = gpu.profile_step(&windows(BATCH, cfg.vocab_size, 9)).expect("profile");
+        let items = gpu.profile_step(&windows(BATCH, SEQ, cfg.vocab_size, 9)).expect("profile");
         let count = |k: &str| items.iter().filter(|i| i.kernel == k).count();
         assert_eq!((count("xent"), count("sumsq"), count("embed_bwd")), (1, 1, 1), "{name}");
         // q, k, v, o, the three FFN matrices: forward, input gradient and weight gradient each.

@@ -165,7 +165,7 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
             json!({
                 "device": device, "tokens_per_s": tps, "gpu_over_cpu": tps / cpu_tps,
                 "max_loss_difference": max_diff(losses), "profile": profile.as_ref().map(StepProfile::json),
-                "loop_guard": attnlab_gpu::shaders::loop_guard(),
+                "loop_guard": attnlab_gpu::shaders::loop_guard(), "split_k": attnlab_gpu::train::split_k(),
             })
         }
         Err(e) => json!({ "error": e.to_string() }),

@@ -18,6 +18,7 @@
 mod kernels;
 mod mixer;
 mod record;
+pub use record::split_k;
 
 #[cfg(test)]
 pub(crate) use kernels::SPECS;

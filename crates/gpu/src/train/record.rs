@@ -188,6 +188,31 @@ pub(super) struct Rec<'a, 'b> {
     pub written: HashSet<String>,
     /// A 4-word buffer bound where a kernel's optional input is off.
     pub dummy: wgpu::Buffer,
+    /// The weight gradients' per-slab partial products when their K is split (`split_k_slabs`).
+    split: wgpu::Buffer,
+}
+
+/// Workgroups a weight gradient's gemm is split up to: 64 × 64 tiles × slabs of the batch's rows.
+const SPLIT_K_GROUPS: usize = 128;
+/// The fewest rows a slab of a split weight gradient sums (one 16-deep K tile).
+const SPLIT_K_MIN_ROWS: usize = 16;
+
+/// Whether weight gradients split their sum over the batch's rows across workgroups (the default;
+/// `ATTNLAB_SPLIT_K=off` computes each in one gemm of `⌈out/64⌉·⌈inp/64⌉` workgroups, to compare).
+pub fn split_k() -> bool {
+    !std::env::var("ATTNLAB_SPLIT_K").is_ok_and(|v| v == "off")
+}
+
+/// Slabs of `rows` for the gradient `dW [out, inp] = Σ_r dy_rᵀ x_r`: as many as keep the gemm
+/// within `SPLIT_K_GROUPS` workgroups and each slab at `SPLIT_K_MIN_ROWS` rows, dividing `rows`
+/// (1: no split). With K = 2,048 rows a 128 × 128 weight is 4 tiles, so 32 slabs of 64 rows
+/// instead of 4 workgroups each walking 128 K tiles.
+fn split_k_slabs(out: usize, inp: usize, rows: usize) -> usize {
+    if !split_k() {
+        return 1;
+    }
+    let most = (SPLIT_K_GROUPS / (out.div_ceil(64) * inp.div_ceil(64))).min(rows / SPLIT_K_MIN_ROWS);
+    (1..=most.max(1)).rev().find(|s| rows.is_multiple_of(*s)).unwrap_or(1)
 }
 
 /// Record the step of a model with these layer lowerings; `learned_tables` are the host-written
@@ -296,7 +321,9 @@ pub(super) fn record(
     };
     let dummy = buf("unused", 4);
     let head = if cfg.tie_embeddings { "tok_emb.weight" } else { "lm_head.weight" };
-    let mut rec = Rec { p, items: Vec::new(), written: HashSet::new(), dummy: dummy.clone() };
+    // At most SPLIT_K_GROUPS tiles of 64 × 64 partial sums at once (see `split_k_slabs`).
+    let split = buf("split-K partial gradients", if split_k() { SPLIT_K_GROUPS * 64 * 64 } else { 4 });
+    let mut rec = Rec { p, items: Vec::new(), written: HashSet::new(), dummy: dummy.clone(), split };
 
     // Forward.
     let x0 = saved.first().map(|s| &s.x).unwrap_or(&xf);
@@ -394,12 +421,31 @@ impl Rec<'_, '_> {
         let s = Shape { accumulate: acc, ..Shape::mnk(r, inp, out) };
         self.gemm(s, Mat::rows(dx, 0, inp), Mat::rows(dy, 0, out), Mat::rows(self.p.params, off, inp));
         let grads = self.p.grads;
-        self.gemm(
-            Shape::mnk(out, inp, r),
-            Mat::rows(grads, off, inp),
-            Mat::rows(dy, 0, out).t(),
-            Mat::rows(x, 0, inp),
-        );
+        let slabs = split_k_slabs(out, inp, r);
+        if slabs == 1 {
+            self.gemm(
+                Shape::mnk(out, inp, r),
+                Mat::rows(grads, off, inp),
+                Mat::rows(dy, 0, out).t(),
+                Mat::rows(x, 0, inp),
+            );
+        } else {
+            // Slab z's rows [z·k, (z + 1)·k) into split[z], then the column sums over the slabs.
+            let (k, split) = (r / slabs, self.split.clone());
+            self.gemm(
+                Shape { batch: slabs, ..Shape::mnk(out, inp, k) },
+                Mat::rows(&split, 0, inp).batched(out * inp, 0),
+                Mat::rows(dy, 0, out).t().batched(k * out, 0),
+                Mat::rows(x, 0, inp).batched(k * inp, 0),
+            );
+            let tp = TrainParams {
+                rows: slabs as u32,
+                width: (out * inp) as u32,
+                off0: off as u32,
+                ..TrainParams::default()
+            };
+            self.dispatch(K::Colsum, &tp, &[&split, grads], threads(out * inp));
+        }
         self.written.insert(w.to_string());
         Ok(())
     }
@@ -624,5 +670,33 @@ impl Rec<'_, '_> {
         }
         self.post_gate_bwd(s, mx, c)?;
         self.rms_bwd(&c.dx, &c.du, &s.x, &s.rstd1, &w("attn_norm.weight"), true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 1.1M preset at 16 × 128 (2,048 rows): the attention projections (4 tiles) get 32 slabs,
+    /// the feed-forward ones (12 tiles) 8, the output head (64 tiles) 2; every split divides the
+    /// rows, keeps slabs of at least one K tile and fits the scratch of `SPLIT_K_GROUPS` tiles.
+    #[test]
+    fn split_k_fills_the_grid_and_divides_the_rows() {
+        if !split_k() {
+            return; // ATTNLAB_SPLIT_K=off in the environment: nothing is split.
+        }
+        assert_eq!(split_k_slabs(128, 128, 2048), 32);
+        assert_eq!(split_k_slabs(384, 128, 2048), 8);
+        assert_eq!(split_k_slabs(128, 384, 2048), 8);
+        assert_eq!(split_k_slabs(2048, 128, 2048), 2);
+        assert_eq!(split_k_slabs(128, 128, 15), 1, "fewer rows than one K tile");
+        for rows in [1, 16, 48, 100, 512, 2048, 4096, 3000] {
+            for (out, inp) in [(32, 32), (48, 32), (128, 128), (384, 128), (2048, 128), (9000, 100)] {
+                let s = split_k_slabs(out, inp, rows);
+                assert_eq!(rows % s, 0, "{s} slabs of {rows} rows");
+                assert!(s == 1 || rows / s >= SPLIT_K_MIN_ROWS, "{rows} rows in {s} slabs");
+                assert!(s * out * inp <= SPLIT_K_GROUPS * 64 * 64 || s == 1, "{out} × {inp}: {s} slabs");
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::{Feat, KeyGate, Linear, LrpeParts, Mixer};
 use crate::params::TrainParams;
-use crate::train::kernels::{threads, K};
+use crate::train::kernels::{grid, threads, K};
 use crate::train::record::{Rec, Saved, Scratch};
 use crate::train::{init_storage, init_words, zeroed, Dims};
 use attnlab_core::lrpe::{odd_even_index, Lrpe};
@@ -170,7 +170,7 @@ impl Rec<'_, '_> {
                 Feat::RunningMax(_) => {
                     let tp = TrainParams { n: (b * h) as u32, ..self.attn_params(r) };
                     // c.dden (a denominator's scratch, unused with a gate) holds the running maxima.
-                    self.dispatch(K::RunmaxBwd, &tp, &[x, fx, dfx, dx, &c.dlg, &c.dden], threads(b * h));
+                    self.dispatch(K::RunmaxBwd, &tp, &[x, fx, dfx, dx, &c.dlg, &c.dden], grid(b * h));
                 }
             }
         }

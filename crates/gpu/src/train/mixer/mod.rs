@@ -435,7 +435,7 @@ impl Rec<'_, '_> {
                         self.key_gate_fwd(s, g)?;
                         if let Feat::RunningMax(scale) = ln.k {
                             let tp = TrainParams { n: (b * h) as u32, scale, ..self.attn_params(r) };
-                            self.dispatch(K::RunmaxFwd, &tp, &[&s.k, &s.fk, &s.bc], threads(b * h));
+                            self.dispatch(K::RunmaxFwd, &tp, &[&s.k, &s.fk, &s.bc], grid(b * h));
                         }
                         self.cumsum(&s.bc, false);
                         self.rotate(mx.rope.as_ref(), &s.fq, false);
