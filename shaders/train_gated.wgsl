@@ -316,12 +316,11 @@ fn runmax_fwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
     }
 }
 
-// The running-max kernels' per-chunk scratch: each chunk's maximum; its first running maximum, the
-// sum of dM over the leading run of positions holding that value, and whether the run fills it.
+// The running-max kernels' per-chunk scratch: each chunk's maximum of its keys; its first running
+// maximum and the sum of dM over the leading run of positions holding that value.
 var<workgroup> chunk_max: array<f32, 64>;
 var<workgroup> chunk_first: array<f32, 64>;
 var<workgroup> chunk_head: array<f32, 64>;
-var<workgroup> chunk_whole: array<u32, 64>;
 
 // Invocation lid's positions [x, y) of the tp.t: ⌈t / 64⌉ consecutive ones (empty past the end).
 fn runmax_chunk(lid: u32) -> vec2<u32> {
@@ -380,9 +379,9 @@ fn runmax_dm(at: u32, t: u32) -> f32 {
 // entry k_s[j] (s ≤ t) equal to M_t, as candle's max does with ties (a token repeated in a window
 // gives equal keys in the first layer). M is non-decreasing, so the entries equal to M_t lie in the
 // run of positions holding that value, and each takes the sum of dM over the run from its position
-// on: within a chunk by walking back, across chunks from the later chunks' leading runs. One (b,
-// head) per workgroup as in the forward.  src0 k, src1 φk, src2 dφk, dst1 dlg (read), dst0 dk,
-// dst2 scratch M [B·h·t].
+// on: within a chunk by walking back, then for the chunk's last run the sum over its continuation
+// in the later chunks (their leading runs). One (b, head) per workgroup as in the forward.
+// src0 k, src1 φk, src2 dφk, dst1 dlg (read), dst0 dk, dst2 scratch M [B·h·t].
 @compute @workgroup_size(64)
 fn runmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
@@ -392,53 +391,59 @@ fn runmax_bwd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
     }
     let base = (e / tp.h) * tp.t * tp.a + (e % tp.h) * tp.dh;
     let span = runmax_chunk(lid);
-    var m = runmax_before(lid, span, base);
-    var head = 0.0;
-    var whole = 1u;
+    var last = runmax_before(lid, span, base);
     for (var t = span.x; t < span.y; t = t + 1u) {
         let at = base + t * tp.a;
         for (var j = 0u; j < tp.dh; j = j + 1u) {
             dst0[at + j] = src1[at + j] * src2[at + j];
         }
-        m = max(m, head_max(at));
-        dst2[e * tp.t + t] = m;
-        if (t == span.x) {
-            chunk_first[lid] = m;
-        }
-        if (whole == 1u && m == chunk_first[lid]) {
-            head = head + runmax_dm(at, t);
-        } else {
-            whole = 0u;
-        }
+        last = max(last, head_max(at));
+        dst2[e * tp.t + t] = last;
     }
-    chunk_head[lid] = head;
-    chunk_whole[lid] = whole;
-    workgroupBarrier();
+    // Walking back: acc is the sum of dM over the run from t on, within the chunk; at the chunk's
+    // first position, over its leading run.
     var acc = 0.0;
-    if (span.y > span.x) {
-        // The run of the chunk's last maximum goes on into the next chunks while they start with it.
-        for (var c = lid + 1u; c < 64u; c = c + 1u) {
-            if (runmax_chunk(c).x >= tp.t || chunk_first[c] != m) {
-                break;
-            }
-            acc = acc + chunk_head[c];
-            if (chunk_whole[c] == 0u) {
-                break;
-            }
-        }
-    }
+    var first = last;
     for (var q = 0u; q < span.y - span.x; q = q + 1u) {
         let t = span.y - 1u - q;
         let at = base + t * tp.a;
-        let mt = dst2[e * tp.t + t];
-        if (t + 1u < span.y && dst2[e * tp.t + t + 1u] != mt) {
+        first = dst2[e * tp.t + t];
+        if (t + 1u < span.y && dst2[e * tp.t + t + 1u] != first) {
             acc = 0.0;
         }
         acc = acc + runmax_dm(at, t);
-        for (var j = 0u; j < tp.dh; j = j + 1u) {
-            if (src0[at + j] == mt) {
-                dst0[at + j] = dst0[at + j] + acc;
-            }
+        runmax_give(at, first, acc);
+    }
+    chunk_first[lid] = first;
+    chunk_head[lid] = acc;
+    workgroupBarrier();
+    if (span.y == span.x) {
+        return;
+    }
+    // The chunk's last run goes on into the next chunks while they start with its maximum.
+    var carry = 0.0;
+    for (var c = lid + 1u; c < 64u; c = c + 1u) {
+        if (runmax_chunk(c).x >= tp.t || chunk_first[c] != last) {
+            break;
+        }
+        // (A chunk whose maximum rises past its leading run ends the walk at the next one, which
+        // starts above `last`: M never falls.)
+        carry = carry + chunk_head[c];
+    }
+    for (var q = 0u; q < span.y - span.x; q = q + 1u) {
+        let t = span.y - 1u - q;
+        if (dst2[e * tp.t + t] != last) {
+            break;
+        }
+        runmax_give(base + t * tp.a, last, carry);
+    }
+}
+
+// dk[at + j] += g for the head's keys equal to the running maximum m.
+fn runmax_give(at: u32, m: f32, g: f32) {
+    for (var j = 0u; j < tp.dh; j = j + 1u) {
+        if (src0[at + j] == m) {
+            dst0[at + j] = dst0[at + j] + g;
         }
     }
 }

@@ -188,8 +188,9 @@ pub(super) struct Rec<'a, 'b> {
     pub written: HashSet<String>,
     /// A 4-word buffer bound where a kernel's optional input is off.
     pub dummy: wgpu::Buffer,
-    /// The weight gradients' per-slab partial products when their K is split (`split_k_slabs`).
-    split: wgpu::Buffer,
+    /// The weight gradients' per-slab partial products when their K is split (`split_k_slabs`);
+    /// `None` with `ATTNLAB_SPLIT_K=off`.
+    split: Option<wgpu::Buffer>,
 }
 
 /// Workgroups a weight gradient's gemm is split up to: 64 × 64 tiles × slabs of the batch's rows.
@@ -208,9 +209,6 @@ pub fn split_k() -> bool {
 /// (1: no split). With K = 2,048 rows a 128 × 128 weight is 4 tiles, so 32 slabs of 64 rows
 /// instead of 4 workgroups each walking 128 K tiles.
 fn split_k_slabs(out: usize, inp: usize, rows: usize) -> usize {
-    if !split_k() {
-        return 1;
-    }
     let most = (SPLIT_K_GROUPS / (out.div_ceil(64) * inp.div_ceil(64))).min(rows / SPLIT_K_MIN_ROWS);
     (1..=most.max(1)).rev().find(|s| rows.is_multiple_of(*s)).unwrap_or(1)
 }
@@ -322,7 +320,7 @@ pub(super) fn record(
     let dummy = buf("unused", 4);
     let head = if cfg.tie_embeddings { "tok_emb.weight" } else { "lm_head.weight" };
     // At most SPLIT_K_GROUPS tiles of 64 × 64 partial sums at once (see `split_k_slabs`).
-    let split = buf("split-K partial gradients", if split_k() { SPLIT_K_GROUPS * 64 * 64 } else { 4 });
+    let split = split_k().then(|| buf("split-K partial gradients", SPLIT_K_GROUPS * 64 * 64));
     let mut rec = Rec { p, items: Vec::new(), written: HashSet::new(), dummy: dummy.clone(), split };
 
     // Forward.
@@ -421,30 +419,31 @@ impl Rec<'_, '_> {
         let s = Shape { accumulate: acc, ..Shape::mnk(r, inp, out) };
         self.gemm(s, Mat::rows(dx, 0, inp), Mat::rows(dy, 0, out), Mat::rows(self.p.params, off, inp));
         let grads = self.p.grads;
-        let slabs = split_k_slabs(out, inp, r);
-        if slabs == 1 {
-            self.gemm(
+        let slabs = if self.split.is_some() { split_k_slabs(out, inp, r) } else { 1 };
+        match self.split.clone().filter(|_| slabs > 1) {
+            None => self.gemm(
                 Shape::mnk(out, inp, r),
                 Mat::rows(grads, off, inp),
                 Mat::rows(dy, 0, out).t(),
                 Mat::rows(x, 0, inp),
-            );
-        } else {
-            // Slab z's rows [z·k, (z + 1)·k) into split[z], then the column sums over the slabs.
-            let (k, split) = (r / slabs, self.split.clone());
-            self.gemm(
-                Shape { batch: slabs, ..Shape::mnk(out, inp, k) },
-                Mat::rows(&split, 0, inp).batched(out * inp, 0),
-                Mat::rows(dy, 0, out).t().batched(k * out, 0),
-                Mat::rows(x, 0, inp).batched(k * inp, 0),
-            );
-            let tp = TrainParams {
-                rows: slabs as u32,
-                width: (out * inp) as u32,
-                off0: off as u32,
-                ..TrainParams::default()
-            };
-            self.dispatch(K::Colsum, &tp, &[&split, grads], threads(out * inp));
+            ),
+            Some(split) => {
+                // Slab z's rows [z·k, (z + 1)·k) into split[z], then the column sums over the slabs.
+                let k = r / slabs;
+                self.gemm(
+                    Shape { batch: slabs, ..Shape::mnk(out, inp, k) },
+                    Mat::rows(&split, 0, inp).batched(out * inp, 0),
+                    Mat::rows(dy, 0, out).t().batched(k * out, 0),
+                    Mat::rows(x, 0, inp).batched(k * inp, 0),
+                );
+                let tp = TrainParams {
+                    rows: slabs as u32,
+                    width: (out * inp) as u32,
+                    off0: off as u32,
+                    ..TrainParams::default()
+                };
+                self.dispatch(K::Colsum, &tp, &[&split, grads], threads(out * inp));
+            }
         }
         self.written.insert(w.to_string());
         Ok(())
@@ -682,9 +681,6 @@ mod tests {
     /// rows, keeps slabs of at least one K tile and fits the scratch of `SPLIT_K_GROUPS` tiles.
     #[test]
     fn split_k_fills_the_grid_and_divides_the_rows() {
-        if !split_k() {
-            return; // ATTNLAB_SPLIT_K=off in the environment: nothing is split.
-        }
         assert_eq!(split_k_slabs(128, 128, 2048), 32);
         assert_eq!(split_k_slabs(384, 128, 2048), 8);
         assert_eq!(split_k_slabs(128, 384, 2048), 8);
