@@ -19,6 +19,8 @@ LANES=${LANES:-2}
 # Where the steps run: cpu (candle, one thread per lane) or gpu (the WGSL trainer; with a GPU, many
 # lanes share it: scripts/device_train.sh).
 DEVICE=${DEVICE:-cpu}
+# Threads per CPU lane (candle's rayon pool); one run alone on this 2-core machine: THREADS=2 LANES=1.
+THREADS=${THREADS:-1}
 # Training length; the batch keeps 2,048 tokens per step (16 × 128, 4 × 512: MEP's L_train = 512 runs).
 SEQ_LEN=${SEQ_LEN:-128}
 if [ $((2048 % SEQ_LEN)) -ne 0 ]; then echo "SEQ_LEN must divide 2048, not $SEQ_LEN" >&2; exit 2; fi
@@ -52,10 +54,10 @@ train_one() {
   esac
   local resume=()
   [ -f "$RUNS/$name/checkpoint/state.json" ] && resume=(--resume)
-  RAYON_NUM_THREADS=1 "$ATTNLAB" --json train "${args[@]}" "${resume[@]}" --data "$DATA" --out "$RUNS/$name" \
+  RAYON_NUM_THREADS=$THREADS "$ATTNLAB" --json train "${args[@]}" "${resume[@]}" --data "$DATA" --out "$RUNS/$name" \
     --steps "$STEPS" --batch $((2048 / SEQ_LEN)) --seq-len "$SEQ_LEN" --warmup 50 --val-every 100 --val-batches 8 --seed "$seed" --device "$DEVICE" \
     >"$RUNS/$name.json" 2>"$RUNS/$name.log" && echo "trained $name" || { echo "FAILED $name (see $RUNS/$name.log)"; return 1; }
 }
 export -f train_one
-export ATTNLAB STEPS DATA RUNS SEQ_LEN DEVICE
+export ATTNLAB STEPS DATA RUNS SEQ_LEN DEVICE THREADS
 printf '%s\n' "${MODELS[@]}" | xargs -P "$LANES" -I{} bash -c 'train_one {}'
