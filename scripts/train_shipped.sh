@@ -16,7 +16,7 @@ STEPS=${STEPS:-500}
 DATA=${DATA:-data/brown}
 RUNS=${RUNS:-data/runs}
 LANES=${LANES:-2}
-# Where the steps run: cpu (candle, one thread per lane) or gpu (the WGSL trainer; with a GPU, many
+# Where the steps run: cpu (candle, THREADS threads per lane) or gpu (the WGSL trainer; with a GPU, many
 # lanes share it: scripts/device_train.sh).
 DEVICE=${DEVICE:-cpu}
 # Threads per CPU lane (candle's rayon pool); one run alone on this 2-core machine: THREADS=2 LANES=1.
