@@ -2,6 +2,7 @@
 //! model, and bad inputs that must fail with exactly one `error:` line and no panic.
 
 use attnlab_core::lowering::{Bias, Gate, Lowering};
+use attnlab_train::trainer::TrainDevice;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -794,6 +795,8 @@ fn report_claims_compare_only_models_trained_alike() {
             steps,
             batch: 2,
             seq_len: 8,
+            // linear-elu as a GPU run: the training table keeps the devices' hours apart.
+            device: if name == "linear-elu" { TrainDevice::Gpu } else { TrainDevice::Cpu },
             ..attnlab_train::trainer::TrainOptions::default()
         };
         let tokens = (steps + usize::from(name == "mep")) * 16;
@@ -804,7 +807,7 @@ fn report_claims_compare_only_models_trained_alike() {
             train: vec![],
             valid: vec![],
             tokens,
-            seconds: 1.0,
+            seconds: if name == "linear-elu" { 90.0 } else { 1800.0 },
         };
         std::fs::write(models.join(name).join("history.json"), serde_json::to_string(&h).unwrap()).unwrap();
     };
@@ -891,6 +894,10 @@ fn report_claims_compare_only_models_trained_alike() {
     assert!(!diluted(&md).contains("not tested"), "{}", diluted(&md));
     assert!(md.contains("all at length 128, a budget of 2,048 tokens, stored as F32."), "{md}");
     assert!(md.contains("parameters trained on ~2.0k tokens"), "{md}");
+    // alibi and mep trained 30 min each on the CPU, linear-elu 1.5 min on the GPU.
+    let row = md.lines().find(|l| l.starts_with("| `linear-elu` | ") && l.contains(" min |")).unwrap();
+    assert!(row.contains(" | gpu | 128 | ") && row.contains("| 1.5 min |"), "{row}");
+    assert!(md.contains("Total training time: 1.0 h on the CPU, 1.5 min on the GPU."), "{md}");
 
     // A different training length is a different setup too.
     let mut args =

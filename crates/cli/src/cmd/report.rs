@@ -13,7 +13,7 @@ use attnlab_core::catalog::ModelIndex;
 use attnlab_core::config::{Family, ModelConfig};
 use attnlab_core::steer::{self, BiasOverride};
 use attnlab_core::{Model, Sampler, SamplingConfig, Tokenizer};
-use attnlab_train::trainer::History;
+use attnlab_train::trainer::{History, TrainDevice};
 use clap::Args;
 use serde::Serialize;
 use serde_json::json;
@@ -103,6 +103,8 @@ struct GateSummary {
 
 #[derive(Debug, Clone, Serialize)]
 struct Training {
+    /// Where the steps ran (candle on the CPU, or the WGSL trainer on a GPU).
+    device: TrainDevice,
     steps: usize,
     /// The schedule's token budget: steps × batch × sequence length (what runs are compared on; a
     /// run stopped early or resumed after a repeated segment saw a different `tokens`).
@@ -592,6 +594,7 @@ fn read_history(path: &Path) -> Option<Training> {
     let curve: Vec<(f64, f64)> =
         h.valid.iter().map(|v| (v.step as f64 * per_step, f64::from(v.loss))).collect();
     Some(Training {
+        device: h.options.device,
         steps,
         budget: (steps * h.options.batch * h.options.seq_len) as u64,
         tokens: h.tokens as u64,
@@ -1146,22 +1149,29 @@ impl Context<'_> {
     fn section_training(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
         let _ = writeln!(
             md,
-            "## 8. Training cost on this machine\n\nFrom each model's history.json (`attnlab train`, release build, \
-             candle on the CPU). The shipped models were trained two at a time with one thread each on a 2-core \
-             machine (`scripts/train_shipped.sh`), so tokens/s is per single-threaded run.\n\n\
-             | model | params | steps | tokens | time | tokens/s | final val loss |\n|---|---:|---:|---:|---:|---:|---:|"
+            "## 8. Training cost on this machine\n\nFrom each model's history.json (`attnlab train`, release build). \
+             `cpu`: candle on a 2-core machine, either two runs at a time with one thread each or one run alone \
+             with two threads (`scripts/train_shipped.sh`, `LANES` and `THREADS`; docs/budget.md says which); \
+             `gpu`: the WGSL trainer on a rented GPU (`scripts/device_train.sh`; the card is in docs/budget.md). \
+             tokens/s is per run, so it compares runs only on the same device and sharing.\n\n\
+             | model | params | device | steps | tokens | time | tokens/s | final val loss |\n\
+             |---|---:|---|---:|---:|---:|---:|---:|"
         );
-        let mut total = 0.0;
+        let (mut cpu_seconds, mut gpu_seconds) = (0.0, 0.0);
         let mut series = Vec::new();
         for r in self.trained() {
             let Some(t) = &r.training else {
-                let _ = writeln!(md, "| `{}` | {} | – | – | – | – | – |", r.name, r.params);
+                let _ = writeln!(md, "| `{}` | {} | – | – | – | – | – | – |", r.name, r.params);
                 continue;
             };
-            total += t.seconds;
+            let (device, seconds) = match t.device {
+                TrainDevice::Cpu => ("cpu", &mut cpu_seconds),
+                TrainDevice::Gpu => ("gpu", &mut gpu_seconds),
+            };
+            *seconds += t.seconds;
             let _ = writeln!(
                 md,
-                "| `{}` | {} | {} | {} | {:.1} min | {:.0} | {} |",
+                "| `{}` | {} | {device} | {} | {} | {:.1} min | {:.0} | {} |",
                 r.name,
                 r.params,
                 t.steps,
@@ -1176,7 +1186,12 @@ impl Context<'_> {
                 dashed: r.family.contains("linear"),
             });
         }
-        let _ = writeln!(md, "\nTotal training time: {:.1} h of single-thread runs.\n", total / 3600.0);
+        let _ = writeln!(
+            md,
+            "\nTotal training time: {:.1} h on the CPU, {:.1} min on the GPU.\n",
+            cpu_seconds / 3600.0,
+            gpu_seconds / 60.0
+        );
         let chart = LineChart {
             title: "Validation loss during training",
             x_label: "training tokens",

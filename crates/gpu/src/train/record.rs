@@ -419,15 +419,15 @@ impl Rec<'_, '_> {
         let s = Shape { accumulate: acc, ..Shape::mnk(r, inp, out) };
         self.gemm(s, Mat::rows(dx, 0, inp), Mat::rows(dy, 0, out), Mat::rows(self.p.params, off, inp));
         let grads = self.p.grads;
-        let slabs = if self.split.is_some() { split_k_slabs(out, inp, r) } else { 1 };
-        match self.split.clone().filter(|_| slabs > 1) {
+        let split = self.split.clone().map(|b| (b, split_k_slabs(out, inp, r)));
+        match split.filter(|&(_, slabs)| slabs > 1) {
             None => self.gemm(
                 Shape::mnk(out, inp, r),
                 Mat::rows(grads, off, inp),
                 Mat::rows(dy, 0, out).t(),
                 Mat::rows(x, 0, inp),
             ),
-            Some(split) => {
+            Some((split, slabs)) => {
                 // Slab z's rows [z·k, (z + 1)·k) into split[z], then the column sums over the slabs.
                 let k = r / slabs;
                 self.gemm(
