@@ -181,6 +181,91 @@ pub(super) struct Scratch {
     dup: wgpu::Buffer,
 }
 
+impl Saved {
+    /// The buffers one block with mixer `mx` saves for its backward.
+    fn alloc(dev: &wgpu::Device, dims: Dims, mx: &Mixer) -> Self {
+        let Dims { r, d, a, f, t, b, h, dh, .. } = dims;
+        let buf = |label: &str, n: usize| zeroed(dev, label, n);
+        // `n` words where the mixer uses the buffer, a 4-word placeholder where it does not.
+        let when = |used: bool, n: usize| if used { n } else { 4 };
+        let (linear, post, gated, cope) =
+            (mx.is_linear(), mx.has_post(), mx.gate_rank().is_some(), mx.cope_positions().is_some());
+        let o = buf("o", r * a);
+        Self {
+            x: buf("x", r * d),
+            u1: buf("u1", r * d),
+            rstd1: buf("rstd1", r),
+            q: buf("q", r * a),
+            k: buf("k", r * a),
+            v: buf("v", r * a),
+            cg: buf("cope gates", when(cope, b * h * t * t)),
+            cpos: buf("cope positions", when(cope, b * h * t * t)),
+            cq: buf("complex pre q", when(mx.is_complex(), r * a)),
+            ck: buf("complex pre k", when(mx.is_complex(), r * a)),
+            fq: buf("fq", when(linear, r * h * mx.feature_width(dh))),
+            fk: buf("fk", when(linear, r * h * mx.feature_width(dh))),
+            p: buf("weights", b * h * t * t),
+            den: buf("den", when(linear, b * h * t)),
+            pn: buf("post normed", when(post, r * a)),
+            pg: buf("post gate", when(post, r * a)),
+            prstd: buf("post rstd", when(post, r * a)),
+            gd: buf("gate down", r * mx.gate_rank().unwrap_or(0)),
+            gz: buf("gate pre", when(gated, r * a)),
+            bc: buf("running log-gates", when(gated, r * a)),
+            gr: buf("refined gate r", when(gated, r * a)),
+            vz: buf("value gate pre", when(mx.has_value_gate(), r * a)),
+            cv: buf("running value log-gates", when(mx.has_value_gate(), r * a)),
+            att: if post { buf("att", r * a) } else { o.clone() },
+            o,
+            mid: buf("mid", r * d),
+            u2: buf("u2", r * d),
+            rstd2: buf("rstd2", r),
+            g: buf("gate", r * f),
+            up: buf("up", r * f),
+            hid: buf("hid", r * f),
+        }
+    }
+}
+
+impl Scratch {
+    /// The backward scratch shared by the blocks, sized for the widest of `mixers`.
+    fn alloc(dev: &wgpu::Device, dims: Dims, mixers: &[Mixer]) -> Self {
+        let Dims { r, d, a, f, t, b, h, dh, .. } = dims;
+        let buf = |label: &str, n: usize| zeroed(dev, label, n);
+        let widest = mixers.iter().map(|m| m.feature_width(dh)).max().unwrap_or(dh);
+        Self {
+            dx: buf("dx", r * d),
+            du: buf("du", r * d),
+            dq: buf("dq", r * a),
+            dk: buf("dk", r * a),
+            dv: buf("dv", r * a),
+            datt: buf("datt", r * a),
+            dout: buf("do", r * a),
+            dp: buf("dp", b * h * t * t),
+            dfq: buf("dfq", r * h * widest),
+            dfk: buf("dfk", r * h * widest),
+            dden: buf("dden", b * h * t),
+            dpn: buf("dpn", r * a),
+            dpg: buf("dpg", r * a),
+            dlg: buf("dlg", r * a),
+            dgz: buf("dgz", r * a),
+            dgd: buf("dgd", r * mixers.iter().filter_map(Mixer::gate_rank).max().unwrap_or(0)),
+            dlgv: buf("dlgv", r * a),
+            dgr: buf("dgr", r * a),
+            tmp: buf("tmp", r * a),
+            tmp2: buf("tmp2", r * a),
+            dint: buf(
+                "cope dint",
+                b * h * t * mixers.iter().filter_map(Mixer::cope_positions).max().unwrap_or(0),
+            ),
+            dvz: buf("dvz", r * a),
+            dhid: buf("dhid", r * f),
+            dg: buf("dg", r * f),
+            dup: buf("dup", r * f),
+        }
+    }
+}
+
 pub(super) struct Rec<'a, 'b> {
     pub p: &'b Parts<'a>,
     items: Vec<Item>,
@@ -222,92 +307,18 @@ pub(super) fn record(
     learned_tables: &[(usize, wgpu::Buffer)],
     inputs: [&wgpu::Buffer; 3],
 ) -> Result<Recorded> {
-    let Dims { r, d, a, f, v, t, b, h, dh } = p.dims;
+    let Dims { r, d, v, t, .. } = p.dims;
     let [tok, tgt, csr] = inputs;
     let dev = p.dev;
-    let mut table_grads = Vec::new();
     let mut mixers = Vec::new();
     for (i, l) in lowerings.iter().enumerate() {
         let learned = learned_tables.iter().find(|(layer, _)| *layer == i).map(|(_, b)| b);
-        let mixer = Mixer::new(&Setup { cfg, layer: i, dims: p.dims, dev, learned }, l)?;
-        if let Some(g) = mixer.table_grad() {
-            table_grads.push(g.clone());
-        }
-        mixers.push(mixer);
+        mixers.push(Mixer::new(&Setup { cfg, layer: i, dims: p.dims, dev, learned }, l)?);
     }
+    let table_grads: Vec<wgpu::Buffer> = mixers.iter().filter_map(|m| m.table_grad().cloned()).collect();
     let buf = |label: &str, n: usize| zeroed(dev, label, n);
-    let saved: Vec<Saved> = mixers
-        .iter()
-        .map(|mx| {
-            let (linear, post) = (mx.is_linear(), mx.has_post());
-            let (lin, pst) = (|n: usize| if linear { n } else { 4 }, |n: usize| if post { n } else { 4 });
-            let o = buf("o", r * a);
-            Saved {
-                x: buf("x", r * d),
-                u1: buf("u1", r * d),
-                rstd1: buf("rstd1", r),
-                q: buf("q", r * a),
-                k: buf("k", r * a),
-                v: buf("v", r * a),
-                cg: buf("cope gates", if mx.cope_positions().is_some() { b * h * t * t } else { 4 }),
-                cpos: buf("cope positions", if mx.cope_positions().is_some() { b * h * t * t } else { 4 }),
-                cq: buf("complex pre q", if mx.is_complex() { r * a } else { 4 }),
-                ck: buf("complex pre k", if mx.is_complex() { r * a } else { 4 }),
-                fq: buf("fq", lin(r * h * mx.feature_width(dh))),
-                fk: buf("fk", lin(r * h * mx.feature_width(dh))),
-                p: buf("weights", b * h * t * t),
-                den: buf("den", lin(b * h * t)),
-                pn: buf("post normed", pst(r * a)),
-                pg: buf("post gate", pst(r * a)),
-                prstd: buf("post rstd", pst(r * a)),
-                gd: buf("gate down", r * mx.gate_rank().unwrap_or(0)),
-                gz: buf("gate pre", if mx.gate_rank().is_some() { r * a } else { 4 }),
-                bc: buf("running log-gates", if mx.gate_rank().is_some() { r * a } else { 4 }),
-                gr: buf("refined gate r", if mx.gate_rank().is_some() { r * a } else { 4 }),
-                vz: buf("value gate pre", if mx.has_value_gate() { r * a } else { 4 }),
-                cv: buf("running value log-gates", if mx.has_value_gate() { r * a } else { 4 }),
-                att: if post { buf("att", r * a) } else { o.clone() },
-                o,
-                mid: buf("mid", r * d),
-                u2: buf("u2", r * d),
-                rstd2: buf("rstd2", r),
-                g: buf("gate", r * f),
-                up: buf("up", r * f),
-                hid: buf("hid", r * f),
-            }
-        })
-        .collect();
-    let widest = mixers.iter().map(|m| m.feature_width(dh)).max().unwrap_or(dh);
-    let s = Scratch {
-        dx: buf("dx", r * d),
-        du: buf("du", r * d),
-        dq: buf("dq", r * a),
-        dk: buf("dk", r * a),
-        dv: buf("dv", r * a),
-        datt: buf("datt", r * a),
-        dout: buf("do", r * a),
-        dp: buf("dp", b * h * t * t),
-        dfq: buf("dfq", r * h * widest),
-        dfk: buf("dfk", r * h * widest),
-        dden: buf("dden", b * h * t),
-        dpn: buf("dpn", r * a),
-        dpg: buf("dpg", r * a),
-        dlg: buf("dlg", r * a),
-        dgz: buf("dgz", r * a),
-        dgd: buf("dgd", r * mixers.iter().filter_map(Mixer::gate_rank).max().unwrap_or(0)),
-        dlgv: buf("dlgv", r * a),
-        dgr: buf("dgr", r * a),
-        tmp: buf("tmp", r * a),
-        tmp2: buf("tmp2", r * a),
-        dint: buf(
-            "cope dint",
-            b * h * t * mixers.iter().filter_map(Mixer::cope_positions).max().unwrap_or(0),
-        ),
-        dvz: buf("dvz", r * a),
-        dhid: buf("dhid", r * f),
-        dg: buf("dg", r * f),
-        dup: buf("dup", r * f),
-    };
+    let saved: Vec<Saved> = mixers.iter().map(|mx| Saved::alloc(dev, p.dims, mx)).collect();
+    let s = Scratch::alloc(dev, p.dims, &mixers);
     let (xf, hf, rstdf) = (buf("x final", r * d), buf("h final", r * d), buf("rstd final", r));
     let logits = buf("logits", r * v);
     let loss = buf("loss", r);
