@@ -5,11 +5,11 @@
 //! verdict is decided by a rule on the measured numbers, printed beside it.
 
 use crate::common::{
-    load_tokenizer, num, progress_bar, read_model_index, read_text, to_value, write_file, CliError, CliResult,
+    num, progress_bar, read_model_index, read_text, to_value, write_file, CliError, CliResult,
 };
 use attnlab_core::analysis::PplPoint;
 use attnlab_core::catalog::ModelIndex;
-use attnlab_core::config::{Family, ModelConfig};
+use attnlab_core::config::ModelConfig;
 use attnlab_train::trainer::TrainDevice;
 use clap::Args;
 use serde::Serialize;
@@ -26,7 +26,7 @@ mod sections;
 mod setup;
 mod stats;
 
-use measure::{eval_tokens, measure_model, read_history, slope_ablation, words};
+use measure::{measure_model, slope_ablation, words, Loaded};
 
 /// Regenerate docs/results.md (tables + SVG plots + results.json) from the shipped models.
 ///
@@ -181,55 +181,60 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
         return Err(CliError::usage("--lengths needs values >= 2"));
     }
     let (text_path, text) = read_text(a.text.as_deref())?;
-    let words_path = a.words.clone().unwrap_or_else(|| {
-        let p = PathBuf::from("data/brown/train.txt");
-        if p.is_file() {
-            p
-        } else {
-            text_path.clone()
-        }
-    });
-    let vocab_text = std::fs::read_to_string(&words_path).map_err(|e| {
-        CliError::runtime(format!("cannot read the word list `{}`: {e}", words_path.display()))
-    })?;
-    let english: HashSet<String> = words(&vocab_text).into_iter().collect();
-
+    let (words_path, english) = word_list(&a, &text_path)?;
     // Load every model first: a broken folder fails before hours of work.
-    let mut models = Vec::new();
-    for e in &index.models {
-        let dir = a.models.join(&e.name);
-        let m = crate::common::load_model_dir(&dir)?;
-        let tok = load_tokenizer(&dir, &m)?;
-        let tokens = eval_tokens(&a, &text, &tok)?;
-        let training = read_history(&dir.join("history.json"));
-        models.push((e.clone(), training, m, tok, tokens));
-    }
+    let models: Vec<Loaded> =
+        index.models.iter().map(|e| Loaded::load(&a, e, &text)).collect::<CliResult<_>>()?;
     let setups: Vec<(String, setup::Setup)> = models
         .iter()
-        .map(|(e, training, m, ..)| {
-            (e.name.clone(), (m.config().train_context, training.as_ref().map(|t| t.budget)))
+        .map(|l| {
+            (l.entry.name.clone(), (l.model.config().train_context, l.training.as_ref().map(|t| t.budget)))
         })
         .collect();
     setup::check_seeds_alike(&setups).map_err(CliError::runtime)?;
+    let t0 = Instant::now();
+    let (results, slopes) = run_jobs(&a, &models, &english, json)?;
+    let default_cfg = models.iter().find(|l| l.entry.name == index.default).map(|l| l.model.config().clone());
+    let inputs = Inputs { text_path: &text_path, words_path: &words_path, started: t0 };
+    write_report(&a, &index, &results, &slopes, default_cfg, &inputs, json)
+}
+
+/// The word list of the English check (--words, else data/brown/train.txt, else the evaluated
+/// text) and its words.
+fn word_list(a: &ReportArgs, text_path: &Path) -> CliResult<(PathBuf, HashSet<String>)> {
+    let brown = PathBuf::from("data/brown/train.txt");
+    let path =
+        a.words.clone().unwrap_or_else(|| if brown.is_file() { brown } else { text_path.to_path_buf() });
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| CliError::runtime(format!("cannot read the word list `{}`: {e}", path.display())))?;
+    let english = words(&text).into_iter().collect();
+    Ok((path, english))
+}
+
+/// Measure every model (and the slope edits of `alibi`, when it is listed) on --threads threads;
+/// the first error stops the run.
+fn run_jobs(
+    a: &ReportArgs,
+    models: &[Loaded],
+    english: &HashSet<String>,
+    json: bool,
+) -> CliResult<(Vec<ModelResult>, Vec<SlopeResult>)> {
     let mut jobs: Vec<Job> = (0..models.len()).map(Job::Model).collect();
-    let alibi = models.iter().position(|(e, ..)| e.name == "alibi");
+    let alibi = models.iter().position(|l| l.entry.name == "alibi");
     if alibi.is_some() {
         jobs.extend((0..SLOPE_PRESETS.len()).map(Job::Slope));
     }
     // Longest jobs first (softmax models at long lengths) so the threads finish together.
     jobs.sort_by_key(|j| match j {
-        Job::Model(i) => {
-            usize::from(models[*i].2.config().layers.iter().all(|l| l.family() == Family::Linear))
-        }
+        Job::Model(i) => usize::from(models[*i].is_linear()),
         Job::Slope(_) => 0,
     });
-
     let windows = |n: usize| a.lengths.iter().map(|&l| n / l).sum::<usize>();
     let total_windows: usize = jobs
         .iter()
         .map(|j| match j {
-            Job::Model(i) => windows(models[*i].4.len()),
-            Job::Slope(_) => alibi.map_or(0, |i| windows(models[i].4.len())),
+            Job::Model(i) => windows(models[*i].tokens.len()),
+            Job::Slope(_) => alibi.map_or(0, |i| windows(models[i].tokens.len())),
         })
         .sum();
     let pb = progress_bar(total_windows as u64, "report", json);
@@ -237,37 +242,28 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
     let results: Mutex<Vec<Option<ModelResult>>> = Mutex::new(vec![None; models.len()]);
     let slopes: Mutex<Vec<Option<SlopeResult>>> = Mutex::new(vec![None; SLOPE_PRESETS.len()]);
     let failure: Mutex<Option<CliError>> = Mutex::new(None);
-    let t0 = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..a.threads.max(1) {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::SeqCst);
-                let Some(job) = jobs.get(k) else { break };
-                if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
-                    break;
-                }
-                let tick = || pb.inc(1);
-                let outcome = match job {
-                    Job::Model(i) => {
-                        let (e, training, m, tok, tokens) = &models[*i];
-                        measure_model(&a, tokens, &english, e, training.clone(), m, tok, &tick).map(|r| {
-                            if let Ok(mut v) = results.lock() {
-                                v[*i] = Some(r);
-                            }
-                        })
+            s.spawn(|| {
+                while let Some(job) = jobs.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+                        break;
                     }
-                    Job::Slope(p) => {
-                        let (_, _, m, _, tokens) = &models[alibi.unwrap_or(0)];
-                        slope_ablation(&a, tokens, m, SLOPE_PRESETS[*p], &tick).map(|r| {
-                            if let Ok(mut v) = slopes.lock() {
-                                v[*p] = Some(r);
-                            }
-                        })
-                    }
-                };
-                if let Err(e) = outcome {
-                    if let Ok(mut f) = failure.lock() {
-                        f.get_or_insert(e);
+                    let tick = || pb.inc(1);
+                    let outcome = match job {
+                        Job::Model(i) => {
+                            measure_model(a, english, &models[*i], &tick).map(|r| put(&results, *i, r))
+                        }
+                        Job::Slope(p) => {
+                            let l = &models[alibi.unwrap_or(0)];
+                            slope_ablation(a, &l.tokens, &l.model, SLOPE_PRESETS[*p], &tick)
+                                .map(|r| put(&slopes, *p, r))
+                        }
+                    };
+                    if let Err(e) = outcome {
+                        if let Ok(mut f) = failure.lock() {
+                            f.get_or_insert(e);
+                        }
                     }
                 }
             });
@@ -282,11 +278,14 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
     if results.len() != models.len() {
         return Err(CliError::runtime("a model job did not finish"));
     }
+    Ok((results, slopes))
+}
 
-    let default_cfg =
-        models.iter().find(|(e, ..)| e.name == index.default).map(|(_, _, m, ..)| m.config().clone());
-    let inputs = Inputs { text_path: &text_path, words_path: &words_path, started: t0 };
-    write_report(&a, &index, &results, &slopes, default_cfg, &inputs, json)
+/// Store job `i`'s result in its slot.
+fn put<T>(slots: &Mutex<Vec<Option<T>>>, i: usize, v: T) {
+    if let Ok(mut s) = slots.lock() {
+        s[i] = Some(v);
+    }
 }
 
 /// Where the texts came from, and when the run started.

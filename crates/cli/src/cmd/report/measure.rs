@@ -5,9 +5,10 @@ use super::{
     stats, GateSummary, LengthScore, ModelResult, ReportArgs, SlopeResult, Training, GATE_BINS, PROMPTS,
     SAMPLE_TOKENS, TEMPERATURE,
 };
-use crate::common::{CliError, CliResult};
+use crate::common::{load_tokenizer, CliError, CliResult};
 use attnlab_core::analysis::{self, PplPoint};
-use attnlab_core::config::ModelConfig;
+use attnlab_core::catalog::ModelEntry;
+use attnlab_core::config::{Family, ModelConfig};
 use attnlab_core::steer::{self, BiasOverride};
 use attnlab_core::{Model, Sampler, SamplingConfig, Tokenizer};
 use attnlab_train::trainer::History;
@@ -25,7 +26,7 @@ pub(super) fn words(text: &str) -> Vec<String> {
 
 /// The evaluation tokens: the first --tokens of the text, or (0) the whole text cut to a multiple
 /// of the longest length, so that every length scores the same tokens.
-pub(super) fn eval_tokens(a: &ReportArgs, text: &str, tok: &Tokenizer) -> CliResult<Vec<u32>> {
+fn eval_tokens(a: &ReportArgs, text: &str, tok: &Tokenizer) -> CliResult<Vec<u32>> {
     let ids = tok.encode(text).map_err(|e| CliError::runtime(e.to_string()))?;
     let max = *a.lengths.iter().max().unwrap_or(&128);
     let n = if a.tokens == 0 { ids.len() / max * max } else { a.tokens.max(max) };
@@ -75,34 +76,85 @@ fn score(
     Ok((points, scores))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A model folder of the index, loaded and ready to measure.
+pub(super) struct Loaded {
+    pub entry: ModelEntry,
+    /// From its history.json (None for an initial checkpoint).
+    pub training: Option<Training>,
+    pub model: Model,
+    pub tok: Tokenizer,
+    /// The evaluation text in this model's tokens.
+    pub tokens: Vec<u32>,
+}
+
+impl Loaded {
+    pub(super) fn load(a: &ReportArgs, entry: &ModelEntry, text: &str) -> CliResult<Self> {
+        let dir = a.models.join(&entry.name);
+        let model = crate::common::load_model_dir(&dir)?;
+        let tok = load_tokenizer(&dir, &model)?;
+        let tokens = eval_tokens(a, text, &tok)?;
+        let training = read_history(&dir.join("history.json"));
+        Ok(Self { entry: entry.clone(), training, model, tok, tokens })
+    }
+
+    /// Whether every layer is linear attention (its long lengths are cheap).
+    pub(super) fn is_linear(&self) -> bool {
+        self.model.config().layers.iter().all(|l| l.family() == Family::Linear)
+    }
+}
+
+/// Everything the report shows of one model: perplexity and losses at every length, LAA and gate
+/// statistics of one traced pass, and the English check.
 pub(super) fn measure_model(
     a: &ReportArgs,
-    tokens: &[u32],
     english: &HashSet<String>,
-    e: &attnlab_core::catalog::ModelEntry,
-    training: Option<Training>,
-    m: &Model,
-    tok: &Tokenizer,
+    l: &Loaded,
     tick: &dyn Fn(),
 ) -> CliResult<ModelResult> {
     let t = Instant::now();
+    let (m, tokens) = (&l.model, &l.tokens);
     let (ppl, scores) = score(a, m, tokens, tick)?;
-
     let trace = analysis::trace_for_analysis(m, tokens, a.trace_tokens)?;
     let summaries = analysis::summarize_attention(m, &trace.attention);
     let at_train = analysis::trace_for_analysis(m, tokens, m.config().train_context)?;
     let laa_auc_train =
         analysis::summarize_attention(m, &at_train.attention).iter().map(|l| l.laa.auc).collect();
-    let stats = analysis::gate_stats(&trace.gates, GATE_BINS);
+    let (gates, gates_all) = gate_summaries(&analysis::gate_stats(&trace.gates, GATE_BINS));
+    let (english_share, words, sample) = english_check(a, english, m, &l.tok)?;
+    Ok(ModelResult {
+        name: l.entry.name.clone(),
+        family: l.entry.family.clone(),
+        variants: crate::common::variants_summary(m),
+        params: m.weights().num_params(),
+        train_context: m.config().train_context,
+        dtype: stored_as(m),
+        initial_of: l.entry.initial_of.clone(),
+        ppl,
+        scores,
+        laa_auc: summaries.iter().map(|l| l.laa.auc).collect(),
+        laa_auc_train,
+        laa_curves: summaries.iter().map(|l| l.laa.curve.clone()).collect(),
+        gates,
+        gates_all,
+        notes: config_notes(m.config()),
+        english_share,
+        words,
+        sample,
+        training: l.training.clone(),
+        seconds: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// The forget-gate statistics (quantity F, all heads) of each layer, and of all layers pooled
+/// (weighted by their counts; None when the model has no gates).
+fn gate_summaries(stats: &[analysis::GateStats]) -> (Vec<GateSummary>, Option<GateSummary>) {
     let density = |h: &[u64]| {
         let total: u64 = h.iter().sum();
         h.iter().map(|c| *c as f64 / total.max(1) as f64 * h.len() as f64).collect::<Vec<f64>>()
     };
-    // Per-layer F statistics (all heads), then all layers pooled, weighted by their counts.
     let per_layer: Vec<&analysis::GateStats> =
         stats.iter().filter(|g| g.head.is_none() && g.quantity == "f").collect();
-    let gates: Vec<GateSummary> = per_layer
+    let gates = per_layer
         .iter()
         .map(|g| GateSummary {
             layer: g.layer,
@@ -111,7 +163,7 @@ pub(super) fn measure_model(
             density: density(&g.histogram),
         })
         .collect();
-    let gates_all = (!per_layer.is_empty()).then(|| {
+    let pooled = (!per_layer.is_empty()).then(|| {
         let count: u64 = per_layer.iter().map(|g| g.count).sum();
         let mut hist = vec![0u64; GATE_BINS];
         for g in &per_layer {
@@ -127,10 +179,19 @@ pub(super) fn measure_model(
             density: density(&hist),
         }
     });
+    (gates, pooled)
+}
 
-    // English check: sampled continuations of fixed prompts.
+/// The English check: sampled continuations of fixed prompts; (share of their words found in
+/// `english`, words, the first sample with its prompt).
+fn english_check(
+    a: &ReportArgs,
+    english: &HashSet<String>,
+    m: &Model,
+    tok: &Tokenizer,
+) -> CliResult<(f64, usize, String)> {
     let (mut total, mut known) = (0usize, 0usize);
-    let mut sample = String::new();
+    let mut first = String::new();
     for s in 0..a.samples {
         let prompt = PROMPTS[s % PROMPTS.len()];
         let out = sample_text(m, tok, prompt, s as u64)?;
@@ -138,31 +199,10 @@ pub(super) fn measure_model(
         total += w.len();
         known += w.iter().filter(|w| english.contains(*w)).count();
         if s == 0 {
-            sample = format!("{prompt}{out}");
+            first = format!("{prompt}{out}");
         }
     }
-    Ok(ModelResult {
-        name: e.name.clone(),
-        family: e.family.clone(),
-        variants: crate::common::variants_summary(m),
-        params: m.weights().num_params(),
-        train_context: m.config().train_context,
-        dtype: stored_as(m),
-        initial_of: e.initial_of.clone(),
-        ppl,
-        scores,
-        laa_auc: summaries.iter().map(|l| l.laa.auc).collect(),
-        laa_auc_train,
-        laa_curves: summaries.iter().map(|l| l.laa.curve.clone()).collect(),
-        gates,
-        gates_all,
-        notes: config_notes(m.config()),
-        english_share: known as f64 / total.max(1) as f64,
-        words: total,
-        sample,
-        training,
-        seconds: t.elapsed().as_secs_f64(),
-    })
+    Ok((known as f64 / total.max(1) as f64, total, first))
 }
 
 /// How a model's weights are stored: the storage dtype holding most of its bytes ("f16", "f32", …).
@@ -238,7 +278,7 @@ pub(super) fn slope_ablation(
 
 /// Training summary from a history.json written by `attnlab train` (None when absent or unreadable:
 /// initial checkpoints have none).
-pub(super) fn read_history(path: &Path) -> Option<Training> {
+fn read_history(path: &Path) -> Option<Training> {
     let h: History = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
     let steps = h.options.steps;
     let per_step = h.tokens as f64 / steps.max(1) as f64;
