@@ -228,25 +228,25 @@ impl Context<'_> {
             })
             .collect();
         self.ppl_table(md, &rows);
-        let chart = LineChart {
-            title: "Test perplexity vs context length",
+        let series =
+            self.trained().map(|r| ppl_series(&r.name, &r.ppl, r.family.contains("linear"))).collect();
+        let chart = self.ppl_chart("Test perplexity vs context length", series);
+        plots.push(("ppl.svg".into(), chart.render(860.0, 480.0)));
+        let _ = writeln!(md, "![perplexity vs length]({}/ppl.svg)\n", self.plots);
+    }
+
+    /// Perplexity (log) against context length (log₂), the training length marked.
+    fn ppl_chart<'a>(&self, title: &'a str, series: Vec<Series>) -> LineChart<'a> {
+        LineChart {
+            title,
             x_label: "context length (tokens)",
             y_label: "perplexity (log scale)",
             x_scale: Scale::Log2,
             y_scale: Scale::Log10,
             y_range: None,
-            series: self
-                .trained()
-                .map(|r| Series {
-                    name: r.name.clone(),
-                    points: r.ppl.iter().map(|p| (p.length as f64, p.ppl)).collect(),
-                    dashed: r.family.contains("linear"),
-                })
-                .collect(),
+            series,
             marker: Some((self.train_len as f64, "train length")),
-        };
-        plots.push(("ppl.svg".into(), chart.render(860.0, 480.0)));
-        let _ = writeln!(md, "![perplexity vs length]({}/ppl.svg)\n", self.plots);
+        }
     }
 
     fn section_slopes(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
@@ -267,24 +267,8 @@ impl Context<'_> {
         let rows: Vec<(String, Vec<&[PplPoint]>)> =
             self.slopes.iter().map(|s| (s.preset.clone(), vec![s.ppl.as_slice()])).collect();
         self.ppl_table(md, &rows);
-        let chart = LineChart {
-            title: "alibi: slopes replaced at inference",
-            x_label: "context length (tokens)",
-            y_label: "perplexity (log scale)",
-            x_scale: Scale::Log2,
-            y_scale: Scale::Log10,
-            y_range: None,
-            series: self
-                .slopes
-                .iter()
-                .map(|s| Series {
-                    name: s.preset.clone(),
-                    points: s.ppl.iter().map(|p| (p.length as f64, p.ppl)).collect(),
-                    dashed: false,
-                })
-                .collect(),
-            marker: Some((self.train_len as f64, "train length")),
-        };
+        let series = self.slopes.iter().map(|s| ppl_series(&s.preset, &s.ppl, false)).collect();
+        let chart = self.ppl_chart("alibi: slopes replaced at inference", series);
         plots.push(("slopes.svg".into(), chart.render(760.0, 420.0)));
         let _ = writeln!(md, "![slope ablation]({}/slopes.svg)\n", self.plots);
         md.push_str(
@@ -554,4 +538,9 @@ impl Context<'_> {
         }
         md.push('\n');
     }
+}
+
+/// One model's (or slope setting's) perplexity against context length.
+fn ppl_series(name: &str, ppl: &[PplPoint], dashed: bool) -> Series {
+    Series { name: name.to_string(), points: ppl.iter().map(|p| (p.length as f64, p.ppl)).collect(), dashed }
 }
