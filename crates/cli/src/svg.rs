@@ -107,11 +107,93 @@ fn tick_label(v: f64) -> String {
     }
 }
 
+/// Data value of a position on a scale's axis (the inverse of `fwd`).
+fn inv(scale: Scale, f: f64) -> f64 {
+    match scale {
+        Scale::Linear => f,
+        Scale::Log2 => 2f64.powf(f),
+        Scale::Log10 => 10f64.powf(f),
+    }
+}
+
+/// The plot area in pixels and the axis ranges (in scale units) that map onto it.
+struct Frame {
+    left: f64,
+    top: f64,
+    pw: f64,
+    ph: f64,
+    x_scale: Scale,
+    y_scale: Scale,
+    fx: (f64, f64),
+    fy: (f64, f64),
+}
+
+impl Frame {
+    fn sx(&self, x: f64) -> f64 {
+        self.left + (fwd(self.x_scale, x) - self.fx.0) / (self.fx.1 - self.fx.0) * self.pw
+    }
+
+    /// Pixel row of `y` (clamped to the plot area).
+    fn sy(&self, y: f64) -> f64 {
+        let f = fwd(self.y_scale, y).clamp(self.fy.0, self.fy.1);
+        self.top + self.ph - (f - self.fy.0) / (self.fy.1 - self.fy.0) * self.ph
+    }
+}
+
 impl LineChart<'_> {
     /// The chart as an SVG document of `width` × `height` pixels (legend on the right).
     pub fn render(&self, width: f64, height: f64) -> String {
         let (left, right, top, bottom) = (64.0, 190.0, 36.0, 48.0);
         let (pw, ph) = (width - left - right, height - top - bottom);
+        let ((x0, x1), (y0, y1)) = self.data_ranges();
+        let (fy0, fy1) = (fwd(self.y_scale, y0), fwd(self.y_scale, y1));
+        let pad = (fy1 - fy0) * 0.04;
+        let fy = if self.y_range.is_some() { (fy0, fy1) } else { (fy0 - pad, fy1 + pad) };
+        let fx = (fwd(self.x_scale, x0), fwd(self.x_scale, x1));
+        let f = Frame { left, top, pw, ph, x_scale: self.x_scale, y_scale: self.y_scale, fx, fy };
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="#fff"/>
+<text x="{}" y="20" font-size="14" font-weight="bold">{}</text>
+"##,
+            left,
+            esc(self.title)
+        );
+        self.write_grid(&mut s, &f, (x0, x1));
+        let _ = writeln!(
+            s,
+            r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>
+<text x="{}" y="{}" text-anchor="middle">{}</text>
+<text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"##,
+            left + pw / 2.0,
+            height - 10.0,
+            esc(self.x_label),
+            top + ph / 2.0,
+            esc(self.y_label)
+        );
+        if let Some((mx, label)) = self.marker.filter(|&(mx, _)| mx >= x0 && mx <= x1) {
+            let x = f.sx(mx);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{}" stroke="#555" stroke-dasharray="2 3"/><text x="{:.1}" y="{}" fill="#555">{}</text>"##,
+                top + ph,
+                x + 4.0,
+                top + 12.0,
+                esc(label)
+            );
+        }
+        for (i, ser) in self.series.iter().enumerate() {
+            write_series(&mut s, &f, i, ser);
+        }
+        s.push_str("</svg>\n");
+        s
+    }
+
+    /// The x and y ranges in data units: the finite points' extent (y replaced by `y_range` when
+    /// set), never empty.
+    fn data_ranges(&self) -> ((f64, f64), (f64, f64)) {
         let pts =
             self.series.iter().flat_map(|s| s.points.iter()).filter(|(x, y)| x.is_finite() && y.is_finite());
         let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -133,34 +215,14 @@ impl LineChart<'_> {
         if x1 <= x0 {
             x1 = x0 + 1.0;
         }
-        let (fx0, fx1, fy0, fy1) =
-            (fwd(self.x_scale, x0), fwd(self.x_scale, x1), fwd(self.y_scale, y0), fwd(self.y_scale, y1));
-        let pad = (fy1 - fy0) * 0.04;
-        let (fy0, fy1) = if self.y_range.is_some() { (fy0, fy1) } else { (fy0 - pad, fy1 + pad) };
-        let sx = |x: f64| left + (fwd(self.x_scale, x) - fx0) / (fx1 - fx0) * pw;
-        let sy = |y: f64| top + ph - (fwd(self.y_scale, y).clamp(fy0, fy1) - fy0) / (fy1 - fy0) * ph;
-        let mut s = String::new();
-        let _ = write!(
-            s,
-            r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="#fff"/>
-<text x="{}" y="20" font-size="14" font-weight="bold">{}</text>
-"##,
-            left,
-            esc(self.title)
-        );
-        let ylo = match self.y_scale {
-            Scale::Linear => fy0,
-            Scale::Log2 => 2f64.powf(fy0),
-            Scale::Log10 => 10f64.powf(fy0),
-        };
-        let yhi = match self.y_scale {
-            Scale::Linear => fy1,
-            Scale::Log2 => 2f64.powf(fy1),
-            Scale::Log10 => 10f64.powf(fy1),
-        };
-        for t in ticks(self.y_scale, ylo, yhi) {
-            let y = sy(t);
+        ((x0, x1), (y0, y1))
+    }
+
+    /// Horizontal grid lines with y tick labels, then vertical ones with x tick labels.
+    fn write_grid(&self, s: &mut String, f: &Frame, (x0, x1): (f64, f64)) {
+        let (left, top, pw, ph) = (f.left, f.top, f.pw, f.ph);
+        for t in ticks(self.y_scale, inv(self.y_scale, f.fy.0), inv(self.y_scale, f.fy.1)) {
+            let y = f.sy(t);
             let _ = writeln!(
                 s,
                 r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#e4e4e4"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
@@ -171,7 +233,7 @@ impl LineChart<'_> {
             );
         }
         for t in ticks(self.x_scale, x0, x1) {
-            let x = sx(t);
+            let x = f.sx(t);
             let _ = writeln!(
                 s,
                 r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{}" stroke="#e4e4e4"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
@@ -180,65 +242,41 @@ impl LineChart<'_> {
                 tick_label(t)
             );
         }
-        let _ = writeln!(
-            s,
-            r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>
-<text x="{}" y="{}" text-anchor="middle">{}</text>
-<text transform="translate(16 {}) rotate(-90)" text-anchor="middle">{}</text>"##,
-            left + pw / 2.0,
-            height - 10.0,
-            esc(self.x_label),
-            top + ph / 2.0,
-            esc(self.y_label)
-        );
-        if let Some((mx, label)) = self.marker {
-            if mx >= x0 && mx <= x1 {
-                let x = sx(mx);
-                let _ = writeln!(
-                    s,
-                    r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{}" stroke="#555" stroke-dasharray="2 3"/><text x="{:.1}" y="{}" fill="#555">{}</text>"##,
-                    top + ph,
-                    x + 4.0,
-                    top + 12.0,
-                    esc(label)
-                );
-            }
-        }
-        for (i, ser) in self.series.iter().enumerate() {
-            let path: Vec<String> = ser
-                .points
-                .iter()
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
-                .collect();
-            let dash = if ser.dashed || i >= PALETTE.len() { r#" stroke-dasharray="6 4""# } else { "" };
-            let c = color(i);
-            let _ = writeln!(
-                s,
-                r##"<polyline fill="none" stroke="{c}" stroke-width="2"{dash} points="{}"><title>{}</title></polyline>"##,
-                path.join(" "),
-                esc(&ser.name)
-            );
-            if ser.points.len() <= 12 {
-                for p in &path {
-                    let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
-                    let _ = writeln!(s, r##"<circle cx="{x}" cy="{y}" r="2.5" fill="{c}"/>"##);
-                }
-            }
-            let ly = top + 8.0 + i as f64 * 17.0;
-            let lx = left + pw + 14.0;
-            let _ = writeln!(
-                s,
-                r##"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"##,
-                lx + 22.0,
-                lx + 28.0,
-                ly + 4.0,
-                esc(&ser.name)
-            );
-        }
-        s.push_str("</svg>\n");
-        s
     }
+}
+
+/// Series `i`: its polyline (dots when it has at most 12 points) and its legend entry.
+fn write_series(s: &mut String, f: &Frame, i: usize, ser: &Series) {
+    let path: Vec<String> = ser
+        .points
+        .iter()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .map(|&(x, y)| format!("{:.1},{:.1}", f.sx(x), f.sy(y)))
+        .collect();
+    let dash = if ser.dashed || i >= PALETTE.len() { r#" stroke-dasharray="6 4""# } else { "" };
+    let c = color(i);
+    let _ = writeln!(
+        s,
+        r##"<polyline fill="none" stroke="{c}" stroke-width="2"{dash} points="{}"><title>{}</title></polyline>"##,
+        path.join(" "),
+        esc(&ser.name)
+    );
+    if ser.points.len() <= 12 {
+        for p in &path {
+            let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
+            let _ = writeln!(s, r##"<circle cx="{x}" cy="{y}" r="2.5" fill="{c}"/>"##);
+        }
+    }
+    let ly = f.top + 8.0 + i as f64 * 17.0;
+    let lx = f.left + f.pw + 14.0;
+    let _ = writeln!(
+        s,
+        r##"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"##,
+        lx + 22.0,
+        lx + 28.0,
+        ly + 4.0,
+        esc(&ser.name)
+    );
 }
 
 /// One histogram panel: bin heights as densities on [0, 1].
