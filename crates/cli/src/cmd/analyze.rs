@@ -5,6 +5,7 @@ use crate::common::{
     CliResult, ModelArgs,
 };
 use attnlab_core::analysis;
+use attnlab_core::config::ModelConfig;
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
@@ -41,21 +42,8 @@ pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
     let model = a.model.load_any_backend()?;
     let tok = load_tokenizer(&a.model.dir(), &model)?;
     let tokens = encode_text(&tok, &text, &path)?;
-    let cfg = model.config();
     let n = tokens.len().min(a.max_tokens as usize);
-    if n > cfg.max_context {
-        return Err(CliError::usage(format!(
-            "--max-tokens {n} exceeds the model's max_context {}; lower --max-tokens",
-            cfg.max_context
-        )));
-    }
-    let trace_bytes = 4usize.saturating_mul(cfg.n_layers * cfg.n_heads).saturating_mul(n * n);
-    if trace_bytes > MAX_TRACE_BYTES {
-        return Err(CliError::usage(format!(
-            "recording attention for {n} tokens needs {} MiB (layers × heads × n²); lower --max-tokens",
-            trace_bytes >> 20
-        )));
-    }
+    check_trace_size(model.config(), n)?;
 
     let mut engine = crate::gpu::Engine::new(&model, a.model.backend.backend)?;
     let pb = spinner(&format!("tracing {n} tokens"), json);
@@ -91,8 +79,34 @@ pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
         path.display(),
         tokens.len()
     );
+    s.push_str(&attention_table(&summaries)?);
+    s.push_str(&format!("uniform causal attention baseline: LAA AUC {} (n = {n})\n", num(uniform.auc, 4)));
+    s.push_str(&gate_table(&gates, a.bins));
+    out(&s)
+}
+
+/// Refuse `n` tokens the model cannot hold, or whose attention trace would not fit in memory.
+fn check_trace_size(cfg: &ModelConfig, n: usize) -> CliResult<()> {
+    if n > cfg.max_context {
+        return Err(CliError::usage(format!(
+            "--max-tokens {n} exceeds the model's max_context {}; lower --max-tokens",
+            cfg.max_context
+        )));
+    }
+    let trace_bytes = 4usize.saturating_mul(cfg.n_layers * cfg.n_heads).saturating_mul(n * n);
+    if trace_bytes > MAX_TRACE_BYTES {
+        return Err(CliError::usage(format!(
+            "recording attention for {n} tokens needs {} MiB (layers × heads × n²); lower --max-tokens",
+            trace_bytes >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// One row per layer (head averages and the layer's LAA area), then one per head.
+fn attention_table(summaries: &[analysis::LayerSummary]) -> CliResult<String> {
     let mut rows = Vec::new();
-    for l in &summaries {
+    for l in summaries {
         let hn = l.heads.len().max(1) as f64;
         let mean = |f: &dyn Fn(&analysis::HeadSummary) -> f64| l.heads.iter().map(f).sum::<f64>() / hn;
         let kind = to_value(&l.kind)?.as_str().unwrap_or("").to_string();
@@ -121,41 +135,38 @@ pub fn run(a: AnalyzeArgs, json: bool) -> CliResult<()> {
             ]);
         }
     }
-    s.push_str(&table(
+    Ok(table(
         &["layer", "head", "variant", "matrix", "entropy", "mean-dist", "self", "first", "LAA-AUC"],
         &rows,
         &[2, 3],
-    ));
-    s.push_str(&format!("uniform causal attention baseline: LAA AUC {} (n = {n})\n", num(uniform.auc, 4)));
+    ))
+}
 
+/// The gate statistics pooled over heads, one row per layer and quantity (empty without gates).
+fn gate_table(gates: &[analysis::GateStats], bins: u32) -> String {
     let all_heads: Vec<_> = gates.iter().filter(|g| g.head.is_none()).collect();
-    if !all_heads.is_empty() {
-        s.push_str(&format!(
-            "\ngates (all heads; saturation = share < {} or > {}; histogram over {} bins on [0, 1])\n",
-            analysis::SATURATION_LOW,
-            analysis::SATURATION_HIGH,
-            a.bins
-        ));
-        let rows: Vec<Vec<String>> = all_heads
-            .iter()
-            .map(|g| {
-                let hist: Vec<String> = g.histogram.iter().map(u64::to_string).collect();
-                vec![
-                    g.layer.to_string(),
-                    g.variant.clone(),
-                    g.quantity.clone(),
-                    num(g.mean, 4),
-                    num(g.saturation, 4),
-                    g.count.to_string(),
-                    hist.join(" "),
-                ]
-            })
-            .collect();
-        s.push_str(&table(
-            &["layer", "variant", "gate", "mean", "saturation", "count", "histogram"],
-            &rows,
-            &[1, 2, 6],
-        ));
+    if all_heads.is_empty() {
+        return String::new();
     }
-    out(&s)
+    let rows: Vec<Vec<String>> = all_heads
+        .iter()
+        .map(|g| {
+            let hist: Vec<String> = g.histogram.iter().map(u64::to_string).collect();
+            vec![
+                g.layer.to_string(),
+                g.variant.clone(),
+                g.quantity.clone(),
+                num(g.mean, 4),
+                num(g.saturation, 4),
+                g.count.to_string(),
+                hist.join(" "),
+            ]
+        })
+        .collect();
+    format!(
+        "\ngates (all heads; saturation = share < {} or > {}; histogram over {bins} bins on [0, 1])\n{}",
+        analysis::SATURATION_LOW,
+        analysis::SATURATION_HIGH,
+        table(&["layer", "variant", "gate", "mean", "saturation", "count", "histogram"], &rows, &[1, 2, 6])
+    )
 }
