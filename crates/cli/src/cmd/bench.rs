@@ -260,29 +260,15 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
     let contexts = contexts_to_measure(&a, max, n)?;
     let longest = contexts.iter().copied().max().unwrap_or(0);
     let tokens = bench_tokens(longest, cfg.vocab_size);
-    let params = model.weights().num_params();
 
     let mut engine = Engine::new(&model, a.model.backend.backend)?;
-    let device = engine.device();
     let pb = progress_bar((contexts.len() * a.repeats as usize) as u64, "bench", json);
     pb.set_message("warm-up");
     warm_up(&mut engine, &tokens, contexts.first().copied().unwrap_or(0), n)?;
     let mut points = Vec::new();
     for &c in &contexts {
         pb.set_message(format!("ctx {c}"));
-        let mut runs = Vec::with_capacity(a.repeats as usize);
-        for _ in 0..a.repeats {
-            runs.push(measure(&mut engine, &tokens, c, n)?);
-            pb.inc(1);
-        }
-        let prefill_s = median(runs.iter().map(|p| p.prefill_s).collect());
-        let decode_s = median(runs.iter().map(|p| p.decode_s).collect());
-        let op_by_op = op_by_op_decode(&mut engine, &tokens, c, n, a.repeats)?;
-        let split_k = split_k_decode(&mut engine, &tokens, c, n, a.repeats)?;
-        let greedy = engine.greedy_timing(&tokens[..c - n], n, GREEDY_RUN)?;
-        if let Some(last) = runs.pop() {
-            points.push(Point { prefill_s, decode_s, op_by_op, greedy, split_k, ..last });
-        }
+        points.extend(measure_context(&mut engine, &tokens, c, n, a.repeats, &|| pb.inc(1))?);
     }
     pb.finish_and_clear();
     // The process's peak resident set, before the candle comparison adds its own f32 copy.
@@ -302,18 +288,74 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
         }
         _ => None,
     };
-    let report = json!({
+    let run = Run { peak_rss, ratio, peer, device: engine.device() };
+    let report = report_json(&a, &model, &engine, &points, &run);
+    if let Some(path) = &a.out {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| CliError::runtime(format!("cannot serialize the report: {e}")))?;
+        write_file(path, (text + "\n").as_bytes())?;
+    }
+    if json {
+        return print_json(&report);
+    }
+    out(&render_text(&a, &model, &report, &points, &run))
+}
+
+/// Median timings of `repeats` runs at context `c`, with the GPU's op-by-op, split-K and greedy
+/// comparisons of the same context (None when no run was measured).
+fn measure_context(
+    engine: &mut Engine<'_>,
+    tokens: &[u32],
+    c: usize,
+    n: usize,
+    repeats: u32,
+    tick: &dyn Fn(),
+) -> CliResult<Option<Point>> {
+    let mut runs = Vec::with_capacity(repeats as usize);
+    for _ in 0..repeats {
+        runs.push(measure(engine, tokens, c, n)?);
+        tick();
+    }
+    let prefill_s = median(runs.iter().map(|p| p.prefill_s).collect());
+    let decode_s = median(runs.iter().map(|p| p.decode_s).collect());
+    let op_by_op = op_by_op_decode(engine, tokens, c, n, repeats)?;
+    let split_k = split_k_decode(engine, tokens, c, n, repeats)?;
+    let greedy = engine.greedy_timing(&tokens[..c - n], n, GREEDY_RUN)?;
+    Ok(runs.pop().map(|last| Point { prefill_s, decode_s, op_by_op, greedy, split_k, ..last }))
+}
+
+/// What one bench run measured besides its points.
+struct Run {
+    peak_rss: Option<u64>,
+    /// Decode time per token at the longest context ÷ at the shortest: (shortest, longest, ratio).
+    ratio: Option<(usize, usize, f64)>,
+    /// Prefill seconds of the core CPU reference and of candle on the same tokens.
+    peer: Option<(f64, f64)>,
+    device: Option<String>,
+}
+
+/// The report as written by --out and printed by --json.
+fn report_json(
+    a: &BenchArgs,
+    model: &attnlab_core::Model,
+    engine: &Engine<'_>,
+    points: &[Point],
+    run: &Run,
+) -> serde_json::Value {
+    let (n, cfg) = (a.decode_tokens as usize, model.config());
+    let (ratio, peer) = (run.ratio, run.peer);
+    json!({
         "attnlab_version": env!("CARGO_PKG_VERSION"),
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "backend": a.model.backend.name(),
-        "device": device,
+        "device": run.device,
         "loop_guard": attnlab_gpu::shaders::loop_guard(),
         "machine": machine(),
         "model": {
             "path": a.model.dir().display().to_string(),
             "name": cfg.name,
-            "params": params,
-            "variants": layer_variants(&model),
+            "params": model.weights().num_params(),
+            "variants": layer_variants(model),
             "vocab_size": cfg.vocab_size,
             "d_model": cfg.d_model,
             "n_layers": cfg.n_layers,
@@ -321,7 +363,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             "head_dim": cfg.head_dim,
             "max_context": cfg.max_context,
         },
-        "memory": memory_report(&model, peak_rss),
+        "memory": memory_report(model, run.peak_rss),
         "decode_tokens": n,
         "repeats": a.repeats,
         "decode_time_ratio": ratio.map(|(lo, hi, r)| json!({ "from_context": lo, "to_context": hi, "ratio": r })),
@@ -362,16 +404,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             Ok(on) => json!({ "on": on }),
             Err(why) => json!({ "on": false, "why_not": why }),
         }),
-    });
-    if let Some(path) = &a.out {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| CliError::runtime(format!("cannot serialize the report: {e}")))?;
-        write_file(path, (text + "\n").as_bytes())?;
-    }
-    if json {
-        return print_json(&report);
-    }
-    out(&render_text(&a, &model, &report, &points, ratio, peer))
+    })
 }
 
 /// Peak resident set size of this process so far (Linux `VmHWM`), if known.
@@ -430,8 +463,7 @@ fn render_text(
     model: &attnlab_core::Model,
     report: &serde_json::Value,
     points: &[Point],
-    ratio: Option<(usize, usize, f64)>,
-    peer: Option<(f64, f64)>,
+    run: &Run,
 ) -> String {
     let n = a.decode_tokens as usize;
     let params = &report["model"]["params"];
@@ -448,6 +480,37 @@ fn render_text(
         m["cpu"].as_str().unwrap_or("unknown CPU"),
         m["cores"].as_u64().map_or("?".to_string(), |c| c.to_string()),
     );
+    s.push_str(&timing_table(points, n, a.repeats));
+    if let Some((lo, hi, r)) = run.ratio {
+        s.push_str(&format!("decode time per token at {hi} ÷ at {lo}: {r:.2}\n"));
+    }
+    if let Some(p) = points.iter().find(|p| p.per_token.is_some()) {
+        s.push_str(&gpu_summary(model, report, p));
+    }
+    for p in points {
+        s.push_str(&gpu_comparisons(p, n));
+    }
+    s.push_str(&memory_line(&report["memory"]));
+    if let Some((core, candle)) = run.peer {
+        s.push_str(&format!(
+            "prefill of {PEER_TOKENS} tokens, core CPU reference {:.1} ms ÷ candle forward {:.1} ms: {:.2}\n",
+            core * 1e3,
+            candle * 1e3,
+            core / candle
+        ));
+    }
+    if let Some(d) = &device {
+        s.push_str(&format!("device: {d}\n"));
+    }
+    if let Some(path) = &a.out {
+        s.push_str(&format!("report written to {}\n", path.display()));
+    }
+    s
+}
+
+/// Prefill and decode speed at each context (medians of the repeats) and the decode state's size.
+fn timing_table(points: &[Point], n: usize, repeats: u32) -> String {
+    let mut s = String::new();
     let rows: Vec<Vec<String>> = points
         .iter()
         .map(|p| {
@@ -463,95 +526,90 @@ fn render_text(
         .collect();
     s.push_str(&format!(
         "median of {} repeat(s); decode = {n} steps after a prefill of context − {n}\n",
-        a.repeats
+        repeats
     ));
     s.push_str(&table(
         &["context", "prefill tok/s", "prefill ms", "decode tok/s", "ms/token", "state KiB"],
         &rows,
         &[],
     ));
-    if let Some((lo, hi, r)) = ratio {
-        s.push_str(&format!("decode time per token at {hi} ÷ at {lo}: {r:.2}\n"));
-    }
-    if let Some(p) = points.iter().find(|p| p.per_token.is_some()) {
-        let (d, sub) = p.per_token.unwrap_or_default();
-        let layers = model.config().n_layers;
-        s.push_str(&format!(
-            "GPU per decoded token (context {}): {d:.1} compute dispatches, {sub:.1} queue submissions \
-             ({layers} layers; issue 12's goal is at most 2 × layers + 2 = {})\n",
-            p.context,
-            2 * layers + 2
-        ));
-        let m = &report["gpu_matrices"];
-        if let (Some(dtype), Some(bytes), Some(reads)) =
-            (m["dtype"].as_str(), m["bytes"].as_u64(), m["read_as"].as_str())
-        {
-            s.push_str(&format!(
-                "GPU weight matrices held as {dtype}: {:.1} MiB, read as {reads}\n",
-                bytes as f64 / (1u64 << 20) as f64
-            ));
-        }
-        match report["fused_decode"]["why_not"].as_str() {
-            Some(why) => s.push_str(&format!("decode runs op by op: {why}\n")),
-            None => s.push_str("decode runs fused (shaders/decode.wgsl)\n"),
-        }
-    }
-    for p in points {
-        if let Some((single, runs)) = p.greedy {
-            let (one, batched) = (tokens_per_s(n, single), tokens_per_s(n, runs));
-            s.push_str(&format!(
-                "context {}: greedy decode {} tok/s one submission per token, {} tok/s in GPU-resident runs of {GREEDY_RUN} ({:.2}×)\n",
-                p.context,
-                num(one, 1),
-                num(batched, 1),
-                batched / one.max(1e-12)
-            ));
-        }
-        if let Some((split, whole)) = p.split_k {
-            let (split, whole) = (tokens_per_s(n, split), tokens_per_s(n, whole));
-            s.push_str(&format!(
-                "context {}: decode split-K (≥ {DEFAULT_SPLIT_KEYS} keys per workgroup) {} tok/s, one workgroup per head {} tok/s ({:.2}×)\n",
-                p.context,
-                num(split, 1),
-                num(whole, 1),
-                split / whole.max(1e-12)
-            ));
-        }
-        if let Some((secs, d)) = p.op_by_op {
-            let (fused, plain) = (tokens_per_s(n, p.decode_s), tokens_per_s(n, secs));
-            s.push_str(&format!(
-                "context {}: decode op by op {} tok/s, {d:.1} dispatches per token; fused ÷ op by op {:.2}\n",
-                p.context,
-                num(plain, 1),
-                fused / plain.max(1e-12)
-            ));
-        }
-    }
-    let mem = &report["memory"];
+    s
+}
+
+/// The weights' bytes in memory by dtype, per parameter, and the peak RSS.
+fn memory_line(mem: &serde_json::Value) -> String {
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);
     let held: Vec<String> = mem["weight_bytes"]
         .as_object()
         .map(|m| m.iter().map(|(d, b)| format!("{} {d}", mib(b.as_u64().unwrap_or(0)))).collect())
         .unwrap_or_default();
-    s.push_str(&format!(
+    format!(
         "weights in memory: {} ({:.2} bytes per parameter){}\n",
         held.join(" + "),
         mem["weight_bytes_per_param"].as_f64().unwrap_or(f64::NAN),
         mem["peak_rss_bytes"].as_u64().map_or(String::new(), |b| format!("; peak RSS {}", mib(b))),
+    )
+}
+
+/// The GPU's dispatches and submissions per decoded token (at `p`'s context), how its matrices are
+/// held, and whether decode runs fused.
+fn gpu_summary(model: &attnlab_core::Model, report: &serde_json::Value, p: &Point) -> String {
+    let mut s = String::new();
+    let (d, sub) = p.per_token.unwrap_or_default();
+    let layers = model.config().n_layers;
+    s.push_str(&format!(
+        "GPU per decoded token (context {}): {d:.1} compute dispatches, {sub:.1} queue submissions \
+         ({layers} layers; issue 12's goal is at most 2 × layers + 2 = {})\n",
+        p.context,
+        2 * layers + 2
     ));
-    if let Some((core, candle)) = peer {
+    let m = &report["gpu_matrices"];
+    if let (Some(dtype), Some(bytes), Some(reads)) =
+        (m["dtype"].as_str(), m["bytes"].as_u64(), m["read_as"].as_str())
+    {
         s.push_str(&format!(
-            "prefill of {PEER_TOKENS} tokens, core CPU reference {:.1} ms ÷ candle forward {:.1} ms: {:.2}\n",
-            core * 1e3,
-            candle * 1e3,
-            core / candle
+            "GPU weight matrices held as {dtype}: {:.1} MiB, read as {reads}\n",
+            bytes as f64 / (1u64 << 20) as f64
         ));
     }
-    if let Some(d) = &device {
-        s.push_str(&format!("device: {d}\n"));
+    match report["fused_decode"]["why_not"].as_str() {
+        Some(why) => s.push_str(&format!("decode runs op by op: {why}\n")),
+        None => s.push_str("decode runs fused (shaders/decode.wgsl)\n"),
     }
-    if let Some(path) = &a.out {
-        s.push_str(&format!("report written to {}\n", path.display()));
+    s
+}
+
+/// The GPU comparisons measured at `p`'s context: greedy runs, split-K, and fused against op by op.
+fn gpu_comparisons(p: &Point, n: usize) -> String {
+    let mut s = String::new();
+    if let Some((single, runs)) = p.greedy {
+        let (one, batched) = (tokens_per_s(n, single), tokens_per_s(n, runs));
+        s.push_str(&format!(
+            "context {}: greedy decode {} tok/s one submission per token, {} tok/s in GPU-resident runs of {GREEDY_RUN} ({:.2}×)\n",
+            p.context,
+            num(one, 1),
+            num(batched, 1),
+            batched / one.max(1e-12)
+        ));
+    }
+    if let Some((split, whole)) = p.split_k {
+        let (split, whole) = (tokens_per_s(n, split), tokens_per_s(n, whole));
+        s.push_str(&format!(
+            "context {}: decode split-K (≥ {DEFAULT_SPLIT_KEYS} keys per workgroup) {} tok/s, one workgroup per head {} tok/s ({:.2}×)\n",
+            p.context,
+            num(split, 1),
+            num(whole, 1),
+            split / whole.max(1e-12)
+        ));
+    }
+    if let Some((secs, d)) = p.op_by_op {
+        let (fused, plain) = (tokens_per_s(n, p.decode_s), tokens_per_s(n, secs));
+        s.push_str(&format!(
+            "context {}: decode op by op {} tok/s, {d:.1} dispatches per token; fused ÷ op by op {:.2}\n",
+            p.context,
+            num(plain, 1),
+            fused / plain.max(1e-12)
+        ));
     }
     s
 }
