@@ -7,6 +7,8 @@
 #   scripts/ship_models.sh            # every model listed in www/models/index.json
 #   RUNS=data/runs-20x scripts/ship_models.sh alibi mep   # only these (listed in the index), from RUNS
 #   REPORT=0 scripts/ship_models.sh   # skip `attnlab report`
+# The report keeps each model's measurement in REPORT_CACHE (default data/cache/report) and measures
+# again only the models whose files changed (or all of them after a change to the measuring code).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ATTNLAB=${ATTNLAB:-target/release/attnlab}
@@ -39,5 +41,5 @@ if [ "${REPORT:-1}" = 1 ]; then
     RAYON_NUM_THREADS=1 "$ATTNLAB" bench --model "www/models/$name" --contexts 512,1024,2048,4096 \
       --out "docs/results/bench/$name.json" >/dev/null
   done
-  "$ATTNLAB" report
+  "$ATTNLAB" report --cache "${REPORT_CACHE:-data/cache/report}"
 fi

@@ -769,6 +769,78 @@ fn report_writes_results_consistent_with_eval() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `report --cache DIR` reuses a model's measurement only while its inputs stay the same: a second
+/// run reuses every model (and the slope edits) and writes the same numbers; a model whose weights
+/// change, or a changed setting, is measured again, and the result equals a run without the cache.
+#[test]
+fn report_cache_reuses_only_unchanged_measurements() {
+    let dir = temp_dir("report-cache");
+    let models = dir.join("models");
+    init_tiny("alibi", &models.join("alibi"));
+    init_tiny("rope", &models.join("rope"));
+    std::fs::write(
+        models.join("index.json"),
+        r#"{"default": "alibi", "models": [
+            {"name": "alibi", "family": "softmax + position bias", "description": "tiny alibi"},
+            {"name": "rope", "family": "softmax attention", "description": "tiny rope"}]}"#,
+    )
+    .unwrap();
+    let text = dir.join("text.txt");
+    std::fs::write(&text, TEXT.repeat(20)).unwrap();
+    let cache = dir.join("cache");
+    let run = |name: &str, lengths: &str, cached: bool| {
+        let out = dir.join(name).join("results.md");
+        let mut args = vec!["report", "--models", p(&models), "--text", p(&text), "--words", p(&text)];
+        args.extend(["--out", p(&out), "--lengths", lengths, "--tokens", "1024", "--samples", "1"]);
+        args.extend(["--trace-tokens", "16", "--block-tokens", "64"]);
+        if cached {
+            args.extend(["--cache", p(&cache)]);
+        }
+        ok(&args);
+        let raw: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(name).join("results/results.json")).unwrap(),
+        )
+        .unwrap();
+        let md = std::fs::read_to_string(&out).unwrap();
+        (md, raw)
+    };
+    // Measured numbers of a results.json: everything but each model's measuring time.
+    let numbers = |raw: &serde_json::Value| {
+        let mut raw = raw.clone();
+        for m in raw["models"].as_array_mut().unwrap() {
+            m.as_object_mut().unwrap().remove("seconds");
+        }
+        (raw["models"].clone(), raw["slope_ablation"].clone())
+    };
+    let reused = |md: &str| {
+        md.split(" of the 2 models were measured by an earlier run and reused").next().and_then(|h| {
+            h.rsplit("; ").next().filter(|_| md.contains("reused from")).map(|n| n.parse::<usize>().unwrap())
+        })
+    };
+    let (md1, raw1) = run("first", "32,64", true);
+    assert_eq!(reused(&md1), None, "nothing to reuse on the first run");
+    let (md2, raw2) = run("second", "32,64", true);
+    assert_eq!(reused(&md2), Some(2), "{md2}");
+    assert_eq!(numbers(&raw1), numbers(&raw2));
+    assert_eq!(raw1["slope_ablation"].as_array().unwrap().len(), 4);
+    // Claims and tables come from the same numbers (the header's time and reuse phrase aside).
+    let body = |md: &str| md[md.find("**Statistics.**").unwrap()..].to_string();
+    assert_eq!(body(&md1), body(&md2));
+    // New weights for rope: rope alone is measured again, as a run without the cache measures it.
+    let rope = models.join("rope");
+    let args = ["init", "--variant", "rope", "--seed", "7", "--force", "--out", p(&rope)];
+    ok_json(&[&args[..], TINY].concat());
+    let (md3, raw3) = run("third", "32,64", true);
+    assert_eq!(reused(&md3), Some(1), "{md3}");
+    let (_, fresh) = run("fresh", "32,64", false);
+    assert_eq!(numbers(&raw3), numbers(&fresh));
+    assert_ne!(raw3["models"][1]["ppl"], raw2["models"][1]["ppl"], "rope's new weights were measured");
+    // Another setting: nothing is reused.
+    let (md4, _) = run("fourth", "32", true);
+    assert_eq!(reused(&md4), None, "--lengths changed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `report` compares only models trained alike: MEP against ALiBi is "not tested" when their
 /// training budgets (the schedule's steps × batch × length in history.json) or training lengths
 /// differ, and the header says which model has which setup; with equal budgets the claim gets its

@@ -12,7 +12,7 @@ use attnlab_core::catalog::ModelIndex;
 use attnlab_core::config::ModelConfig;
 use attnlab_train::trainer::TrainDevice;
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -20,13 +20,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+mod cache;
 mod claims;
 mod measure;
 mod sections;
 mod setup;
 mod stats;
 
-use measure::{measure_model, slope_ablation, words, Loaded};
+use measure::{
+    measure_model, slope_ablation, words, Loaded, PROMPTS, SAMPLE_TOKENS, SLOPE_PRESETS, TEMPERATURE,
+};
 
 /// Regenerate docs/results.md (tables + SVG plots + results.json) from the shipped models.
 ///
@@ -76,22 +79,14 @@ pub struct ReportArgs {
     /// Worker threads (one model job per thread)
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub threads: usize,
+    /// Keep each model's measurement in DIR and reuse it while the model's files, tokenizer, text,
+    /// word list, these settings and the measuring code (a fingerprint taken at build time) are the
+    /// same; results.md says how many were reused (e.g. `--cache data/cache/report`)
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
 }
 
-const SAMPLE_TOKENS: usize = 48;
-const TEMPERATURE: f32 = 0.8;
-const PROMPTS: [&str; 6] =
-    ["The jury said", "In the morning", "He was", "The city of", "She looked at", "It is"];
-const GATE_BINS: usize = 20;
-/// MEP Table 4 uniform slopes (h = 2, 6, 9 → 2^-h) next to the default geometric set.
-const SLOPE_PRESETS: [(&str, Option<f64>); 4] = [
-    ("default", None),
-    ("h=2 (2^-2)", Some(0.25)),
-    ("h=6 (2^-6)", Some(1.0 / 64.0)),
-    ("h=9 (2^-9)", Some(1.0 / 512.0)),
-];
-
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct GateSummary {
     layer: usize,
     saturation: f64,
@@ -100,7 +95,7 @@ struct GateSummary {
     density: Vec<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Training {
     /// Where the steps ran (candle on the CPU, or the WGSL trainer on a GPU).
     device: TrainDevice,
@@ -119,18 +114,18 @@ struct Training {
 }
 
 /// One model's scores at one context length.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct LengthScore {
     length: usize,
     /// Mean loss of each window (nats/token), in text order: the bootstrap's raw material (not in
     /// results.json, which the page loads: ~20× its size).
-    #[serde(skip)]
+    #[serde(skip, default)]
     window_nll: Vec<f64>,
     /// Mean loss over the windows' positions, in bins doubling from position 1: (first, last, nll).
     position_nll: Vec<(usize, usize, f64)>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct ModelResult {
     name: String,
     family: String,
@@ -161,11 +156,14 @@ struct ModelResult {
     seconds: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct SlopeResult {
     preset: String,
     ppl: Vec<PplPoint>,
 }
+
+/// Each model's and each slope edit's result of a run of jobs (None where no job ran).
+type JobResults = (Vec<Option<ModelResult>>, Vec<Option<SlopeResult>>);
 
 /// A unit of work for the thread pool.
 enum Job {
@@ -193,9 +191,10 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
         .collect();
     setup::check_seeds_alike(&setups).map_err(CliError::runtime)?;
     let t0 = Instant::now();
-    let (results, slopes) = run_jobs(&a, &models, &english, json)?;
+    let cache = cache::Cache::open(a.cache.clone(), &words_path)?;
+    let (results, slopes, reused) = measure_all(&a, &models, &english, &cache, json)?;
     let default_cfg = models.iter().find(|l| l.entry.name == index.default).map(|l| l.model.config().clone());
-    let inputs = Inputs { text_path: &text_path, words_path: &words_path, started: t0 };
+    let inputs = Inputs { text_path: &text_path, words_path: &words_path, started: t0, reused };
     write_report(&a, &index, &results, &slopes, default_cfg, &inputs, json)
 }
 
@@ -211,19 +210,57 @@ fn word_list(a: &ReportArgs, text_path: &Path) -> CliResult<(PathBuf, HashSet<St
     Ok((path, english))
 }
 
-/// Measure every model (and the slope edits of `alibi`, when it is listed) on --threads threads;
-/// the first error stops the run.
+/// Every model's measurement and the slope edits of `alibi` (when it is listed): taken from the
+/// cache where the key matches, measured otherwise (and then stored); with the number of models
+/// reused.
+fn measure_all(
+    a: &ReportArgs,
+    models: &[Loaded],
+    english: &HashSet<String>,
+    cache: &cache::Cache,
+    json: bool,
+) -> CliResult<(Vec<ModelResult>, Vec<SlopeResult>, usize)> {
+    let keys = models.iter().map(|l| cache.key(a, l)).collect::<CliResult<Vec<_>>>()?;
+    let alibi = models.iter().position(|l| l.entry.name == "alibi");
+    let mut results: Vec<Option<ModelResult>> =
+        models.iter().zip(&keys).map(|(l, k)| cache.model(l, k)).collect();
+    let mut slopes: Vec<Option<SlopeResult>> =
+        (0..SLOPE_PRESETS.len()).map(|p| alibi.and_then(|i| cache.slope("alibi", p, &keys[i]))).collect();
+    let reused = results.iter().flatten().count();
+    let mut jobs: Vec<Job> = (0..models.len()).filter(|&i| results[i].is_none()).map(Job::Model).collect();
+    if alibi.is_some() {
+        jobs.extend((0..SLOPE_PRESETS.len()).filter(|&p| slopes[p].is_none()).map(Job::Slope));
+    }
+    let (new_results, new_slopes) = run_jobs(a, models, english, jobs, json)?;
+    for (i, r) in new_results.into_iter().enumerate() {
+        if let Some(r) = r {
+            cache.store_model(&r, &keys[i])?;
+            results[i] = Some(r);
+        }
+    }
+    for (p, r) in new_slopes.into_iter().enumerate() {
+        if let (Some(r), Some(i)) = (r, alibi) {
+            cache.store_slope("alibi", p, &r, &keys[i])?;
+            slopes[p] = Some(r);
+        }
+    }
+    let results: Vec<ModelResult> = results.into_iter().flatten().collect();
+    if results.len() != models.len() {
+        return Err(CliError::runtime("a model job did not finish"));
+    }
+    Ok((results, slopes.into_iter().flatten().collect(), reused))
+}
+
+/// Run `jobs` (measure a model, or one slope edit of `alibi`) on --threads threads; the first
+/// error stops the run. Returns each model's and each slope edit's result, None where not run.
 fn run_jobs(
     a: &ReportArgs,
     models: &[Loaded],
     english: &HashSet<String>,
+    mut jobs: Vec<Job>,
     json: bool,
-) -> CliResult<(Vec<ModelResult>, Vec<SlopeResult>)> {
-    let mut jobs: Vec<Job> = (0..models.len()).map(Job::Model).collect();
+) -> CliResult<JobResults> {
     let alibi = models.iter().position(|l| l.entry.name == "alibi");
-    if alibi.is_some() {
-        jobs.extend((0..SLOPE_PRESETS.len()).map(Job::Slope));
-    }
     // Longest jobs first (softmax models at long lengths) so the threads finish together.
     jobs.sort_by_key(|j| match j {
         Job::Model(i) => usize::from(models[*i].is_linear()),
@@ -273,12 +310,7 @@ fn run_jobs(
     if let Some(e) = failure.into_inner().ok().flatten() {
         return Err(e);
     }
-    let results: Vec<ModelResult> = results.into_inner().unwrap_or_default().into_iter().flatten().collect();
-    let slopes: Vec<SlopeResult> = slopes.into_inner().unwrap_or_default().into_iter().flatten().collect();
-    if results.len() != models.len() {
-        return Err(CliError::runtime("a model job did not finish"));
-    }
-    Ok((results, slopes))
+    Ok((results.into_inner().unwrap_or_default(), slopes.into_inner().unwrap_or_default()))
 }
 
 /// Store job `i`'s result in its slot.
@@ -288,11 +320,12 @@ fn put<T>(slots: &Mutex<Vec<Option<T>>>, i: usize, v: T) {
     }
 }
 
-/// Where the texts came from, and when the run started.
+/// Where the texts came from, when the run started, and how many models came from the cache.
 struct Inputs<'a> {
     text_path: &'a Path,
     words_path: &'a Path,
     started: Instant,
+    reused: usize,
 }
 
 /// Render the markdown and plots, write them with results.json, and print the summary.
@@ -329,6 +362,7 @@ fn write_report(
         args: a,
         plots: &plots_rel,
         seconds: t0.elapsed().as_secs_f64(),
+        reused: inputs.reused,
         train_len,
         size,
         bench,
@@ -410,6 +444,8 @@ struct Context<'a> {
     args: &'a ReportArgs,
     plots: &'a str,
     seconds: f64,
+    /// Models whose measurement came from --cache.
+    reused: usize,
     /// Training length of the models (the default model's train_context): the unit of "1×".
     train_len: usize,
     /// Size preset of the default model, in words.

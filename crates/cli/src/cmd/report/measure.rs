@@ -1,10 +1,7 @@
 //! What `attnlab report` measures per model: perplexity and losses at every length, traced LAA and
 //! gate statistics, samples for the English check, the slope edit, and the training history.
 
-use super::{
-    stats, GateSummary, LengthScore, ModelResult, ReportArgs, SlopeResult, Training, GATE_BINS, PROMPTS,
-    SAMPLE_TOKENS, TEMPERATURE,
-};
+use super::{stats, GateSummary, LengthScore, ModelResult, ReportArgs, SlopeResult, Training};
 use crate::common::{load_tokenizer, CliError, CliResult};
 use attnlab_core::analysis::{self, PplPoint};
 use attnlab_core::catalog::ModelEntry;
@@ -15,6 +12,23 @@ use attnlab_train::trainer::History;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
+
+/// Tokens of each sample of the English check.
+pub(super) const SAMPLE_TOKENS: usize = 48;
+/// Sampling temperature of the English check.
+pub(super) const TEMPERATURE: f32 = 0.8;
+/// Prompts of the English check's samples, in turn.
+pub(super) const PROMPTS: [&str; 6] =
+    ["The jury said", "In the morning", "He was", "The city of", "She looked at", "It is"];
+/// Bins of the gate histograms on [0, 1].
+pub(super) const GATE_BINS: usize = 20;
+/// MEP Table 4 uniform slopes (h = 2, 6, 9 → 2^-h) next to the default geometric set.
+pub(super) const SLOPE_PRESETS: [(&str, Option<f64>); 4] = [
+    ("default", None),
+    ("h=2 (2^-2)", Some(0.25)),
+    ("h=6 (2^-6)", Some(1.0 / 64.0)),
+    ("h=9 (2^-9)", Some(1.0 / 512.0)),
+];
 
 /// Lower-case alphabetic words of a text (apostrophes inside words kept: "don't").
 pub(super) fn words(text: &str) -> Vec<String> {
