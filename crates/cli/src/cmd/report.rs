@@ -162,7 +162,7 @@ struct SlopeResult {
     ppl: Vec<PplPoint>,
 }
 
-/// Each model's and each slope edit's result of a run of jobs (None where no job ran).
+/// Each model's and each slope edit's result (None where not measured or reused yet).
 type JobResults = (Vec<Option<ModelResult>>, Vec<Option<SlopeResult>>);
 
 /// A unit of work for the thread pool.
@@ -191,7 +191,7 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
         .collect();
     setup::check_seeds_alike(&setups).map_err(CliError::runtime)?;
     let t0 = Instant::now();
-    let cache = cache::Cache::open(a.cache.clone(), &words_path)?;
+    let cache = cache::Cache::open(&a, &models, &words_path)?;
     let (results, slopes, reused) = measure_all(&a, &models, &english, &cache, json)?;
     let default_cfg = models.iter().find(|l| l.entry.name == index.default).map(|l| l.model.config().clone());
     let inputs = Inputs { text_path: &text_path, words_path: &words_path, started: t0, reused };
@@ -211,8 +211,8 @@ fn word_list(a: &ReportArgs, text_path: &Path) -> CliResult<(PathBuf, HashSet<St
 }
 
 /// Every model's measurement and the slope edits of `alibi` (when it is listed): taken from the
-/// cache where the key matches, measured otherwise (and then stored); with the number of models
-/// reused.
+/// cache where the key matches, measured otherwise (each stored as soon as it is measured); with
+/// the number of models reused.
 fn measure_all(
     a: &ReportArgs,
     models: &[Loaded],
@@ -220,30 +220,17 @@ fn measure_all(
     cache: &cache::Cache,
     json: bool,
 ) -> CliResult<(Vec<ModelResult>, Vec<SlopeResult>, usize)> {
-    let keys = models.iter().map(|l| cache.key(a, l)).collect::<CliResult<Vec<_>>>()?;
     let alibi = models.iter().position(|l| l.entry.name == "alibi");
-    let mut results: Vec<Option<ModelResult>> =
-        models.iter().zip(&keys).map(|(l, k)| cache.model(l, k)).collect();
-    let mut slopes: Vec<Option<SlopeResult>> =
-        (0..SLOPE_PRESETS.len()).map(|p| alibi.and_then(|i| cache.slope("alibi", p, &keys[i]))).collect();
+    let results: Vec<Option<ModelResult>> =
+        models.iter().enumerate().map(|(i, l)| cache.model(i, l)).collect();
+    let slopes: Vec<Option<SlopeResult>> =
+        (0..SLOPE_PRESETS.len()).map(|p| alibi.and_then(|i| cache.slope(i, p))).collect();
     let reused = results.iter().flatten().count();
     let mut jobs: Vec<Job> = (0..models.len()).filter(|&i| results[i].is_none()).map(Job::Model).collect();
     if alibi.is_some() {
         jobs.extend((0..SLOPE_PRESETS.len()).filter(|&p| slopes[p].is_none()).map(Job::Slope));
     }
-    let (new_results, new_slopes) = run_jobs(a, models, english, jobs, json)?;
-    for (i, r) in new_results.into_iter().enumerate() {
-        if let Some(r) = r {
-            cache.store_model(&r, &keys[i])?;
-            results[i] = Some(r);
-        }
-    }
-    for (p, r) in new_slopes.into_iter().enumerate() {
-        if let (Some(r), Some(i)) = (r, alibi) {
-            cache.store_slope("alibi", p, &r, &keys[i])?;
-            slopes[p] = Some(r);
-        }
-    }
+    let (results, slopes) = run_jobs(a, models, english, jobs, (results, slopes), cache, json)?;
     let results: Vec<ModelResult> = results.into_iter().flatten().collect();
     if results.len() != models.len() {
         return Err(CliError::runtime("a model job did not finish"));
@@ -251,13 +238,15 @@ fn measure_all(
     Ok((results, slopes.into_iter().flatten().collect(), reused))
 }
 
-/// Run `jobs` (measure a model, or one slope edit of `alibi`) on --threads threads; the first
-/// error stops the run. Returns each model's and each slope edit's result, None where not run.
+/// Run `jobs` (measure a model, or one slope edit of `alibi`) on --threads threads, filling the
+/// `done` slots and storing each result in the cache; the first error stops the run.
 fn run_jobs(
     a: &ReportArgs,
     models: &[Loaded],
     english: &HashSet<String>,
     mut jobs: Vec<Job>,
+    done: JobResults,
+    cache: &cache::Cache,
     json: bool,
 ) -> CliResult<JobResults> {
     let alibi = models.iter().position(|l| l.entry.name == "alibi");
@@ -276,8 +265,7 @@ fn run_jobs(
         .sum();
     let pb = progress_bar(total_windows as u64, "report", json);
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<ModelResult>>> = Mutex::new(vec![None; models.len()]);
-    let slopes: Mutex<Vec<Option<SlopeResult>>> = Mutex::new(vec![None; SLOPE_PRESETS.len()]);
+    let (results, slopes) = (Mutex::new(done.0), Mutex::new(done.1));
     let failure: Mutex<Option<CliError>> = Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..a.threads.max(1) {
@@ -288,13 +276,12 @@ fn run_jobs(
                     }
                     let tick = || pb.inc(1);
                     let outcome = match job {
-                        Job::Model(i) => {
-                            measure_model(a, english, &models[*i], &tick).map(|r| put(&results, *i, r))
-                        }
+                        Job::Model(i) => measure_model(a, english, &models[*i], &tick)
+                            .and_then(|r| cache.store_model(*i, &r).map(|()| put(&results, *i, r))),
                         Job::Slope(p) => {
-                            let l = &models[alibi.unwrap_or(0)];
-                            slope_ablation(a, &l.tokens, &l.model, SLOPE_PRESETS[*p], &tick)
-                                .map(|r| put(&slopes, *p, r))
+                            let i = alibi.unwrap_or(0);
+                            slope_ablation(a, &models[i].tokens, &models[i].model, SLOPE_PRESETS[*p], &tick)
+                                .and_then(|r| cache.store_slope(i, *p, &r).map(|()| put(&slopes, *p, r)))
                         }
                     };
                     if let Err(e) = outcome {

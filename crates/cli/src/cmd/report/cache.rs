@@ -25,51 +25,27 @@ struct Stored<T> {
     window_nll: Vec<Vec<f64>>,
 }
 
-/// The cache folder (None: measure everything and keep nothing) and the word list's fingerprint.
+/// The cache folder (None: measure everything and keep nothing) and the key of each model of the
+/// run, by its index.
 pub(super) struct Cache {
     dir: Option<PathBuf>,
-    words: u64,
+    names: Vec<String>,
+    keys: Vec<String>,
 }
 
 impl Cache {
-    /// The cache in `dir` for a run whose English check reads the word list at `words_path`.
-    pub(super) fn open(dir: Option<PathBuf>, words_path: &Path) -> CliResult<Self> {
-        let words = match dir {
-            Some(_) => fnv1a(FNV_OFFSET, &std::fs::read(words_path).map_err(|e| read_error(words_path, e))?),
-            None => 0,
-        };
-        Ok(Self { dir, words })
+    /// The cache in --cache for `models`, whose English check reads the word list at `words_path`.
+    pub(super) fn open(a: &ReportArgs, models: &[Loaded], words_path: &Path) -> CliResult<Self> {
+        let names = models.iter().map(|l| l.entry.name.clone()).collect();
+        let Some(dir) = a.cache.clone() else { return Ok(Self { dir: None, names, keys: vec![] }) };
+        let words = fnv1a(FNV_OFFSET, &std::fs::read(words_path).map_err(|e| read_error(words_path, e))?);
+        let keys = models.iter().map(|l| key(a, l, words)).collect::<CliResult<_>>()?;
+        Ok(Self { dir: Some(dir), names, keys })
     }
 
-    /// The key of `l`'s measurement under arguments `a` (empty without a cache folder).
-    pub(super) fn key(&self, a: &ReportArgs, l: &Loaded) -> CliResult<String> {
-        if self.dir.is_none() {
-            return Ok(String::new());
-        }
-        let dir = a.models.join(&l.entry.name);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| read_error(&dir, e))?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n != "history.json"))
-            .collect();
-        files.sort();
-        files.push(tokenizer_path(&dir)?);
-        let mut h = fnv1a(FNV_OFFSET, MEASURE_CODE.as_bytes());
-        for f in &files {
-            h = fnv1a(h, f.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
-            h = fnv1a(h, &std::fs::read(f).map_err(|e| read_error(f, e))?);
-        }
-        let tokens: Vec<u8> = l.tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
-        h = fnv1a(h, &tokens);
-        let settings =
-            format!("{:?} {} {} {} {:016x}", a.lengths, a.tokens, a.trace_tokens, a.samples, self.words);
-        Ok(format!("{:016x}", fnv1a(h, settings.as_bytes())))
-    }
-
-    /// The stored measurement of `l` under `key`, with the entry's and history's fields read now.
-    pub(super) fn model(&self, l: &Loaded, key: &str) -> Option<ModelResult> {
-        let stored: Stored<ModelResult> = self.read(&l.entry.name, key)?;
+    /// The stored measurement of model `i`, with the entry's and history's fields read now.
+    pub(super) fn model(&self, i: usize, l: &Loaded) -> Option<ModelResult> {
+        let stored: Stored<ModelResult> = self.read(&self.names[i], i)?;
         let mut r = stored.result;
         if r.scores.len() != stored.window_nll.len() {
             return None;
@@ -84,40 +60,62 @@ impl Cache {
         Some(r)
     }
 
-    pub(super) fn slope(&self, model: &str, preset: usize, key: &str) -> Option<SlopeResult> {
-        self.read(&slope_file(model, preset), key).map(|s: Stored<SlopeResult>| s.result)
+    /// The stored slope edit `preset` of model `i`.
+    pub(super) fn slope(&self, i: usize, preset: usize) -> Option<SlopeResult> {
+        self.read(&slope_file(&self.names[i], preset), i).map(|s: Stored<SlopeResult>| s.result)
     }
 
-    pub(super) fn store_model(&self, r: &ModelResult, key: &str) -> CliResult<()> {
+    pub(super) fn store_model(&self, i: usize, r: &ModelResult) -> CliResult<()> {
         let window_nll = r.scores.iter().map(|s| s.window_nll.clone()).collect();
-        self.write(&r.name, &Stored { key: key.to_string(), result: r, window_nll })
+        self.write(&self.names[i], i, r, window_nll)
     }
 
-    pub(super) fn store_slope(
-        &self,
-        model: &str,
-        preset: usize,
-        r: &SlopeResult,
-        key: &str,
-    ) -> CliResult<()> {
-        self.write(
-            &slope_file(model, preset),
-            &Stored { key: key.to_string(), result: r, window_nll: vec![] },
-        )
+    pub(super) fn store_slope(&self, i: usize, preset: usize, r: &SlopeResult) -> CliResult<()> {
+        self.write(&slope_file(&self.names[i], preset), i, r, vec![])
     }
 
-    /// A stored value whose key is `key` (None when absent, unreadable or measured otherwise).
-    fn read<T: for<'de> Deserialize<'de>>(&self, name: &str, key: &str) -> Option<Stored<T>> {
+    /// What file `name` holds when it was measured under model `i`'s key (None when absent,
+    /// unreadable or measured otherwise).
+    fn read<T: for<'de> Deserialize<'de>>(&self, name: &str, i: usize) -> Option<Stored<T>> {
         let path = self.dir.as_ref()?.join(format!("{name}.json"));
         let stored: Stored<T> = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-        (stored.key == key).then_some(stored)
+        (stored.key == self.keys[i]).then_some(stored)
     }
 
-    fn write<T: Serialize>(&self, name: &str, value: &Stored<T>) -> CliResult<()> {
+    fn write<T: Serialize>(
+        &self,
+        name: &str,
+        i: usize,
+        result: &T,
+        window_nll: Vec<Vec<f64>>,
+    ) -> CliResult<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
-        let text = serde_json::to_string(value).map_err(|e| CliError::runtime(e.to_string()))?;
+        let stored = Stored { key: self.keys[i].clone(), result, window_nll };
+        let text = serde_json::to_string(&stored).map_err(|e| CliError::runtime(e.to_string()))?;
         crate::common::write_file(&dir.join(format!("{name}.json")), text.as_bytes())
     }
+}
+
+/// The key of `l`'s measurement under arguments `a` with the word list of fingerprint `words`.
+fn key(a: &ReportArgs, l: &Loaded, words: u64) -> CliResult<String> {
+    let dir = a.models.join(&l.entry.name);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| read_error(&dir, e))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n != "history.json"))
+        .collect();
+    files.sort();
+    files.push(tokenizer_path(&dir)?);
+    let mut h = fnv1a(FNV_OFFSET, MEASURE_CODE.as_bytes());
+    for f in &files {
+        h = fnv1a(h, f.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
+        h = fnv1a(h, &std::fs::read(f).map_err(|e| read_error(f, e))?);
+    }
+    let tokens: Vec<u8> = l.tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+    h = fnv1a(h, &tokens);
+    let settings = format!("{:?} {} {} {} {words:016x}", a.lengths, a.tokens, a.trace_tokens, a.samples);
+    Ok(format!("{:016x}", fnv1a(h, settings.as_bytes())))
 }
 
 fn slope_file(model: &str, preset: usize) -> String {
