@@ -31,7 +31,7 @@ pub struct Assets {
 
 /// The worker script: a module that defines the fine-tune module's loader (`__attnlabLoadTune`:
 /// imports its glue and starts its wasm, on the first call) and starts the wasm glue; the module's
-/// `main` finds itself in a worker and runs the model's side (crates/web `worker.rs`).
+/// `main` finds itself in a worker and runs the model's side (crates/web `worker/`).
 pub fn worker_script(a: &Assets) -> String {
     format!(
         "globalThis.__attnlabLoadTune = async () => {{ const m = await import(\"./{}\"); \

@@ -5,7 +5,7 @@
 //!
 //! Switching models stops a running generation first (the generator sees the new load; its output
 //! stays, labelled with the model that wrote it) and empties the lab until the new model is ready.
-//! The model itself lives in the worker (`worker.rs`); its messages arrive here through the
+//! The model itself lives in the worker (`worker/`); its messages arrive here through the
 //! [`WorkerClient`] unless a view subscribed to them.
 
 use std::rc::Rc;

@@ -1,6 +1,6 @@
 //! Which backend generates: WebGPU (the `attnlab-gpu` crate) or the CPU (wasm) reference runtime.
 //!
-//! Pure state and wording, compiled and tested natively; the worker (`worker.rs`, `gpu.rs`) probes
+//! Pure state and wording, compiled and tested natively; the worker (`worker/`, `gpu.rs`) probes
 //! the GPU, uploads the model and maps `attnlab_gpu::GpuError` onto [`GpuFailure`].
 //!
 //! Rules: the user's [`Choice`] is Auto (the default), WebGPU or CPU. WebGPU is possible when a

@@ -1,4 +1,4 @@
-//! The page's side of the model's worker (`worker.rs`): it starts the worker, queues messages until
+//! The page's side of the model's worker (`worker/`): it starts the worker, queues messages until
 //! the worker says Ready, and routes what comes back: a run's events to its generator, a
 //! fine-tune's to the training panel, an analysis'
 //! answer to the view that asked (as a future), the loads of the models beside the page's model

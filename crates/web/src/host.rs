@@ -1,4 +1,4 @@
-//! The page's one interface to the model, which lives in the worker (`worker.rs`, reached through
+//! The page's one interface to the model, which lives in the worker (`worker/`, reached through
 //! [`WorkerClient`]): loads ([`LoadTicket`]; a newer one supersedes), the model as trained and as
 //! edited by the bias sliders ([`ModelRef`]s: what the page knows of a model, and the analyses the
 //! views ask of it), the backend the worker reports ([`BackendState`]), and starting a generation

@@ -1,5 +1,5 @@
 //! What the page's two threads say to each other. The model lives in a dedicated Web Worker
-//! (`worker.rs`: loading, generation on either backend, the lab's analyses); the page's main thread
+//! (`worker/`: loading, generation on either backend, the lab's analyses); the page's main thread
 //! (`client.rs`, `host.rs`, the components) only renders. Messages are [`ToWorker`] and
 //! [`FromWorker`], encoded with postcard (compact, and exact for every f32/f64, infinities
 //! included, which JSON is not); the bytes travel as a transferred `ArrayBuffer`.
