@@ -14,6 +14,7 @@ use yew::prelude::*;
 
 use super::note;
 use super::trace::TraceProps;
+use crate::colors::Scale;
 use crate::compare;
 use crate::heatmap::{Heatmap, Thumb, TileFuture, TileSource};
 use crate::host::ModelRef;
@@ -210,110 +211,176 @@ impl AttentionState {
         let softmax_layers =
             props.engine.current_specs().iter().any(|s| s.family() == attnlab_core::config::Family::Softmax);
         let a_name = b.as_ref().map_or_else(|| props.engine.info().name.clone(), |b| b.a_name.to_string());
-        let (la_n, ha_n) = dims(t);
-        let ((sl, sh), a_note) = compare::clamp_selection(self.selected, la_n, ha_n, &format!("A {a_name}"));
-        let layer: Option<&LayerAttention> = t.attention.get(sl);
         let labels = Rc::new(t.labels.clone());
-        let matrix = |l: usize, h: usize| self.matrices.get(l).and_then(|m| m.get(h)).cloned();
-        let stage_btn = |s: AttnStage, label: &str| {
+        let (a, a_note) = Side::of(&a_name, "A", t, labels, self.selected, &self.matrices, |layer, head| {
+            tile_source(Some(props.engine.clone()), props, self.stage, t, layer, head)
+        });
+        let body = match &b {
+            Some(b) => {
+                let labels = Rc::new(b.trace.labels.clone());
+                let (b, b_note) =
+                    Side::of(b.name, "B", b.trace, labels, self.selected, &self.matrices_b, |layer, head| {
+                        tile_source(props.b_model(), props, self.stage, b.trace, layer, head)
+                    });
+                self.compare_view(send, &linked, &a, &b, [a_note, b_note].into_iter().flatten())
+            }
+            None => {
+                let heatmap =
+                    a.zoom.as_ref().map(|z| z.heatmap("heatmap", a.title("", z), a.name, None, &linked));
+                html! { <>{ thumb_grid("a", t, &self.matrices, a.selected, send) }{ for heatmap }</> }
+            }
+        };
+        html! {
+            <>
+                if softmax_layers { { self.stage_toggle(send) } }
+                { body }
+            </>
+        }
+    }
+
+    /// The softmax stage radio group (q·k logits, + position bias, softmax).
+    fn stage_toggle(&self, send: &Callback<AttentionMsg>) -> Html {
+        let button = |s: AttnStage, label: &str| {
             html! { <label class="inline"><input type="radio" name="stage" checked={self.stage == s}
             onchange={send.reform(move |_: Event| AttentionMsg::Stage(s))}/>{ format!(" {label}") }</label> }
         };
-        // Side B's map at the same (clamped) selection, and the scale both maps share.
-        let b_map = b.as_ref().and_then(|b| {
-            let (lb, hb) = dims(b.trace);
-            let ((bl, bh), note) = compare::clamp_selection(self.selected, lb, hb, &format!("B {}", b.name));
-            let la = b.trace.attention.get(bl)?;
-            let m = self.matrices_b.get(bl)?.get(bh)?.clone();
-            Some((b, la, (bl, bh), m, note))
-        });
-        let a_map = layer.and_then(|la| Some((la, matrix(sl, sh)?)));
-        let shared = match (&a_map, &b_map) {
-            (Some((la, ma)), Some((_, lb, _, mb, _))) => Some(compare::shared_scale(
-                (ma, la.n),
-                (mb, lb.n),
-                lab::is_signed(la.kind) || lab::is_signed(lb.kind),
-            )),
-            _ => None,
+        html! {
+            <div class="settings" role="radiogroup" aria-label="stage">
+                <span class="muted">{ "softmax stage: " }</span>
+                { button(AttnStage::Logits, "q·k logits") }
+                { button(AttnStage::Biased, "+ position bias") }
+                { button(AttnStage::Probabilities, "softmax") }
+            </div>
+        }
+    }
+
+    /// Compare mode: both models' thumbnails, the clamp `notes`, A's and B's zoomed maps on one
+    /// colour scale, and their difference when both cut the text into the same tokens.
+    fn compare_view(
+        &self,
+        send: &Callback<AttentionMsg>,
+        linked: &Linked,
+        a: &Side,
+        b: &Side,
+        notes: impl Iterator<Item = String>,
+    ) -> Html {
+        let Some(bz) = &b.zoom else {
+            return html! { <p class="muted">{ format!("B {}: no attention matrices in its trace", b.name) }</p> };
         };
-        let prefix = if b.is_some() { format!("A {a_name} · ") } else { String::new() };
-        let a_heatmap = a_map.as_ref().map(|(la, m)| {
-            html! {
-                <Heatmap id="heatmap" title={format!("{prefix}layer {sl}, head {sh} ({:?})", la.kind)}
-                    matrix={m.clone()} n={la.n} labels={labels.clone()} tokens={t.labels.len()}
-                    stride={t.stride} kind={la.kind} tiles={tile_source(Some(props.engine.clone()), props, self.stage, t, la.layer, sh)}
-                    signed={lab::is_signed(la.kind) || shared.is_some_and(|s| s.signed)}
-                    value_name={format!("{:?}", la.kind).to_lowercase()}
-                    model={a_name.clone()} scale={shared}
-                    cell={linked.cell} on_cell={linked.on_cell.clone()} mark_row={linked.mark_row} />
-            }
+        let scale = a.zoom.as_ref().map(|az| {
+            let signed = lab::is_signed(az.layer.kind) || lab::is_signed(bz.layer.kind);
+            compare::shared_scale((&az.matrix, az.layer.n), (&bz.matrix, bz.layer.n), signed)
         });
-        let compare_html = b.as_ref().map(|b| {
-            let Some((_, lb, (bl, bh), mb, b_note)) = &b_map else {
-                return html! { <p class="muted">{ format!("B {}: no attention matrices in its trace", b.name) }</p> };
-            };
-            let b_labels = Rc::new(b.trace.labels.clone());
-            let b_heatmap = html! {
-                <Heatmap id="heatmap-b" title={format!("B {} · layer {bl}, head {bh} ({:?})", b.name, lb.kind)}
-                    matrix={mb.clone()} n={lb.n} labels={b_labels} tokens={b.trace.labels.len()}
-                    stride={b.trace.stride} kind={lb.kind}
-                    tiles={tile_source(props.b_model(), props, self.stage, b.trace, lb.layer, *bh)}
-                    signed={lab::is_signed(lb.kind) || shared.is_some_and(|s| s.signed)}
-                    value_name={format!("{:?}", lb.kind).to_lowercase()}
-                    model={b.name.to_string()} scale={shared}
-                    cell={linked.cell} on_cell={linked.on_cell.clone()} mark_row={linked.mark_row} />
-            };
-            let diff = match &a_map {
-                Some((la, ma)) if t.labels == b.trace.labels => compare::difference(ma, mb, la.n).map(|d| {
-                    html! {
-                        <Heatmap id="heatmap-diff" title={format!("A − B: {a_name} − {} · layer {sl}/{bl}, head {sh}/{bh}", b.name)}
-                            matrix={Rc::new(d)} n={la.n} labels={labels.clone()} signed={true}
-                            tokens={t.labels.len()} stride={t.stride} kind={la.kind}
-                            value_name={format!("difference of {:?}", la.kind).to_lowercase()}
-                            model={compare::caption_model(&a_name, b.name, true)}
-                            cell={linked.cell} on_cell={linked.on_cell.clone()} mark_row={linked.mark_row} />
-                    }
-                }),
-                _ => None,
-            };
-            let diff = diff.unwrap_or_else(|| html! {
-                <p class="notice" id="heatmap-diff-missing">{ format!(
-                    "No difference map: the two models cut the text into different tokens ({} and {}), so their cells are not the same pairs.",
-                    t.labels.len(), b.trace.labels.len()) }</p>
-            });
-            html! {
-                <>
-                    <div class="compare-thumbs">
-                        <div><p class="muted">{ format!("A {a_name}") }</p>{ thumb_grid("a", t, &self.matrices, (sl, sh), send) }</div>
-                        <div><p class="muted">{ format!("B {}", b.name) }</p>{ thumb_grid("b", b.trace, &self.matrices_b, (*bl, *bh), send) }</div>
-                    </div>
-                    { for [a_note.clone(), b_note.clone()].into_iter().flatten().map(|n| html! { <p class="notice clamp-note">{ n }</p> }) }
-                    <p class="muted">{ "Both maps use one colour scale; the difference uses its own diverging scale (white = equal)." }</p>
-                    <div class="compare-maps">
-                        { for a_heatmap.clone() }
-                        { b_heatmap }
-                        { diff }
-                    </div>
-                </>
-            }
+        let a_heatmap = a
+            .zoom
+            .as_ref()
+            .map(|az| az.heatmap("heatmap", a.title(&format!("A {} · ", a.name), az), a.name, scale, linked));
+        let b_heatmap =
+            bz.heatmap("heatmap-b", b.title(&format!("B {} · ", b.name), bz), b.name, scale, linked);
+        let difference = a.zoom.as_ref().filter(|_| a.trace.labels == b.trace.labels).and_then(|az| {
+            let ((al, ah), (bl, bh)) = (a.selected, b.selected);
+            let title = format!("A − B: {} − {} · layer {al}/{bl}, head {ah}/{bh}", a.name, b.name);
+            az.difference(bz, title, compare::caption_model(a.name, b.name, true), linked)
+        });
+        let difference = difference.unwrap_or_else(|| html! {
+            <p class="notice" id="heatmap-diff-missing">{ format!(
+                "No difference map: the two models cut the text into different tokens ({} and {}), so their cells are not the same pairs.",
+                a.trace.labels.len(), b.trace.labels.len()) }</p>
         });
         html! {
             <>
-                if softmax_layers {
-                    <div class="settings" role="radiogroup" aria-label="stage">
-                        <span class="muted">{ "softmax stage: " }</span>
-                        { stage_btn(AttnStage::Logits, "q·k logits") }
-                        { stage_btn(AttnStage::Biased, "+ position bias") }
-                        { stage_btn(AttnStage::Probabilities, "softmax") }
-                    </div>
-                }
-                if let Some(c) = compare_html {
-                    { c }
-                } else {
-                    { thumb_grid("a", t, &self.matrices, (sl, sh), send) }
+                <div class="compare-thumbs">
+                    <div><p class="muted">{ format!("A {}", a.name) }</p>{ thumb_grid("a", a.trace, &self.matrices, a.selected, send) }</div>
+                    <div><p class="muted">{ format!("B {}", b.name) }</p>{ thumb_grid("b", b.trace, &self.matrices_b, b.selected, send) }</div>
+                </div>
+                { for notes.map(|n| html! { <p class="notice clamp-note">{ n }</p> }) }
+                <p class="muted">{ "Both maps use one colour scale; the difference uses its own diverging scale (white = equal)." }</p>
+                <div class="compare-maps">
                     { for a_heatmap }
-                }
+                    { b_heatmap }
+                    { difference }
+                </div>
             </>
         }
+    }
+}
+
+/// One model's side of the view: its trace, the selection clamped to its layers and heads, and the
+/// zoomed map there (none when the trace has no attention matrices).
+struct Side<'a> {
+    name: &'a str,
+    trace: &'a TraceView,
+    selected: (usize, usize),
+    zoom: Option<Zoomed<'a>>,
+}
+
+/// A zoomed map: the layer's attention, the head's matrix, the trace's token labels and the
+/// worker's windows for a binned map.
+struct Zoomed<'a> {
+    trace: &'a TraceView,
+    layer: &'a LayerAttention,
+    matrix: Rc<Vec<f32>>,
+    labels: Rc<Vec<String>>,
+    tiles: Option<TileSource>,
+}
+
+impl<'a> Side<'a> {
+    /// `trace`'s side at `selected` (clamped; the note says so, naming the side `tag` and model
+    /// `name`), with `tiles(layer, head)` as its zoom's window source.
+    fn of(
+        name: &'a str,
+        tag: &str,
+        trace: &'a TraceView,
+        labels: Rc<Vec<String>>,
+        selected: (usize, usize),
+        matrices: &Matrices,
+        tiles: impl Fn(usize, usize) -> Option<TileSource>,
+    ) -> (Self, Option<String>) {
+        let (layers, heads) = dims(trace);
+        let ((l, h), note) = compare::clamp_selection(selected, layers, heads, &format!("{tag} {name}"));
+        let zoom = trace.attention.get(l).and_then(|layer| {
+            let matrix = matrices.get(l)?.get(h)?.clone();
+            Some(Zoomed { trace, layer, matrix, labels, tiles: tiles(layer.layer, h) })
+        });
+        (Side { name, trace, selected: (l, h), zoom }, note)
+    }
+
+    /// The title of the zoomed map `z` after `prefix`.
+    fn title(&self, prefix: &str, z: &Zoomed) -> String {
+        format!("{prefix}layer {}, head {} ({:?})", self.selected.0, self.selected.1, z.layer.kind)
+    }
+}
+
+impl Zoomed<'_> {
+    /// The zoomed heatmap (`id`), on `scale` when compare mode shares one.
+    fn heatmap(
+        &self,
+        id: &'static str,
+        title: String,
+        model: &str,
+        scale: Option<Scale>,
+        linked: &Linked,
+    ) -> Html {
+        let (t, la) = (self.trace, self.layer);
+        html! {
+            <Heatmap id={id} title={title} matrix={self.matrix.clone()} n={la.n} labels={self.labels.clone()}
+                tokens={t.labels.len()} stride={t.stride} kind={la.kind} tiles={self.tiles.clone()}
+                signed={lab::is_signed(la.kind) || scale.is_some_and(|s| s.signed)}
+                value_name={format!("{:?}", la.kind).to_lowercase()}
+                model={model.to_string()} scale={scale}
+                cell={linked.cell} on_cell={linked.on_cell.clone()} mark_row={linked.mark_row} />
+        }
+    }
+
+    /// The difference map this − `b` on its own diverging scale (`None` when the sizes differ).
+    fn difference(&self, b: &Zoomed, title: String, model: String, linked: &Linked) -> Option<Html> {
+        let (t, la) = (self.trace, self.layer);
+        let d = compare::difference(&self.matrix, &b.matrix, la.n)?;
+        Some(html! {
+            <Heatmap id="heatmap-diff" title={title} matrix={Rc::new(d)} n={la.n} labels={self.labels.clone()}
+                signed={true} tokens={t.labels.len()} stride={t.stride} kind={la.kind}
+                value_name={format!("difference of {:?}", la.kind).to_lowercase()}
+                model={model} cell={linked.cell} on_cell={linked.on_cell.clone()} mark_row={linked.mark_row} />
+        })
     }
 }
