@@ -555,18 +555,7 @@ impl Component for Heatmap {
         });
         let locked = props.locked().and_then(|c| shown.locate(t, c));
         let selected = locked.or(self.hover);
-        let outside = props.cell.filter(|&(i, j)| props.stride == 1 && (i >= props.n || j >= props.n));
-        let readout = match (selected, outside) {
-            (Some(c), _) => Self::cell_text(props, &shown, c),
-            (None, Some((i, j))) => format!(
-                "the link's cell (query {i}, key {j}) is outside this {}-token text; hover a cell, click to lock it",
-                props.n
-            ),
-            (None, None) if shown.window.stride > 1 => {
-                "hover a cell; click it (or +) to zoom in, down to single tokens".to_string()
-            }
-            (None, None) => "hover a cell; click to lock it; arrow keys move it; + and − zoom".to_string(),
-        };
+        let readout = Self::readout(props, &shown, selected);
         let (sel_attr, val_attr) = match selected {
             Some(c) => {
                 let (i, j, _) = shown.cell(t, c);
@@ -576,63 +565,26 @@ impl Component for Heatmap {
             }
             None => (String::new(), String::new()),
         };
-        let crosshair = locked.map(|(i, j)| {
-            let (x, y) = (100.0 * (j as f64 + 0.5) / n as f64, 100.0 * (i as f64 + 0.5) / n as f64);
-            html! { <div class="crosshair" style={format!("left:{x:.3}%;top:{y:.3}%")}></div> }
-        });
         let mark_row = props.mark_row.filter(|&i| props.stride == 1 && i < props.n);
-        let band = mark_row.and_then(|i| shown.locate(t, (i, shown.window.col0))).map(|(b, _)| {
-            let (top, height) = (100.0 * b as f64 / n as f64, 100.0 / n as f64);
-            html! { <div class="row-mark" aria-hidden="true"
-            style={format!("top:{top:.3}%;height:{height:.3}%")}></div> }
-        });
-        let tick = |k: usize| props.labels.get(k).cloned().unwrap_or_default();
-        // Up to five labelled positions, each at its cell's centre, named by their tokens.
-        let mut axis_ticks: Vec<usize> =
-            if n <= 1 { vec![0] } else { (0..5).map(|t| t * (n - 1) / 4).collect() };
-        axis_ticks.dedup();
-        let pos = |k: usize| 100.0 * (k as f64 + 0.5) / n.max(1) as f64;
-        let row_token = |b: usize| shown.window.query(t, b);
-        let col_token = |c: usize| shown.window.col0 + c * shown.window.stride;
         let w = shown.window;
-        let zoom_state = if self.pending.is_some() {
-            "loading"
-        } else if self.zoom_error.is_some() {
-            "error"
-        } else if self.zoom.is_some() {
-            "zoomed"
-        } else {
-            "whole"
-        };
         html! {
             <div class="heatmap" id={props.id.clone()} data-n={n.to_string()} data-selected={sel_attr} data-value={val_attr}
                 data-row={mark_row.map(|i| i.to_string()).unwrap_or_default()} data-tokens={t.to_string()}
-                data-window={format!("{},{},{},{}", w.row0, w.col0, w.side, w.stride)} data-zoom={zoom_state}>
+                data-window={format!("{},{},{},{}", w.row0, w.col0, w.side, w.stride)} data-zoom={self.zoom_state()}>
                 <div class="heatmap-title">{ &props.title }</div>
                 { self.view_zoom_bar(ctx, &shown) }
                 <div class="heatmap-body">
-                    <div class="y-axis" aria-hidden="true">
-                        { for axis_ticks.iter().map(|&k| html! {
-                            <span style={format!("top:{:.3}%", pos(k))}>{ format!("{} {}", row_token(k), tick(row_token(k))) }</span>
-                        }) }
-                    </div>
+                    { Self::axis(props, n, "y-axis", "top", |k| shown.window.query(t, k)) }
                     <div class="canvas-wrap">
                         <canvas ref={self.canvas.clone()} tabindex="0" role="grid"
                             aria-label={format!("{} heatmap, {n} by {n}; arrow keys move the selected cell, + and − zoom", props.title)}
                             onmousemove={onmousemove} onmouseleave={link.callback(|_| HeatMsg::Leave)}
                             onclick={link.callback(|_| HeatMsg::Click)}
                             onkeydown={link.callback(HeatMsg::Key)}></canvas>
-                        // The marks sit in one fixed element: yew matches unkeyed children from
-                        // the end, so a mark appearing beside the canvas would replace the canvas
-                        // (and drop its keyboard focus).
-                        <div class="marks">{ for band }{ for crosshair }</div>
+                        { Self::marks(&shown, t, locked, mark_row) }
                     </div>
                 </div>
-                <div class="x-axis" aria-hidden="true">
-                    { for axis_ticks.iter().map(|&k| html! {
-                        <span style={format!("left:{:.3}%", pos(k))}>{ format!("{} {}", col_token(k), tick(col_token(k))) }</span>
-                    }) }
-                </div>
+                { Self::axis(props, n, "x-axis", "left", |k| w.col0 + k * w.stride) }
                 <div class="colorbar">
                     <span>{ format!("{:.3}", scale.lo) }</span>
                     <div class="colorbar-ramp" style={format!("background:{}", scale.css_gradient())}></div>
@@ -653,6 +605,69 @@ impl Component for Heatmap {
 }
 
 impl Heatmap {
+    /// The line under the map: the selected cell's text, or how to use the map.
+    fn readout(props: &HeatmapProps, shown: &Shown, selected: Option<(usize, usize)>) -> String {
+        let outside = props.cell.filter(|&(i, j)| props.stride == 1 && (i >= props.n || j >= props.n));
+        match (selected, outside) {
+            (Some(c), _) => Self::cell_text(props, shown, c),
+            (None, Some((i, j))) => format!(
+                "the link's cell (query {i}, key {j}) is outside this {}-token text; hover a cell, click to lock it",
+                props.n
+            ),
+            (None, None) if shown.window.stride > 1 => {
+                "hover a cell; click it (or +) to zoom in, down to single tokens".to_string()
+            }
+            (None, None) => "hover a cell; click to lock it; arrow keys move it; + and − zoom".to_string(),
+        }
+    }
+
+    /// The zoom's state for the page's tests: loading, error, zoomed or whole.
+    fn zoom_state(&self) -> &'static str {
+        if self.pending.is_some() {
+            "loading"
+        } else if self.zoom_error.is_some() {
+            "error"
+        } else if self.zoom.is_some() {
+            "zoomed"
+        } else {
+            "whole"
+        }
+    }
+
+    /// An axis of the `n`-cell map (`class`, placed by the CSS property `side`): up to five
+    /// positions, each at its cell's centre and named by the token `token(k)` of cell `k`.
+    fn axis(props: &HeatmapProps, n: usize, class: &str, side: &str, token: impl Fn(usize) -> usize) -> Html {
+        let mut ticks: Vec<usize> = if n <= 1 { vec![0] } else { (0..5).map(|t| t * (n - 1) / 4).collect() };
+        ticks.dedup();
+        let pos = |k: usize| 100.0 * (k as f64 + 0.5) / n.max(1) as f64;
+        let label = |k: usize| {
+            let id = token(k);
+            format!("{id} {}", props.labels.get(id).cloned().unwrap_or_default())
+        };
+        html! {
+            <div class={class.to_string()} aria-hidden="true">
+                { for ticks.iter().map(|&k| html! { <span style={format!("{side}:{:.3}%", pos(k))}>{ label(k) }</span> }) }
+            </div>
+        }
+    }
+
+    /// The marks over the canvas: the locked cell's crosshair and the linked row's band. They sit
+    /// in one fixed element: yew matches unkeyed children from the end, so a mark appearing beside
+    /// the canvas would replace the canvas (and drop its keyboard focus).
+    fn marks(shown: &Shown, tokens: usize, locked: Option<(usize, usize)>, mark_row: Option<usize>) -> Html {
+        let n = shown.window.side;
+        let crosshair = locked.map(|(i, j)| {
+            let (x, y) = (100.0 * (j as f64 + 0.5) / n as f64, 100.0 * (i as f64 + 0.5) / n as f64);
+            html! { <div class="crosshair" style={format!("left:{x:.3}%;top:{y:.3}%")}></div> }
+        });
+        let band = mark_row.and_then(|i| shown.locate(tokens, (i, shown.window.col0))).map(|(b, _)| {
+            let (top, height) = (100.0 * b as f64 / n as f64, 100.0 / n as f64);
+            html! { <div class="row-mark" aria-hidden="true"
+            style={format!("top:{top:.3}%;height:{height:.3}%")}></div> }
+        });
+        html! { <div class="marks">{ for band }{ for crosshair }</div> }
+    }
+
     /// The zoom and pan buttons and where the window lies.
     fn view_zoom_bar(&self, ctx: &Context<Self>, shown: &Shown) -> Html {
         let (p, link) = (ctx.props(), ctx.link());
