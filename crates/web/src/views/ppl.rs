@@ -226,61 +226,8 @@ impl Component for PplView {
     fn view(&self, ctx: &Context<Self>) -> Html {
         let props = ctx.props();
         let info = props.engine.info();
-        let mut series = vec![Series {
-            label: "current settings".into(),
-            color: PALETTE[0].into(),
-            points: self.points.iter().map(|p| (p.length as f64, p.ppl)).collect(),
-            dashed: false,
-            width: LINE,
-        }];
-        let shipped_note = match &props.shipped {
-            Shipped::Loading => {
-                html! { <p class="muted" id="shipped-state">{ "loading the shipped models' table…" }</p> }
-            }
-            Shipped::Missing(why) => html! {
-                <p class="notice" id="shipped-missing" role="status">
-                    { format!("The shipped models' table is not available ({why}): only this page's curves are shown. \
-                               It is docs/results/results.json, written by `attnlab report`.") }
-                </p>
-            },
-            Shipped::Ready(curves) => {
-                let current = curves.iter().any(|c| c.name == props.model.as_str());
-                let first = curves.iter().find_map(|c| c.budget);
-                let mixed = curves.iter().filter_map(|c| c.budget).any(|b| Some(b) != first);
-                html! {
-                    <p class="muted" id="shipped-state" data-models={curves.len().to_string()}
-                        data-mixed-budgets={mixed.to_string()}>
-                        { format!("Thin lines: the {} shipped models as measured by `attnlab report` \
-                                   (docs/results/results.json, same held-out text){}{}.", curves.len(),
-                                   if current { format!("; {} in bold", props.model) } else { String::new() },
-                                   if mixed { "; they were trained on different token budgets (in each \
-                                       label): compare lines of one budget" } else { "" }) }
-                    </p>
-                }
-            }
-        };
-        if let Shipped::Ready(curves) = &props.shipped {
-            let n = curves.len();
-            for (k, c) in curves.iter().enumerate() {
-                let current = c.name == props.model.as_str();
-                series.push(Series {
-                    label: c.label(),
-                    color: shipped_color(k, n),
-                    points: c.points.iter().map(|&(l, p)| (l as f64, p)).collect(),
-                    dashed: false,
-                    width: if current { 3.0 } else { 0.8 },
-                });
-            }
-        }
-        if let Some(t) = &props.trained {
-            series.push(Series {
-                label: "as trained".into(),
-                color: PALETTE[3].into(),
-                points: t.iter().map(|&(l, p)| (l as f64, p)).collect(),
-                dashed: true,
-                width: LINE,
-            });
-        }
+        let series = self.series(props);
+        let shipped_note = shipped_note(props);
         let rows = self.points.iter().map(|p| {
             html! { <tr><td>{ p.length }</td><td>{ format!("{}×", p.length / info.train_context.max(1)) }</td>
             <td>{ p.windows }</td><td>{ p.tokens }</td><td class="num">{ format!("{:.2}", p.ppl) }</td></tr> }
@@ -324,6 +271,41 @@ impl Component for PplView {
 }
 
 impl PplView {
+    /// The chart's lines: the current settings' sweep, the shipped models' curves (the current
+    /// model's in bold) and the model as trained (dashed).
+    fn series(&self, props: &PplProps) -> Vec<Series> {
+        let mut series = vec![Series {
+            label: "current settings".into(),
+            color: PALETTE[0].into(),
+            points: self.points.iter().map(|p| (p.length as f64, p.ppl)).collect(),
+            dashed: false,
+            width: LINE,
+        }];
+        if let Shipped::Ready(curves) = &props.shipped {
+            let n = curves.len();
+            for (k, c) in curves.iter().enumerate() {
+                let current = c.name == props.model.as_str();
+                series.push(Series {
+                    label: c.label(),
+                    color: shipped_color(k, n),
+                    points: c.points.iter().map(|&(l, p)| (l as f64, p)).collect(),
+                    dashed: false,
+                    width: if current { 3.0 } else { 0.8 },
+                });
+            }
+        }
+        if let Some(t) = &props.trained {
+            series.push(Series {
+                label: "as trained".into(),
+                color: PALETTE[3].into(),
+                points: t.iter().map(|&(l, p)| (l as f64, p)).collect(),
+                dashed: true,
+                width: LINE,
+            });
+        }
+        series
+    }
+
     /// Compare mode: A's curve (current settings) and B's on one axis.
     fn view_compare(&self, b: &SideModel) -> Html {
         let line = |points: &[PplPoint]| points.iter().map(|p| (p.length as f64, p.ppl)).collect::<Vec<_>>();
@@ -359,6 +341,37 @@ impl PplView {
                     legend_below: false,
                 })} model={compare::caption_model(&b.a_name, &b.name, false)} />
             </section>
+        }
+    }
+}
+
+/// The line above the chart about the shipped models' curves: loading, missing (and why), or how
+/// many there are, the current model in bold and whether their budgets differ.
+fn shipped_note(props: &PplProps) -> Html {
+    match &props.shipped {
+        Shipped::Loading => {
+            html! { <p class="muted" id="shipped-state">{ "loading the shipped models' table…" }</p> }
+        }
+        Shipped::Missing(why) => html! {
+            <p class="notice" id="shipped-missing" role="status">
+                { format!("The shipped models' table is not available ({why}): only this page's curves are shown. \
+                           It is docs/results/results.json, written by `attnlab report`.") }
+            </p>
+        },
+        Shipped::Ready(curves) => {
+            let current = curves.iter().any(|c| c.name == props.model.as_str());
+            let first = curves.iter().find_map(|c| c.budget);
+            let mixed = curves.iter().filter_map(|c| c.budget).any(|b| Some(b) != first);
+            html! {
+                <p class="muted" id="shipped-state" data-models={curves.len().to_string()}
+                    data-mixed-budgets={mixed.to_string()}>
+                    { format!("Thin lines: the {} shipped models as measured by `attnlab report` \
+                               (docs/results/results.json, same held-out text){}{}.", curves.len(),
+                               if current { format!("; {} in bold", props.model) } else { String::new() },
+                               if mixed { "; they were trained on different token budgets (in each \
+                                   label): compare lines of one budget" } else { "" }) }
+                </p>
+            }
         }
     }
 }
