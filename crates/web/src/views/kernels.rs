@@ -218,19 +218,7 @@ pub fn kernel_view(props: &KernelProps) -> Html {
     }
     let n = (info.train_context * plot.range).clamp(2, info.max_context);
     let steerable = engine.has_steerable_layers();
-    // The worker's curves for (model, layer, n); the last ones stay drawn while new ones compute.
-    let curves = use_state(|| None::<Rc<Curves>>);
-    {
-        let (curves, model) = (curves.clone(), engine.clone());
-        use_effect_with((engine.id(), layer, n), move |&(id, layer, n)| {
-            spawn_local(async move {
-                match model.kernel_curves(layer, n).await {
-                    Err(e) if e == "superseded" => {}
-                    result => curves.set(Some(Rc::new(Curves { key: (id, layer, n), result }))),
-                }
-            });
-        });
-    }
+    let curves = use_kernel_curves(Some(engine.clone()), Some((engine.id(), layer, n)));
     // Compare mode: B's curves of the same layer (clamped) over the same distances.
     let b_layer = props.b.as_ref().map(|b| {
         let bi = b.model.info();
@@ -241,22 +229,7 @@ pub fn kernel_view(props: &KernelProps) -> Html {
         .as_ref()
         .zip(b_layer.as_ref())
         .map(|(b, ((bl, _), _))| (b.model.id(), *bl, n.min(b.model.info().max_context).max(2)));
-    let curves_b = use_state(|| None::<Rc<Curves>>);
-    {
-        let (curves_b, model) = (curves_b.clone(), props.b.as_ref().map(|b| b.model.clone()));
-        use_effect_with(b_key, move |key| {
-            if let (Some((id, layer, n)), Some(model)) = (*key, model) {
-                spawn_local(async move {
-                    match model.kernel_curves(layer, n).await {
-                        Err(e) if e == "superseded" => {}
-                        result => curves_b.set(Some(Rc::new(Curves { key: (id, layer, n), result }))),
-                    }
-                });
-            } else {
-                curves_b.set(None);
-            }
-        });
-    }
+    let curves_b = use_kernel_curves(props.b.as_ref().map(|b| b.model.clone()), b_key);
     let compare_chart = props.b.as_ref().map(|b| {
         let note = b_layer.as_ref().and_then(|(_, note)| note.clone());
         view_compare(engine, b, &plot, layer, curves.as_deref(), curves_b.as_deref(), note)
@@ -281,6 +254,30 @@ pub fn kernel_view(props: &KernelProps) -> Html {
             { view_sliders(props, steerable) }
         </section>
     }
+}
+
+/// The worker's kernel curves of `model` for `key` = (model id, layer, distances), asked again
+/// whenever the key changes (none without a key or model); the last ones stay drawn while new ones
+/// compute, and an answer superseded by a newer request is dropped.
+#[hook]
+fn use_kernel_curves(
+    model: Option<ModelRef>,
+    key: Option<(u32, usize, usize)>,
+) -> UseStateHandle<Option<Rc<Curves>>> {
+    let curves = use_state(|| None::<Rc<Curves>>);
+    {
+        let curves = curves.clone();
+        use_effect_with(key, move |key| match (*key, model) {
+            (Some((id, layer, n)), Some(model)) => spawn_local(async move {
+                match model.kernel_curves(layer, n).await {
+                    Err(e) if e == "superseded" => {}
+                    result => curves.set(Some(Rc::new(Curves { key: (id, layer, n), result }))),
+                }
+            }),
+            _ => curves.set(None),
+        });
+    }
+    curves
 }
 
 /// Layer, distance range, curve kind and log y.
