@@ -83,65 +83,103 @@ pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
     // Only ids the tokenizer can write (a model's vocabulary may be padded beyond it).
     let mut sampler = Sampler::new(sampling)?.limit_vocab(tok.vocab_size());
     let prompt_ids = tok.encode(&a.prompt).map_err(|e| CliError::runtime(e.to_string()))?;
-    if prompt_ids.is_empty() {
+    check_length(prompt_ids.len(), a.max_tokens as usize, model.config().max_context)?;
+    let eos = if a.ignore_eos { None } else { tok.token_to_id(EOS_TOKEN) };
+    let mut engine = Engine::new(&model, a.model.backend.backend)?;
+    let mut stream = Stream { printed: String::new(), enabled: !json };
+    let decode = |ids: &[u32]| tok.decode(ids).map_err(|e| CliError::runtime(e.to_string()));
+    let gen = generate(&mut engine, &prompt_ids, a.max_tokens as usize, eos, &mut sampler, |generated| {
+        if json {
+            Ok(())
+        } else {
+            stream.update(&decode(generated)?)
+        }
+    })?;
+    let text = decode(&gen.tokens)?;
+    stream.finish(&text)?;
+    if json {
+        return print_json(&gen.json(&a, &prompt_ids, &text));
+    }
+    eprintln!("{}", gen.summary(prompt_ids.len()));
+    Ok(())
+}
+
+/// The prompt must encode to tokens, and with `max_tokens` more fit the model's context.
+fn check_length(prompt: usize, max_tokens: usize, max_context: usize) -> CliResult<()> {
+    if prompt == 0 {
         return Err(CliError::usage("empty prompt: the prompt encodes to no tokens"));
     }
-    let max_tokens = a.max_tokens as usize;
-    let max_context = model.config().max_context;
-    if prompt_ids.len() + max_tokens > max_context {
+    if prompt + max_tokens > max_context {
         return Err(CliError::usage(format!(
-            "the prompt ({} tokens) plus --max-tokens {max_tokens} is {} tokens, more than the model's max_context \
+            "the prompt ({prompt} tokens) plus --max-tokens {max_tokens} is {} tokens, more than the model's max_context \
              {max_context}; shorten the prompt or lower --max-tokens",
-            prompt_ids.len(),
-            prompt_ids.len() + max_tokens
+            prompt + max_tokens
         )));
     }
-    let eos = if a.ignore_eos { None } else { tok.token_to_id(EOS_TOKEN) };
+    Ok(())
+}
 
-    let mut engine = Engine::new(&model, a.model.backend.backend)?;
+/// What one generation wrote, why it stopped and how long its two phases took.
+struct Generation {
+    tokens: Vec<u32>,
+    /// "max-tokens" or "eos".
+    stop: &'static str,
+    prefill_time: Duration,
+    decode_time: Duration,
+    decode_steps: usize,
+}
+
+/// Prefill `prompt`, then write up to `max_tokens` tokens (stopping before `eos`), calling
+/// `on_token` with the tokens so far after each one.
+fn generate(
+    engine: &mut Engine,
+    prompt: &[u32],
+    max_tokens: usize,
+    eos: Option<u32>,
+    sampler: &mut Sampler,
+    mut on_token: impl FnMut(&[u32]) -> CliResult<()>,
+) -> CliResult<Generation> {
     let mut session = engine.session()?;
     let t0 = Instant::now();
-    let logits = session.prefill(&prompt_ids)?;
+    let logits = session.prefill(prompt)?;
     let prefill_time = t0.elapsed();
     // The first token comes from the prompt's logits; every later one from a decode step that also
     // samples (on the GPU inside the step's submission: only the token id is read back).
     let mut next = sampler.sample(&logits)?;
-
-    let mut stream = Stream { printed: String::new(), enabled: !json };
-    let mut generated: Vec<u32> = Vec::with_capacity(max_tokens);
-    let mut decode_time = Duration::ZERO;
-    let mut decode_steps = 0usize;
-    let mut stop = "max-tokens";
+    let mut gen = Generation {
+        tokens: Vec::with_capacity(max_tokens),
+        stop: "max-tokens",
+        prefill_time,
+        decode_time: Duration::ZERO,
+        decode_steps: 0,
+    };
     for i in 0..max_tokens {
         let id = next;
         if Some(id) == eos {
-            stop = "eos";
+            gen.stop = "eos";
             break;
         }
-        generated.push(id);
-        if !json {
-            let text = tok.decode(&generated).map_err(|e| CliError::runtime(e.to_string()))?;
-            stream.update(&text)?;
-        }
+        gen.tokens.push(id);
+        on_token(&gen.tokens)?;
         if i + 1 < max_tokens {
             let t = Instant::now();
-            next = session.step_sample(id, &mut sampler)?;
-            decode_time += t.elapsed();
-            decode_steps += 1;
+            next = session.step_sample(id, sampler)?;
+            gen.decode_time += t.elapsed();
+            gen.decode_steps += 1;
         }
     }
-    let text = tok.decode(&generated).map_err(|e| CliError::runtime(e.to_string()))?;
-    stream.finish(&text)?;
+    Ok(gen)
+}
 
-    let prefill_tps = tokens_per_s(prompt_ids.len(), prefill_time);
-    let decode_tps = tokens_per_s(decode_steps, decode_time);
-    if json {
-        return print_json(&json!({
+impl Generation {
+    /// `--json`'s object.
+    fn json(&self, a: &GenerateArgs, prompt_ids: &[u32], text: &str) -> serde_json::Value {
+        json!({
             "prompt": a.prompt,
             "prompt_tokens": prompt_ids,
             "text": text,
-            "tokens": generated,
-            "stop": stop,
+            "tokens": self.tokens,
+            "stop": self.stop,
             "sampling": {
                 "temperature": f32_json(a.temperature),
                 "top_k": a.top_k,
@@ -151,24 +189,27 @@ pub fn run(a: GenerateArgs, json: bool) -> CliResult<()> {
             "backend": a.model.backend.name(),
             "timings": {
                 "prefill_tokens": prompt_ids.len(),
-                "prefill_s": prefill_time.as_secs_f64(),
-                "prefill_tokens_per_s": prefill_tps,
-                "decode_tokens": decode_steps,
-                "decode_s": decode_time.as_secs_f64(),
-                "decode_tokens_per_s": decode_tps,
+                "prefill_s": self.prefill_time.as_secs_f64(),
+                "prefill_tokens_per_s": tokens_per_s(prompt_ids.len(), self.prefill_time),
+                "decode_tokens": self.decode_steps,
+                "decode_s": self.decode_time.as_secs_f64(),
+                "decode_tokens_per_s": tokens_per_s(self.decode_steps, self.decode_time),
             },
-        }));
+        })
     }
-    let fmt = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1} tok/s"));
-    eprintln!(
-        "prefill: {} tokens in {:.1} ms ({}); decode: {decode_steps} steps in {:.1} ms ({}); {} tokens generated{}",
-        prompt_ids.len(),
-        prefill_time.as_secs_f64() * 1e3,
-        fmt(prefill_tps),
-        decode_time.as_secs_f64() * 1e3,
-        fmt(decode_tps),
-        generated.len(),
-        if stop == "eos" { ", stopped at end-of-text" } else { "" },
-    );
-    Ok(())
+
+    /// The timing line printed on stderr after the text.
+    fn summary(&self, prompt_tokens: usize) -> String {
+        let fmt = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1} tok/s"));
+        format!(
+            "prefill: {prompt_tokens} tokens in {:.1} ms ({}); decode: {} steps in {:.1} ms ({}); {} tokens generated{}",
+            self.prefill_time.as_secs_f64() * 1e3,
+            fmt(tokens_per_s(prompt_tokens, self.prefill_time)),
+            self.decode_steps,
+            self.decode_time.as_secs_f64() * 1e3,
+            fmt(tokens_per_s(self.decode_steps, self.decode_time)),
+            self.tokens.len(),
+            if self.stop == "eos" { ", stopped at end-of-text" } else { "" },
+        )
+    }
 }
