@@ -137,58 +137,10 @@ pub fn run(a: KernelsArgs, json: bool) -> CliResult<()> {
     }
     let layer = pick_layer(&model, &a)?;
     let h = model.config().n_heads;
-    let original = model.config().layers[layer].clone();
-    let id = original.variant_id();
-    let mut notes: Vec<String> = Vec::new();
-
-    let ov = BiasOverride {
-        slope_scale: a.slope_scale,
-        uniform_slope: None,
-        kernels: a.kernels.as_ref().map(|k| k.0.clone()),
-        mix: None,
-    };
-    if ov != BiasOverride::default() {
-        if a.kernels.is_some() && !matches!(original, AttentionSpec::Mep(_)) {
-            notes.push(format!(
-                "--kernels only applies to mep layers; layer {layer} is `{id}` and is unchanged"
-            ));
-        }
-        if a.slope_scale.is_some() && !BiasOverride::is_steerable(&original) {
-            notes.push(format!(
-                "--slope-scale only applies to alibi, gaussian and mep layers; layer {layer} is `{id}`"
-            ));
-        }
-        let spec = ov.apply(&original, h)?;
-        if spec != original {
-            model.set_layer_spec(layer, spec)?;
-        }
-    }
+    let id = model.config().layers[layer].variant_id();
+    let (ov, mut notes) = apply_overrides(&mut model, layer, &a)?;
     let spec = model.config().layers[layer].clone();
-
-    let lowering = model.attention(layer).map(|l| l.lowering());
-    let learned = matches!(lowering, Some(Lowering::Softmax(sl))
-        if matches!(sl.bias, Bias::Table { learned: Some(_), .. } | Bias::Fire { .. }));
-    if !from_model && learned {
-        notes.push(format!(
-            "`{id}` has a learned bias: these values are the random init (seed 0); pass --model DIR for trained values"
-        ));
-    }
-    match lowering {
-        Some(Lowering::Linear(_)) => notes.push(format!(
-            "`{id}` is a linear-attention layer without a distance bias: bias 0 and kernel 1 everywhere \
-             (its decay lives in gates; see `attnlab analyze`)"
-        )),
-        Some(Lowering::Softmax(sl)) => match sl.bias {
-            Bias::None => notes
-                .push(format!("`{id}` adds no position bias to the logits: bias 0 and kernel 1 everywhere")),
-            Bias::Fire { .. } => notes.push(format!(
-                "FIRE depends on the query position: values are for the query at position {}",
-                n - 1
-            )),
-            Bias::Table { .. } | Bias::Contextual { .. } => {}
-        },
-        None => {}
-    }
+    notes.extend(bias_notes(model.attention(layer).map(|l| l.lowering()), from_model, id, n));
 
     let curves = analysis::kernel_curves(&model, layer, n)?;
     if json || a.format == Format::Json {
@@ -217,4 +169,68 @@ pub fn run(a: KernelsArgs, json: bool) -> CliResult<()> {
         }
     }
     out(&s)
+}
+
+/// Apply `--slope-scale` and `--kernels` to `layer`; returns the override and a note for each
+/// option the layer's variant ignores.
+fn apply_overrides(
+    model: &mut Model,
+    layer: usize,
+    a: &KernelsArgs,
+) -> CliResult<(BiasOverride, Vec<String>)> {
+    let original = model.config().layers[layer].clone();
+    let id = original.variant_id();
+    let mut notes = Vec::new();
+    let ov = BiasOverride {
+        slope_scale: a.slope_scale,
+        uniform_slope: None,
+        kernels: a.kernels.as_ref().map(|k| k.0.clone()),
+        mix: None,
+    };
+    if ov == BiasOverride::default() {
+        return Ok((ov, notes));
+    }
+    if a.kernels.is_some() && !matches!(original, AttentionSpec::Mep(_)) {
+        notes.push(format!("--kernels only applies to mep layers; layer {layer} is `{id}` and is unchanged"));
+    }
+    if a.slope_scale.is_some() && !BiasOverride::is_steerable(&original) {
+        notes.push(format!(
+            "--slope-scale only applies to alibi, gaussian and mep layers; layer {layer} is `{id}`"
+        ));
+    }
+    let spec = ov.apply(&original, model.config().n_heads)?;
+    if spec != original {
+        model.set_layer_spec(layer, spec)?;
+    }
+    Ok((ov, notes))
+}
+
+/// What the curves of a layer lowered to `lowering` mean: a random init's learned bias, no bias at
+/// all, or FIRE's dependence on the query position (`n` the distances shown).
+fn bias_notes(lowering: Option<&Lowering>, from_model: bool, id: &str, n: usize) -> Vec<String> {
+    let mut notes = Vec::new();
+    let learned = matches!(lowering, Some(Lowering::Softmax(sl))
+        if matches!(sl.bias, Bias::Table { learned: Some(_), .. } | Bias::Fire { .. }));
+    if !from_model && learned {
+        notes.push(format!(
+            "`{id}` has a learned bias: these values are the random init (seed 0); pass --model DIR for trained values"
+        ));
+    }
+    match lowering {
+        Some(Lowering::Linear(_)) => notes.push(format!(
+            "`{id}` is a linear-attention layer without a distance bias: bias 0 and kernel 1 everywhere \
+             (its decay lives in gates; see `attnlab analyze`)"
+        )),
+        Some(Lowering::Softmax(sl)) => match sl.bias {
+            Bias::None => notes
+                .push(format!("`{id}` adds no position bias to the logits: bias 0 and kernel 1 everywhere")),
+            Bias::Fire { .. } => notes.push(format!(
+                "FIRE depends on the query position: values are for the query at position {}",
+                n - 1
+            )),
+            Bias::Table { .. } | Bias::Contextual { .. } => {}
+        },
+        None => {}
+    }
+    notes
 }
