@@ -7,6 +7,7 @@ use crate::common::{
 };
 use crate::gpu::Engine;
 use attnlab_core::attention::{AttnStage, TraceRequest};
+use attnlab_core::model::Trace;
 use attnlab_core::weights::{Tensor, Weights};
 use clap::{Args, ValueEnum};
 use serde_json::json;
@@ -82,15 +83,7 @@ fn read_ids(path: &Path, vocab: usize) -> CliResult<Vec<u32>> {
 
 pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
     let model = a.model.load_any_backend()?;
-    let (path, all) = match &a.ids {
-        Some(p) => (p.clone(), read_ids(p, model.config().vocab_size)?),
-        None => {
-            let (path, text) = read_text(a.text.as_deref())?;
-            let tok = load_tokenizer(&a.model.dir(), &model)?;
-            let ids = encode_text(&tok, &text, &path)?;
-            (path, ids)
-        }
-    };
+    let (path, all) = input_tokens(&a, &model)?;
     let cfg = model.config();
     let n = all.len().min(a.max_tokens as usize);
     if n > cfg.max_context {
@@ -118,9 +111,6 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
     let trace = engine.trace_all(tokens, TraceRequest { attention: a.attention, stage, gates: a.gates })?;
     pb.finish_and_clear();
 
-    let mut tensors = BTreeMap::new();
-    tensors.insert("logits".to_string(), Tensor::f32(vec![n, cfg.vocab_size], trace.logits));
-    tensors.insert("tokens".to_string(), Tensor::f32(vec![n], tokens.iter().map(|&t| t as f32).collect()));
     let mut meta = HashMap::from([
         ("format".to_string(), "attnlab-dump".to_string()),
         ("model".to_string(), a.model.dir().display().to_string()),
@@ -128,22 +118,7 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
         ("backend".to_string(), a.model.backend.name().to_string()),
         ("variants".to_string(), layer_variants(&model).join(",")),
     ]);
-    for la in trace.attention {
-        let data: Vec<f32> = la.heads.concat();
-        let name = format!("attention.layer{}", la.layer);
-        meta.insert(format!("{name}.kind"), to_value(&la.kind)?.as_str().unwrap_or("").to_string());
-        tensors.insert(name, Tensor::f32(vec![la.heads.len(), la.n, la.n], data));
-    }
-    for lg in trace.gates {
-        let shape = vec![lg.n, lg.n_heads, lg.dim];
-        let base = format!("gates.layer{}", lg.layer);
-        meta.insert(format!("{base}.variant"), lg.variant.clone());
-        for (q, v) in [("f", Some(lg.f)), ("g", lg.g), ("r", lg.r)] {
-            if let Some(data) = v {
-                tensors.insert(format!("{base}.{q}"), Tensor::f32(shape.clone(), data));
-            }
-        }
-    }
+    let tensors = dump_tensors(trace, tokens, cfg.vocab_size, &mut meta)?;
     let listing: Vec<(String, Vec<usize>)> =
         tensors.iter().map(|(k, t)| (k.clone(), t.shape.clone())).collect();
     let bytes =
@@ -163,14 +138,64 @@ pub fn run(a: DumpArgs, json: bool) -> CliResult<()> {
             "tensors": listing.iter().map(|(k, s)| json!({"name": k, "shape": s})).collect::<Vec<_>>(),
         }));
     }
+    let cut = if truncated { format!(" of {}", all.len()) } else { String::new() };
+    let mut s = format!("wrote {} ({} bytes, {n}{cut} tokens)\n", a.out.display(), bytes.len());
+    s.push_str(&listing_table(&listing));
+    out(&s)
+}
+
+/// The tokens to dump and the file they came from: `--ids`, or `--text` (or stdin) encoded with the
+/// model's tokenizer.
+fn input_tokens(a: &DumpArgs, model: &attnlab_core::Model) -> CliResult<(PathBuf, Vec<u32>)> {
+    match &a.ids {
+        Some(p) => Ok((p.clone(), read_ids(p, model.config().vocab_size)?)),
+        None => {
+            let (path, text) = read_text(a.text.as_deref())?;
+            let tok = load_tokenizer(&a.model.dir(), model)?;
+            let ids = encode_text(&tok, &text, &path)?;
+            Ok((path, ids))
+        }
+    }
+}
+
+/// The dump's tensors: logits, tokens and each traced layer's attention and gates; `meta` gets the
+/// attention kinds and gate variants.
+fn dump_tensors(
+    trace: Trace,
+    tokens: &[u32],
+    vocab: usize,
+    meta: &mut HashMap<String, String>,
+) -> CliResult<BTreeMap<String, Tensor>> {
+    let n = tokens.len();
+    let mut tensors = BTreeMap::new();
+    tensors.insert("logits".to_string(), Tensor::f32(vec![n, vocab], trace.logits));
+    tensors.insert("tokens".to_string(), Tensor::f32(vec![n], tokens.iter().map(|&t| t as f32).collect()));
+    for la in trace.attention {
+        let data: Vec<f32> = la.heads.concat();
+        let name = format!("attention.layer{}", la.layer);
+        meta.insert(format!("{name}.kind"), to_value(&la.kind)?.as_str().unwrap_or("").to_string());
+        tensors.insert(name, Tensor::f32(vec![la.heads.len(), la.n, la.n], data));
+    }
+    for lg in trace.gates {
+        let shape = vec![lg.n, lg.n_heads, lg.dim];
+        let base = format!("gates.layer{}", lg.layer);
+        meta.insert(format!("{base}.variant"), lg.variant.clone());
+        for (q, v) in [("f", Some(lg.f)), ("g", lg.g), ("r", lg.r)] {
+            if let Some(data) = v {
+                tensors.insert(format!("{base}.{q}"), Tensor::f32(shape.clone(), data));
+            }
+        }
+    }
+    Ok(tensors)
+}
+
+/// The written tensors' names and shapes as a table.
+fn listing_table(listing: &[(String, Vec<usize>)]) -> String {
     let rows: Vec<Vec<String>> = listing
         .iter()
         .map(|(k, s)| {
             vec![k.clone(), format!("[{}]", s.iter().map(usize::to_string).collect::<Vec<_>>().join(", "))]
         })
         .collect();
-    let cut = if truncated { format!(" of {}", all.len()) } else { String::new() };
-    let mut s = format!("wrote {} ({} bytes, {n}{cut} tokens)\n", a.out.display(), bytes.len());
-    s.push_str(&table(&["tensor", "shape"], &rows, &[0, 1]));
-    out(&s)
+    table(&["tensor", "shape"], &rows, &[0, 1])
 }

@@ -6,10 +6,10 @@ use crate::common::{
     to_value, CliError, CliResult, ModelArgs,
 };
 use crate::gpu::Engine;
-use attnlab_core::analysis;
+use attnlab_core::analysis::{self, PplPoint};
 use clap::Args;
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const PROTOCOL: &str =
     "the token stream is cut into non-overlapping windows of `length` tokens from the start; \
@@ -47,23 +47,7 @@ pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
     let tok = load_tokenizer(&a.model.dir(), &model)?;
     let tokens = encode_text(&tok, &text, &path)?;
     let max = model.config().max_context;
-    let too_long: Vec<String> = a.lengths.iter().filter(|&&l| l > max).map(|l| l.to_string()).collect();
-    if !too_long.is_empty() {
-        return Err(CliError::usage(format!(
-            "--lengths {} exceed the model's max_context {max}",
-            too_long.join(",")
-        )));
-    }
-    let beyond_text: Vec<String> =
-        a.lengths.iter().filter(|&&l| l > tokens.len()).map(|l| l.to_string()).collect();
-    if !beyond_text.is_empty() {
-        return Err(CliError::usage(format!(
-            "--lengths {} are longer than the text `{}` ({} tokens); pass a longer --text or shorter lengths",
-            beyond_text.join(","),
-            path.display(),
-            tokens.len()
-        )));
-    }
+    check_lengths(&a.lengths, max, tokens.len(), &path)?;
 
     let pb = progress_bar(0, "eval", json);
     let progress = |done: usize, total: usize| {
@@ -99,6 +83,40 @@ pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
             "results": to_value(&points)?,
         }));
     }
+    let mut s = format!(
+        "model {} ({}), text {} ({} tokens)\n",
+        a.model.dir().display(),
+        crate::common::variants_summary(&model),
+        path.display(),
+        tokens.len()
+    );
+    s.push_str(&points_table(&points));
+    out(&s)
+}
+
+/// Every length must fit the model's `max_context` and the text's `tokens` (named by `path`).
+fn check_lengths(lengths: &[usize], max_context: usize, tokens: usize, path: &Path) -> CliResult<()> {
+    let list = |keep: &dyn Fn(usize) -> bool| {
+        lengths.iter().filter(|&&l| keep(l)).map(|l| l.to_string()).collect::<Vec<_>>().join(",")
+    };
+    let too_long = list(&|l| l > max_context);
+    if !too_long.is_empty() {
+        return Err(CliError::usage(format!(
+            "--lengths {too_long} exceed the model's max_context {max_context}"
+        )));
+    }
+    let beyond_text = list(&|l| l > tokens);
+    if !beyond_text.is_empty() {
+        return Err(CliError::usage(format!(
+            "--lengths {beyond_text} are longer than the text `{}` ({tokens} tokens); pass a longer --text or shorter lengths",
+            path.display(),
+        )));
+    }
+    Ok(())
+}
+
+/// Length, windows, scored tokens, mean NLL and perplexity per evaluated length.
+fn points_table(points: &[PplPoint]) -> String {
     let rows: Vec<Vec<String>> = points
         .iter()
         .map(|p| {
@@ -111,13 +129,5 @@ pub fn run(a: EvalArgs, json: bool) -> CliResult<()> {
             ]
         })
         .collect();
-    let mut s = format!(
-        "model {} ({}), text {} ({} tokens)\n",
-        a.model.dir().display(),
-        crate::common::variants_summary(&model),
-        path.display(),
-        tokens.len()
-    );
-    s.push_str(&table(&["length", "windows", "tokens", "nll", "ppl"], &rows, &[]));
-    out(&s)
+    table(&["length", "windows", "tokens", "nll", "ppl"], &rows, &[])
 }

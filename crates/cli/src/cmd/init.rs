@@ -230,7 +230,22 @@ pub fn run(a: InitArgs, json: bool) -> CliResult<()> {
 
     // Tokenizer first: a bad --tokenizer should fail before anything is written.
     let pb = spinner("preparing the tokenizer", json);
-    let (tok_json, tok_source) = match &a.tokenizer {
+    let (tok_json, tok_source) = tokenizer_bytes(a.tokenizer.as_deref(), vocab)?;
+    pb.set_message("initialising weights");
+    let model = init_model(cfg, a.seed, a.gate_bias_init)?;
+    pb.set_message("writing files");
+    model.save_dir_as(&a.out, a.dtype).map_err(|e| CliError::runtime(e.to_string()))?;
+    let tok_path = a.out.join("tokenizer.json");
+    write_file(&tok_path, &tok_json)?;
+    pb.finish_and_clear();
+
+    print_summary(&a, &model, &tok_source, json)
+}
+
+/// The tokenizer file's bytes and where they came from: `tokenizer` when given (it must fit
+/// `vocab`), else a byte-level BPE of `vocab` ids trained on the bundled corpus.
+fn tokenizer_bytes(tokenizer: Option<&Path>, vocab: usize) -> CliResult<(Vec<u8>, String)> {
+    match tokenizer {
         Some(path) => {
             let bytes = std::fs::read(path)
                 .map_err(|e| CliError::runtime(format!("cannot read `{}`: {e}", path.display())))?;
@@ -243,7 +258,7 @@ pub fn run(a: InitArgs, json: bool) -> CliResult<()> {
                     tokenizer_reason(e)
                 ))
             })?;
-            (bytes, format!("copied from {}", path.display()))
+            Ok((bytes, format!("copied from {}", path.display())))
         }
         None => {
             if vocab < MIN_BPE_VOCAB {
@@ -255,20 +270,17 @@ pub fn run(a: InitArgs, json: bool) -> CliResult<()> {
             let tok = Tokenizer::train_byte_bpe(INIT_CORPUS, vocab)?;
             tok.check_fits(vocab)?;
             let text = tok.to_json().map_err(|e| CliError::runtime(e.to_string()))?;
-            (
+            Ok((
                 text.into_bytes(),
                 format!("byte-level BPE trained on the bundled corpus, {} ids", tok.vocab_size()),
-            )
+            ))
         }
-    };
-    pb.set_message("initialising weights");
-    let model = init_model(cfg, a.seed, a.gate_bias_init)?;
-    pb.set_message("writing files");
-    model.save_dir_as(&a.out, a.dtype).map_err(|e| CliError::runtime(e.to_string()))?;
-    let tok_path = a.out.join("tokenizer.json");
-    write_file(&tok_path, &tok_json)?;
-    pb.finish_and_clear();
+    }
+}
 
+/// Say what was written: the model's name, layers, sizes and parameters, the tokenizer's source and
+/// each file's bytes (or all of it as JSON).
+fn print_summary(a: &InitArgs, model: &Model, tok_source: &str, json: bool) -> CliResult<()> {
     let cfg = model.config();
     let params = model.weights().num_params();
     let files: Vec<(PathBuf, u64)> = ["config.json", "model.safetensors", "tokenizer.json"]

@@ -123,8 +123,22 @@ fn windows(b: &TrainBench, vocab: usize, s: usize) -> Vec<u32> {
         .collect()
 }
 
+/// One trainer's timed steps: median tokens per second and the largest difference of its losses
+/// from the fused candle run's (none for that run itself).
+struct Timed {
+    device: String,
+    tokens_per_s: f64,
+    max_loss_difference: Option<f32>,
+}
+
+/// The three trainers side by side; the GPU's error when it could not run.
+struct Measured {
+    cpu: Timed,
+    library: Timed,
+    gpu: Result<(Timed, Option<StepProfile>), String>,
+}
+
 pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Option<&Path>) -> CliResult<()> {
-    let err = |e: attnlab_train::TrainError| CliError::runtime(e.to_string());
     let cfg = model.config();
     if b.seq_len == 0 || b.batch == 0 || b.steps == 0 || b.seq_len > cfg.max_context {
         return Err(CliError::usage(format!(
@@ -132,9 +146,26 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
             cfg.max_context
         )));
     }
-    let (lr, clip, vocab) = (1e-3, 1.0, cfg.vocab_size);
-    // Candle's steps on a fresh copy of the weights: with the fused ops, and with candle's composite
-    // softmax and cross-entropy (the fused ops' reference).
+    let m = measure(model, b)?;
+    let report = m.json(model, dir, b);
+    if let Some(path) = out_file {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| CliError::runtime(format!("cannot serialize the report: {e}")))?;
+        write_file(path, (text + "\n").as_bytes())?;
+    }
+    if json {
+        return print_json(&report);
+    }
+    out(&m.text(model, b))
+}
+
+/// Time `b.steps` steps of candle (fused ops, then candle's composite softmax and cross-entropy,
+/// the fused ops' reference) and of the WGSL trainer, each on a fresh copy of the weights and the
+/// same windows.
+fn measure(model: &Model, b: &TrainBench) -> CliResult<Measured> {
+    let err = |e: attnlab_train::TrainError| CliError::runtime(e.to_string());
+    let (lr, clip, vocab) = (1e-3, 1.0, model.config().vocab_size);
+    let tokens = (b.batch * b.seq_len) as f64;
     let candle = |library_ops: bool| {
         let m = TrainModel::from_core(model)?;
         let m = if library_ops { m.with_library_ops() } else { m };
@@ -145,81 +176,87 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
     };
     let (cpu_s, cpu_loss) = candle(false).map_err(err)?;
     let (library_s, library_loss) = candle(true).map_err(err)?;
+    let max_diff =
+        |losses: &[f32]| cpu_loss.iter().zip(losses).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    let timed = |device: &str, secs: Vec<f64>, losses: Option<&[f32]>| Timed {
+        device: device.to_string(),
+        tokens_per_s: tokens / median(secs),
+        max_loss_difference: losses.map(max_diff),
+    };
     let fresh = TrainModel::from_core(model).map_err(err)?;
-    let gpu_result = GpuTrain::new(&fresh, b.batch, b.seq_len, AdamWConfig::default()).and_then(|mut g| {
+    let gpu = GpuTrain::new(&fresh, b.batch, b.seq_len, AdamWConfig::default()).and_then(|mut g| {
         let device = g.device();
         let (secs, losses) =
             time_steps(b.steps, |s| g.step(&windows(b, vocab, s), lr, clip, s + 1).map(|r| r.0))?;
         let profile =
             if b.profile { Some(StepProfile::new(&g.profile_step(&windows(b, vocab, 0))?)) } else { None };
-        Ok((device, secs, losses, profile))
+        Ok((timed(&device, secs, Some(&losses)), profile))
     });
-    let tokens = (b.batch * b.seq_len) as f64;
-    let cpu_tps = tokens / median(cpu_s);
-    let library_tps = tokens / median(library_s);
-    let max_diff =
-        |losses: &[f32]| cpu_loss.iter().zip(losses).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-    let gpu = match &gpu_result {
-        Ok((device, s, losses, profile)) => {
-            let tps = tokens / median(s.clone());
-            json!({
-                "device": device, "tokens_per_s": tps, "gpu_over_cpu": tps / cpu_tps,
-                "max_loss_difference": max_diff(losses), "profile": profile.as_ref().map(StepProfile::json),
+    Ok(Measured {
+        cpu: timed("candle (CPU)", cpu_s, None),
+        library: timed(LIBRARY_OPS, library_s, Some(&library_loss)),
+        gpu: gpu.map_err(|e| e.to_string()),
+    })
+}
+
+/// The candle run with composite softmax and cross-entropy.
+const LIBRARY_OPS: &str = "candle (CPU), composite softmax and cross-entropy";
+
+impl Measured {
+    /// `--json`'s report (also written to `--out`).
+    fn json(&self, model: &Model, dir: &Path, b: &TrainBench) -> serde_json::Value {
+        let cpu_tps = self.cpu.tokens_per_s;
+        let gpu = match &self.gpu {
+            Ok((g, profile)) => json!({
+                "device": g.device, "tokens_per_s": g.tokens_per_s, "gpu_over_cpu": g.tokens_per_s / cpu_tps,
+                "max_loss_difference": g.max_loss_difference, "profile": profile.as_ref().map(StepProfile::json),
                 "loop_guard": attnlab_gpu::shaders::loop_guard(), "split_k": attnlab_gpu::train::split_k(),
-            })
-        }
-        Err(e) => json!({ "error": e.to_string() }),
-    };
-    let report = json!({
-        "model": { "path": dir.display().to_string(), "name": cfg.name, "params": model.weights().num_params() },
-        "batch": b.batch, "seq_len": b.seq_len, "steps": b.steps,
-        "cpu": { "device": "candle (CPU)", "tokens_per_s": cpu_tps },
-        "cpu_library_ops": {
-            "device": "candle (CPU), composite softmax and cross-entropy", "tokens_per_s": library_tps,
-            "over_fused": library_tps / cpu_tps, "max_loss_difference": max_diff(&library_loss),
-        },
-        "gpu": gpu,
-    });
-    if let Some(path) = out_file {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| CliError::runtime(format!("cannot serialize the report: {e}")))?;
-        write_file(path, (text + "\n").as_bytes())?;
+            }),
+            Err(e) => json!({ "error": e }),
+        };
+        let cfg = model.config();
+        json!({
+            "model": { "path": dir.display().to_string(), "name": cfg.name, "params": model.weights().num_params() },
+            "batch": b.batch, "seq_len": b.seq_len, "steps": b.steps,
+            "cpu": { "device": self.cpu.device, "tokens_per_s": cpu_tps },
+            "cpu_library_ops": {
+                "device": self.library.device, "tokens_per_s": self.library.tokens_per_s,
+                "over_fused": self.library.tokens_per_s / cpu_tps,
+                "max_loss_difference": self.library.max_loss_difference,
+            },
+            "gpu": gpu,
+        })
     }
-    if json {
-        return print_json(&report);
-    }
-    let mut rows = vec![
-        vec!["candle (CPU)".to_string(), format!("{cpu_tps:.0}"), "1.00".into(), String::new()],
-        vec![
-            "candle (CPU), composite softmax and cross-entropy".to_string(),
-            format!("{library_tps:.0}"),
-            format!("{:.2}", library_tps / cpu_tps),
-            format!("{:.1e}", max_diff(&library_loss)),
-        ],
-    ];
-    let mut profile_text = String::new();
-    match gpu_result {
-        Ok((device, s, losses, profile)) => {
-            if let Some(p) = profile {
-                profile_text = p.table();
+
+    /// The table of the three trainers (tokens/s, ratio to candle, loss difference) and the GPU
+    /// step's profile when asked for.
+    fn text(&self, model: &Model, b: &TrainBench) -> String {
+        let cpu_tps = self.cpu.tokens_per_s;
+        let row = |t: &Timed| {
+            vec![
+                t.device.clone(),
+                format!("{:.0}", t.tokens_per_s),
+                format!("{:.2}", t.tokens_per_s / cpu_tps),
+                t.max_loss_difference.map_or(String::new(), |d| format!("{d:.1e}")),
+            ]
+        };
+        let mut rows = vec![row(&self.cpu), row(&self.library)];
+        let mut profile_text = String::new();
+        match &self.gpu {
+            Ok((g, profile)) => {
+                rows.push(row(g));
+                profile_text = profile.as_ref().map(StepProfile::table).unwrap_or_default();
             }
-            let tps = tokens / median(s);
-            rows.push(vec![
-                device,
-                format!("{tps:.0}"),
-                format!("{:.2}", tps / cpu_tps),
-                format!("{:.1e}", max_diff(&losses)),
-            ]);
+            Err(e) => rows.push(vec!["GPU".into(), "—".into(), "—".into(), e.clone()]),
         }
-        Err(e) => rows.push(vec!["GPU".into(), "—".into(), "—".into(), e.to_string()]),
+        format!(
+            "training steps of `{}` ({} parameters), batch {} × {} tokens, median of {} steps\n{}",
+            model.config().name,
+            model.weights().num_params(),
+            b.batch,
+            b.seq_len,
+            b.steps,
+            table(&["device", "tokens/s", "÷ CPU", "max |Δ loss|"], &rows, &[0, 3])
+        ) + &profile_text
     }
-    out(&(format!(
-        "training steps of `{}` ({} parameters), batch {} × {} tokens, median of {} steps\n{}",
-        cfg.name,
-        model.weights().num_params(),
-        b.batch,
-        b.seq_len,
-        b.steps,
-        table(&["device", "tokens/s", "÷ CPU", "max |Δ loss|"], &rows, &[0, 3])
-    ) + &profile_text))
 }
