@@ -468,7 +468,7 @@ pub fn find_checkpoint(out: &Path) -> Option<PathBuf> {
 /// `out`, the model, optimizer moments, step and history are restored from it (the given `model`
 /// then only has to have the same config) and training continues to `opts.steps`.
 pub fn train(
-    mut model: TrainModel,
+    model: TrainModel,
     data: &TokenData,
     opts: &TrainOptions,
     out: &Path,
@@ -478,51 +478,10 @@ pub fn train(
     check_options(opts, &model, data)?;
     Tokenizer::from_bytes(data.tokenizer_json.as_bytes())?.check_fits(model.config().vocab_size)?;
     std::fs::create_dir_all(out).map_err(|e| TrainError::io(out, e))?;
-    let mut opt = AdamW::new(&model, opts.adamw)?;
-    let mut history = History {
-        model: model.config().name.clone(),
-        num_params: model.num_params(),
-        options: opts.clone(),
-        train: Vec::new(),
-        valid: Vec::new(),
-        tokens: 0,
-        seconds: 0.0,
-    };
-    let mut step = 0usize;
-    if resume {
-        if let Some(ck) = find_checkpoint(out) {
-            let state: State = read_json(&ck.join("state.json"))?;
-            let loaded = TrainModel::load_dir(&ck)?;
-            if loaded.config().layers != model.config().layers
-                || loaded.config().d_model != model.config().d_model
-                || loaded.config().vocab_size != model.config().vocab_size
-            {
-                return Err(TrainError::bad_file(
-                    &ck.join("config.json"),
-                    "the checkpoint's architecture differs from the requested model; use a fresh --out",
-                ));
-            }
-            model = loaded;
-            opt = AdamW::new(&model, opts.adamw)?;
-            opt.load(&ck.join("optimizer.safetensors"), state.step)?;
-            history = read_json(&ck.join("history.json"))?;
-            history.options = opts.clone();
-            step = state.step;
-        }
-    }
+    let (model, opt, mut history, mut step) = start_state(model, opts, out, resume)?;
     let resumed_from = step;
     let mut stepper = Stepper::new(model, opt, opts)?;
-    let bar = if progress {
-        let b = indicatif::ProgressBar::new(opts.steps as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed_precise}<{eta}]")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_position(step as u64);
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = progress_bar(progress, opts.steps, step);
     if progress {
         bar.println(format!("training on {}", stepper.name()));
     }
@@ -568,4 +527,60 @@ pub fn train(
     write_json(&out.join("history.json"), &history)?;
     let best = best_validation(&history.valid).cloned();
     Ok(TrainSummary { step, resumed_from, history, out: out.to_path_buf(), best, stopped_early })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// Where training starts: `model` fresh at step 0, or, with `resume` and a checkpoint in `out`, the
+/// checkpoint's model, optimizer moments, history and step (its architecture must be `model`'s).
+fn start_state(
+    model: TrainModel,
+    opts: &TrainOptions,
+    out: &Path,
+    resume: bool,
+) -> Result<(TrainModel, AdamW, History, usize)> {
+    let checkpoint = if resume { find_checkpoint(out) } else { None };
+    let Some(ck) = checkpoint else {
+        let opt = AdamW::new(&model, opts.adamw)?;
+        let history = History {
+            model: model.config().name.clone(),
+            num_params: model.num_params(),
+            options: opts.clone(),
+            train: Vec::new(),
+            valid: Vec::new(),
+            tokens: 0,
+            seconds: 0.0,
+        };
+        return Ok((model, opt, history, 0));
+    };
+    let state: State = read_json(&ck.join("state.json"))?;
+    let loaded = TrainModel::load_dir(&ck)?;
+    if loaded.config().layers != model.config().layers
+        || loaded.config().d_model != model.config().d_model
+        || loaded.config().vocab_size != model.config().vocab_size
+    {
+        return Err(TrainError::bad_file(
+            &ck.join("config.json"),
+            "the checkpoint's architecture differs from the requested model; use a fresh --out",
+        ));
+    }
+    let mut opt = AdamW::new(&loaded, opts.adamw)?;
+    opt.load(&ck.join("optimizer.safetensors"), state.step)?;
+    let mut history: History = read_json(&ck.join("history.json"))?;
+    history.options = opts.clone();
+    Ok((loaded, opt, history, state.step))
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// The terminal's progress bar over `steps` steps, at `step` (hidden without `progress`).
+fn progress_bar(progress: bool, steps: usize, step: usize) -> indicatif::ProgressBar {
+    if !progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(steps as u64);
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed_precise}<{eta}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    b.set_position(step as u64);
+    b
 }

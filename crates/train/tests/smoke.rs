@@ -1,6 +1,6 @@
 //! Training smoke test (runs in CI): a tiny hybrid (ReGLA + ALiBi) trains for a few dozen steps on
 //! the bundled init corpus, the loss goes down, the checkpoint loads in attnlab-core and generates;
-//! an interrupted run resumes to the same weights; the best validation's model is kept and patience
+//! an interrupted run resumes to the same weights (another architecture is refused); the best validation's model is kept and patience
 //! stops a run that no longer improves; bad options and non-finite losses fail clearly.
 
 use attnlab_core::config::{AttentionSpec, ModelConfig, SizePreset};
@@ -108,6 +108,15 @@ fn an_interrupted_run_resumes_to_the_same_weights() {
             .fold(0.0f32, f32::max);
         assert!(diff <= 1e-6, "{name}: resumed weights differ by {diff}");
     }
+    // Resuming another architecture from that checkpoint is refused by name, and leaves it as it was.
+    let other = ModelConfig::preset("alibi", SizePreset::tiny(data.vocab)).expect("preset");
+    let e = train(TrainModel::random(other, 2).expect("model"), &data, &o, &b, true, false)
+        .err()
+        .expect("a different architecture must not resume");
+    let msg = e.to_string();
+    assert!(msg.contains("config.json") && msg.contains("architecture differs"), "{msg}");
+    let kept = TrainModel::load_dir(&b).expect("b").to_weights().expect("kept");
+    assert_eq!(kept.tensors.len(), wb.tensors.len());
     std::fs::remove_dir_all(&a).ok();
     std::fs::remove_dir_all(&b).ok();
 }
