@@ -97,6 +97,16 @@ impl Layout {
         Layout { entries, by_name, n_decay, total: off }
     }
 
+    /// `model`'s trained tensors in this layout's order, as one flat f32 array (at least one value).
+    fn flatten(&self, model: &Model) -> Result<Vec<f32>> {
+        let mut flat = vec![0.0f32; self.total.max(1)];
+        for e in &self.entries {
+            let t = model.weights().tensor(&e.name).map_err(|err| GpuError::Unsupported(err.to_string()))?;
+            flat[e.off..e.off + e.len].copy_from_slice(&t.data.to_f32());
+        }
+        Ok(flat)
+    }
+
     /// Offset of tensor `name` (a bug if absent: names come from `tensor_specs`).
     fn off(&self, name: &str) -> Result<usize> {
         self.by_name
@@ -189,6 +199,31 @@ pub(crate) struct Dims {
     pub v: usize,
 }
 
+impl Dims {
+    /// The shapes of `[batch, seq_len]` windows through a model of `cfg`.
+    fn new(cfg: &ModelConfig, batch: usize, seq_len: usize) -> Dims {
+        Dims {
+            b: batch,
+            t: seq_len,
+            r: batch * seq_len,
+            d: cfg.d_model,
+            h: cfg.n_heads,
+            dh: cfg.head_dim,
+            a: cfg.n_heads * cfg.head_dim,
+            f: cfg.ffn.hidden,
+            v: cfg.vocab_size,
+        }
+    }
+}
+
+/// Every layer of `model` lowered to the runtime's kernels' terms (the same lowering inference uses).
+fn lower_layers(cfg: &ModelConfig, model: &Model) -> Result<Vec<Lowering>> {
+    (0..cfg.n_layers)
+        .map(|layer| cfg.layers[layer].variant().lower(&LowerCtx { cfg, layer, weights: model.weights() }))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| GpuError::Unsupported(e.to_string()))
+}
+
 /// Forward, backward and AdamW of one model on the GPU.
 pub struct GpuTrainer {
     ctx: GpuContext,
@@ -230,27 +265,12 @@ impl GpuTrainer {
     ) -> Result<GpuTrainer> {
         let cfg = model.config().clone();
         check_config(&cfg)?;
-        let lowerings = (0..cfg.n_layers)
-            .map(|layer| {
-                cfg.layers[layer].variant().lower(&LowerCtx { cfg: &cfg, layer, weights: model.weights() })
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| GpuError::Unsupported(e.to_string()))?;
+        let lowerings = lower_layers(&cfg, model)?;
         let (learned, frozen) = learned_slots(&lowerings);
         let mut host = host_tensors(&learned);
         host.extend(frozen.iter().cloned());
         let layout = Layout::new(&cfg, &host, decays);
-        let dims = Dims {
-            b: batch,
-            t: seq_len,
-            r: batch * seq_len,
-            d: cfg.d_model,
-            h: cfg.n_heads,
-            dh: cfg.head_dim,
-            a: cfg.n_heads * cfg.head_dim,
-            f: cfg.ffn.hidden,
-            v: cfg.vocab_size,
-        };
+        let dims = Dims::new(&cfg, batch, seq_len);
         if batch == 0 || seq_len == 0 || seq_len > cfg.max_context {
             return Err(GpuError::Unsupported(format!(
                 "batch {batch} × seq-len {seq_len} (max_context {})",
@@ -264,12 +284,7 @@ impl GpuTrainer {
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let oom = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let kernels = Kernels::new(dev);
-        let mut flat = vec![0.0f32; layout.total.max(1)];
-        for e in &layout.entries {
-            let t = model.weights().tensor(&e.name).map_err(|err| GpuError::Unsupported(err.to_string()))?;
-            flat[e.off..e.off + e.len].copy_from_slice(&t.data.to_f32());
-        }
-        let params = init_storage(dev, "train params", &flat);
+        let params = init_storage(dev, "train params", &layout.flatten(model)?);
         let [grads, m, v] = ["grads", "adam m", "adam v"].map(|l| zeroed(dev, l, layout.total));
         let (tok, tgt) = (zeroed(dev, "tokens", dims.r), zeroed(dev, "targets", dims.r));
         let csr = zeroed(dev, "rows by token", dims.v + 1 + dims.r);
