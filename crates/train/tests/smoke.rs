@@ -111,8 +111,7 @@ fn an_interrupted_run_resumes_to_the_same_weights() {
     // Resuming another architecture from that checkpoint is refused by name, and leaves it as it was.
     let other = ModelConfig::preset("alibi", SizePreset::tiny(data.vocab)).expect("preset");
     let e = train(TrainModel::random(other, 2).expect("model"), &data, &o, &b, true, false)
-        .err()
-        .expect("a different architecture must not resume");
+        .expect_err("a different architecture must not resume");
     let msg = e.to_string();
     assert!(msg.contains("config.json") && msg.contains("architecture differs"), "{msg}");
     let kept = TrainModel::load_dir(&b).expect("b").to_weights().expect("kept");
