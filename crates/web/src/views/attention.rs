@@ -211,15 +211,13 @@ impl AttentionState {
         let softmax_layers =
             props.engine.current_specs().iter().any(|s| s.family() == attnlab_core::config::Family::Softmax);
         let a_name = b.as_ref().map_or_else(|| props.engine.info().name.clone(), |b| b.a_name.to_string());
-        let labels = Rc::new(t.labels.clone());
-        let (a, a_note) = Side::of(&a_name, "A", t, labels, self.selected, &self.matrices, |layer, head| {
+        let (a, a_note) = Side::of(&a_name, "A", t, self.selected, &self.matrices, |layer, head| {
             tile_source(Some(props.engine.clone()), props, self.stage, t, layer, head)
         });
         let body = match &b {
             Some(b) => {
-                let labels = Rc::new(b.trace.labels.clone());
                 let (b, b_note) =
-                    Side::of(b.name, "B", b.trace, labels, self.selected, &self.matrices_b, |layer, head| {
+                    Side::of(b.name, "B", b.trace, self.selected, &self.matrices_b, |layer, head| {
                         tile_source(props.b_model(), props, self.stage, b.trace, layer, head)
                     });
                 self.compare_view(send, &linked, &a, &b, [a_note, b_note].into_iter().flatten())
@@ -331,7 +329,6 @@ impl<'a> Side<'a> {
         name: &'a str,
         tag: &str,
         trace: &'a TraceView,
-        labels: Rc<Vec<String>>,
         selected: (usize, usize),
         matrices: &Matrices,
         tiles: impl Fn(usize, usize) -> Option<TileSource>,
@@ -340,6 +337,7 @@ impl<'a> Side<'a> {
         let ((l, h), note) = compare::clamp_selection(selected, layers, heads, &format!("{tag} {name}"));
         let zoom = trace.attention.get(l).and_then(|layer| {
             let matrix = matrices.get(l)?.get(h)?.clone();
+            let labels = Rc::new(trace.labels.clone());
             Some(Zoomed { trace, layer, matrix, labels, tiles: tiles(layer.layer, h) })
         });
         (Side { name, trace, selected: (l, h), zoom }, note)
