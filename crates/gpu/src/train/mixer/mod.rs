@@ -514,15 +514,31 @@ impl Rec<'_, '_> {
     /// From `c.datt` (dL/d att), the gradients of q, k, v into `c.dq, c.dk, c.dv` (the gates' input
     /// gradients come after them, [`Rec::post_gate_bwd`]).
     pub(super) fn mixer_bwd(&mut self, s: &Saved, mx: &Mixer, c: &Scratch) -> Result<()> {
-        let Dims { t, b, h, dh, .. } = self.p.dims;
-        let rows = b * h * t;
-        let dummy = self.dummy.clone();
+        let rows = self.p.dims.b * self.p.dims.h * self.p.dims.t;
         let d_o = if mx.has_post() { &c.dout } else { &c.datt };
         self.post_bwd(s, &mx.post, c)?;
         if let Kind::Linear(Linear { den: Some(eps), .. }) = &mx.kind {
             let tp = TrainParams { eps: *eps, ..self.attn_params(rows) };
             self.dispatch(K::DenBwd, &tp, &[&s.o, &s.den, &s.p, d_o, &c.dden], grid(rows));
         }
+        self.scores_and_values_bwd(s, mx, c, d_o)?;
+        match &mx.kind {
+            Kind::Softmax(sm) => self.softmax_attention_bwd(s, mx, sm, c),
+            Kind::Linear(ln) => self.linear_attention_bwd(s, mx, ln, c),
+        }
+    }
+
+    /// From the output gradient `d_o`, the scores' gradient `c.dp` and the values' `c.dv`; with a
+    /// value gate (Fast Decay's two-sided gate), also its gradients.
+    fn scores_and_values_bwd(
+        &mut self,
+        s: &Saved,
+        mx: &Mixer,
+        c: &Scratch,
+        d_o: &wgpu::Buffer,
+    ) -> Result<()> {
+        let Dims { t, b, h, dh, .. } = self.p.dims;
+        let rows = b * h * t;
         match &mx.kind {
             Kind::Linear(Linear { value_gate: Some(vg), .. }) => {
                 let tp = self.attn_params(rows);
@@ -538,84 +554,78 @@ impl Rec<'_, '_> {
                 self.gemm(self.per_head(t, dh, t, 1.0), self.heads(&c.dv), pt, self.heads(d_o));
             }
         }
-        match &mx.kind {
-            Kind::Softmax(sm) => {
-                let tp = TrainParams { off0: sm.block, mode: u32::from(sm.relu), ..self.attn_params(rows) };
-                self.dispatch(K::SoftmaxBwd, &tp, &[&s.p, &c.dp], grid(rows));
-                if let Some((_, Some(grad))) = &sm.table {
-                    match sm.full {
-                        true => {
-                            let bp = TrainParams { n: (h * t * t) as u32, ..tp };
-                            self.dispatch(K::BiasGrad, &bp, &[&c.dp, grad], threads(h * t * t));
-                        }
-                        false => self.dispatch(K::TableGrad, &tp, &[&c.dp, grad], threads(h * t)),
-                    }
+        Ok(())
+    }
+
+    /// Softmax attention from `c.dp`: through the softmax, into the bias table's gradient (and
+    /// CoPE's), then into `c.dq` and `c.dk` (rotated back for RoPE).
+    fn softmax_attention_bwd(&mut self, s: &Saved, mx: &Mixer, sm: &Softmax, c: &Scratch) -> Result<()> {
+        let Dims { t, b, h, dh, .. } = self.p.dims;
+        let rows = b * h * t;
+        let tp = TrainParams { off0: sm.block, mode: u32::from(sm.relu), ..self.attn_params(rows) };
+        self.dispatch(K::SoftmaxBwd, &tp, &[&s.p, &c.dp], grid(rows));
+        if let Some((_, Some(grad))) = &sm.table {
+            match sm.full {
+                true => {
+                    let bp = TrainParams { n: (h * t * t) as u32, ..tp };
+                    self.dispatch(K::BiasGrad, &bp, &[&c.dp, grad], threads(h * t * t));
                 }
-                if let Some((npos, emb)) = &sm.cope {
-                    let tp = TrainParams {
-                        n: *npos as u32,
-                        off0: self.off(emb)? as u32,
-                        ..self.attn_params(rows)
-                    };
-                    let params = self.p.params;
-                    self.dispatch(
-                        K::CopeBwd,
-                        &tp,
-                        &[&s.q, params, &s.cg, &c.dp, &s.cpos, &c.dint],
-                        threads(rows),
-                    );
-                }
-                let (sc, q, k) = (sm.scale, &s.q, &s.k);
-                self.gemm(self.per_head(t, dh, t, sc), self.heads(&c.dq), self.scores(&c.dp), self.heads(k));
-                self.gemm(
-                    self.per_head(t, dh, t, sc),
-                    self.heads(&c.dk),
-                    self.scores(&c.dp).t(),
-                    self.heads(q),
-                );
-                if let Some((npos, emb)) = &sm.cope {
-                    self.cope_grads(s, c, *npos, emb)?;
-                }
-                self.rotate(mx.rope.as_ref(), &c.dq, true);
-                self.rotate(mx.rope.as_ref(), &c.dk, true);
+                false => self.dispatch(K::TableGrad, &tp, &[&c.dp, grad], threads(h * t)),
             }
-            Kind::Linear(ln) => {
-                match &ln.gate {
-                    Some(g) => {
-                        let tp = self.attn_params(rows);
-                        for (mode, other, dfx) in [(0, &s.fk, &c.dfq), (1, &s.fq, &c.dfk)] {
-                            let tp = TrainParams { mode, ..tp };
-                            self.dispatch(K::GatedDfeat, &tp, &[&c.dp, other, &s.bc, dfx], grid(rows));
-                        }
-                        self.running_gate_bwd([(&s.fq, &c.dfq), (&s.fk, &c.dfk)], &c.dlg)?;
-                        // The key features first: a running key max reads dlg, which a refined
-                        // gate's backward overwrites.
-                        self.features_bwd(s, mx, ln, c);
-                        match g {
-                            KeyGate::Sigmoid(g) => {
-                                self.sigmoid_gate_bwd(s, g, &s.gz, &c.dlg, &c.dgz, &c.dgd)?
-                            }
-                            KeyGate::Refined { bg, br, .. } => self.refined_bwd(s, c, bg, br)?,
-                            // Its input is the key projection: features_bwd wrote dk.
-                            KeyGate::KeyForget { .. } => {}
-                        }
-                        return Ok(());
-                    }
-                    None => {
-                        let tp = TrainParams {
-                            mode: u32::from(ln.decay.is_some()),
-                            flag: u32::from(ln.den.is_some()),
-                            ..self.attn_params(rows)
-                        };
-                        let decay = ln.decay.as_ref().unwrap_or(&dummy);
-                        self.dispatch(K::CausalWeights, &tp, &[decay, &c.dden, &c.dp], grid(rows));
-                        let dk = ln.dk;
-                        let (fq, fk) = (self.heads_w(&s.fq, dk), self.heads_w(&s.fk, dk));
-                        let (dfq, dfk) = (self.heads_w(&c.dfq, dk), self.heads_w(&c.dfk, dk));
-                        self.gemm(self.per_head(t, dk, t, 1.0), dfq, self.scores(&c.dp), fk);
-                        self.gemm(self.per_head(t, dk, t, 1.0), dfk, self.scores(&c.dp).t(), fq);
-                    }
+        }
+        if let Some((npos, emb)) = &sm.cope {
+            let tp = TrainParams { n: *npos as u32, off0: self.off(emb)? as u32, ..self.attn_params(rows) };
+            let params = self.p.params;
+            self.dispatch(K::CopeBwd, &tp, &[&s.q, params, &s.cg, &c.dp, &s.cpos, &c.dint], threads(rows));
+        }
+        let (sc, q, k) = (sm.scale, &s.q, &s.k);
+        self.gemm(self.per_head(t, dh, t, sc), self.heads(&c.dq), self.scores(&c.dp), self.heads(k));
+        self.gemm(self.per_head(t, dh, t, sc), self.heads(&c.dk), self.scores(&c.dp).t(), self.heads(q));
+        if let Some((npos, emb)) = &sm.cope {
+            self.cope_grads(s, c, *npos, emb)?;
+        }
+        self.rotate(mx.rope.as_ref(), &c.dq, true);
+        self.rotate(mx.rope.as_ref(), &c.dk, true);
+        Ok(())
+    }
+
+    /// Linear attention from `c.dp`: into the feature maps' gradients `c.dfq, c.dfk` (through the
+    /// gated scan, or the causal decay/denominator weights), then the gate's and the features'.
+    fn linear_attention_bwd(&mut self, s: &Saved, mx: &Mixer, ln: &Linear, c: &Scratch) -> Result<()> {
+        let Dims { t, b, h, .. } = self.p.dims;
+        let rows = b * h * t;
+        match &ln.gate {
+            Some(g) => {
+                let tp = self.attn_params(rows);
+                for (mode, other, dfx) in [(0, &s.fk, &c.dfq), (1, &s.fq, &c.dfk)] {
+                    let tp = TrainParams { mode, ..tp };
+                    self.dispatch(K::GatedDfeat, &tp, &[&c.dp, other, &s.bc, dfx], grid(rows));
                 }
+                self.running_gate_bwd([(&s.fq, &c.dfq), (&s.fk, &c.dfk)], &c.dlg)?;
+                // The key features first: a running key max reads dlg, which a refined
+                // gate's backward overwrites.
+                self.features_bwd(s, mx, ln, c);
+                match g {
+                    KeyGate::Sigmoid(g) => self.sigmoid_gate_bwd(s, g, &s.gz, &c.dlg, &c.dgz, &c.dgd)?,
+                    KeyGate::Refined { bg, br, .. } => self.refined_bwd(s, c, bg, br)?,
+                    // Its input is the key projection: features_bwd wrote dk.
+                    KeyGate::KeyForget { .. } => {}
+                }
+            }
+            None => {
+                let tp = TrainParams {
+                    mode: u32::from(ln.decay.is_some()),
+                    flag: u32::from(ln.den.is_some()),
+                    ..self.attn_params(rows)
+                };
+                let dummy = self.dummy.clone();
+                let decay = ln.decay.as_ref().unwrap_or(&dummy);
+                self.dispatch(K::CausalWeights, &tp, &[decay, &c.dden, &c.dp], grid(rows));
+                let dk = ln.dk;
+                let (fq, fk) = (self.heads_w(&s.fq, dk), self.heads_w(&s.fk, dk));
+                let (dfq, dfk) = (self.heads_w(&c.dfq, dk), self.heads_w(&c.dfk, dk));
+                self.gemm(self.per_head(t, dk, t, 1.0), dfq, self.scores(&c.dp), fk);
+                self.gemm(self.per_head(t, dk, t, 1.0), dfk, self.scores(&c.dp).t(), fq);
                 self.features_bwd(s, mx, ln, c);
             }
         }
