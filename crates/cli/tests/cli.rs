@@ -98,6 +98,27 @@ fn init_tiny(variant: &str, out: &Path) -> serde_json::Value {
     ok_json(&args)
 }
 
+/// Tiny models in `models` and their index.json, the first the default: each `(name, family, init
+/// arguments, more index fields)`, the init arguments (variant and options) before [`TINY`].
+fn tiny_index(models: &Path, list: &[(&str, &str, &[&str], &str)]) {
+    let mut entries = Vec::new();
+    for (name, family, init, fields) in list {
+        let out = models.join(name);
+        ok_json(&[&["init", "--out", p(&out)], *init, TINY].concat());
+        entries.push(format!(
+            r#"{{"name": "{name}", "family": "{family}", "description": "tiny {name}"{fields}}}"#
+        ));
+    }
+    let index = format!(r#"{{"default": "{}", "models": [{}]}}"#, list[0].0, entries.join(",\n"));
+    std::fs::write(models.join("index.json"), index).unwrap();
+}
+
+/// `report`'s arguments over `models` on `text` (also its word list) into `out`, then `settings`.
+fn report_args<'a>(models: &'a Path, text: &'a Path, out: &'a Path, settings: &[&'a str]) -> Vec<&'a str> {
+    let args = ["report", "--models", p(models), "--text", p(text), "--words", p(text), "--out", p(out)];
+    [&args[..], settings].concat()
+}
+
 /// Every subcommand on a tiny random model of `variant`.
 fn full_pipeline(variant: &str) {
     let dir = temp_dir(variant);
@@ -625,29 +646,21 @@ fn init_extreme_gate_bias_saturates_the_gates() {
 fn report_writes_results_consistent_with_eval() {
     let dir = temp_dir("report");
     let models = dir.join("models");
-    init_tiny("alibi", &models.join("alibi"));
-    let mut args = vec!["init", "--variant", "alibi", "--seed", "1", "--out", "PLACEHOLDER"];
-    let seed1 = models.join("alibi-seed1");
-    args[6] = p(&seed1);
-    args.extend_from_slice(TINY);
-    ok_json(&args);
-    init_tiny("rope", &models.join("rope"));
-    init_tiny("regla", &models.join("regla"));
-    let mut args = vec!["init", "--variant", "regla", "--out", "PLACEHOLDER", "--gate-bias-init", "6"];
-    let init_dir = models.join("regla-fig4-init");
-    args[4] = p(&init_dir);
-    args.extend_from_slice(TINY);
-    ok_json(&args);
-    std::fs::write(
-        models.join("index.json"),
-        r#"{"default": "alibi", "models": [
-            {"name": "alibi", "family": "softmax + position bias", "description": "tiny alibi"},
-            {"name": "alibi-seed1", "family": "softmax + position bias", "description": "tiny alibi, seed 1"},
-            {"name": "rope", "family": "softmax attention", "description": "tiny rope"},
-            {"name": "regla", "family": "gated linear attention", "description": "tiny regla"},
-            {"name": "regla-fig4-init", "family": "fig4", "description": "init", "initial_of": "regla"}]}"#,
-    )
-    .unwrap();
+    tiny_index(
+        &models,
+        &[
+            ("alibi", "softmax + position bias", &["--variant", "alibi"], ""),
+            ("alibi-seed1", "softmax + position bias", &["--variant", "alibi", "--seed", "1"], ""),
+            ("rope", "softmax attention", &["--variant", "rope"], ""),
+            ("regla", "gated linear attention", &["--variant", "regla"], ""),
+            (
+                "regla-fig4-init",
+                "fig4",
+                &["--variant", "regla", "--gate-bias-init", "6"],
+                r#", "initial_of": "regla""#,
+            ),
+        ],
+    );
     let text = dir.join("text.txt");
     std::fs::write(&text, TEXT.repeat(40)).unwrap();
     let out = dir.join("docs/results.md");
@@ -668,24 +681,8 @@ fn report_writes_results_consistent_with_eval() {
         "--out",
         p(&alibi_bench),
     ]);
-    let common = ["--models", p(&models), "--text", p(&text), "--words", p(&text)];
-    let mut args = vec![
-        "report",
-        "--out",
-        p(&out),
-        "--lengths",
-        "64,128",
-        "--tokens",
-        "2560",
-        "--block-tokens",
-        "128",
-        "--samples",
-        "2",
-        "--trace-tokens",
-        "32",
-    ];
-    args.extend(common);
-    ok(&args);
+    let settings = ["--lengths", "64,128", "--tokens", "2560", "--block-tokens", "128", "--samples", "2"];
+    ok(&report_args(&models, &text, &out, &[&settings[..], &["--trace-tokens", "32"]].concat()));
     let md = std::fs::read_to_string(&out).unwrap();
     for want in [
         "## 1. Perplexity",
@@ -776,23 +773,21 @@ fn report_writes_results_consistent_with_eval() {
 fn report_cache_reuses_only_unchanged_measurements() {
     let dir = temp_dir("report-cache");
     let models = dir.join("models");
-    init_tiny("alibi", &models.join("alibi"));
-    init_tiny("rope", &models.join("rope"));
-    std::fs::write(
-        models.join("index.json"),
-        r#"{"default": "alibi", "models": [
-            {"name": "alibi", "family": "softmax + position bias", "description": "tiny alibi"},
-            {"name": "rope", "family": "softmax attention", "description": "tiny rope"}]}"#,
-    )
-    .unwrap();
+    tiny_index(
+        &models,
+        &[
+            ("alibi", "softmax + position bias", &["--variant", "alibi"], ""),
+            ("rope", "softmax attention", &["--variant", "rope"], ""),
+        ],
+    );
     let text = dir.join("text.txt");
     std::fs::write(&text, TEXT.repeat(20)).unwrap();
     let cache = dir.join("cache");
     let run = |name: &str, lengths: &str, cached: bool| {
         let out = dir.join(name).join("results.md");
-        let mut args = vec!["report", "--models", p(&models), "--text", p(&text), "--words", p(&text)];
-        args.extend(["--out", p(&out), "--lengths", lengths, "--tokens", "1024", "--samples", "1"]);
-        args.extend(["--trace-tokens", "16", "--block-tokens", "64"]);
+        let settings = ["--lengths", lengths, "--tokens", "1024", "--samples", "1", "--trace-tokens", "16"];
+        let mut args =
+            report_args(&models, &text, &out, &[&settings[..], &["--block-tokens", "64"]].concat());
         if cached {
             args.extend(["--cache", p(&cache)]);
         }
@@ -849,17 +844,14 @@ fn report_cache_reuses_only_unchanged_measurements() {
 fn report_claims_compare_only_models_trained_alike() {
     let dir = temp_dir("report-setups");
     let models = dir.join("models");
-    init_tiny("alibi", &models.join("alibi"));
-    init_tiny("mep", &models.join("mep"));
-    init_tiny("linear-elu", &models.join("linear-elu"));
-    std::fs::write(
-        models.join("index.json"),
-        r#"{"default": "alibi", "models": [
-            {"name": "alibi", "family": "softmax + position bias", "description": "tiny alibi"},
-            {"name": "mep", "family": "softmax + position bias", "description": "tiny mep"},
-            {"name": "linear-elu", "family": "linear attention", "description": "tiny linear-elu"}]}"#,
-    )
-    .unwrap();
+    tiny_index(
+        &models,
+        &[
+            ("alibi", "softmax + position bias", &["--variant", "alibi"], ""),
+            ("mep", "softmax + position bias", &["--variant", "mep"], ""),
+            ("linear-elu", "linear attention", &["--variant", "linear-elu"], ""),
+        ],
+    );
     // The budget is the schedule's (steps × batch × length); `tokens` seen may differ (a repeated
     // segment after a resume) without making two runs unlike.
     let history = |name: &str, steps: usize| {
@@ -887,27 +879,8 @@ fn report_claims_compare_only_models_trained_alike() {
     std::fs::write(&text, TEXT.repeat(40)).unwrap();
     let out = dir.join("results.md");
     let report = || {
-        ok(&[
-            "report",
-            "--models",
-            p(&models),
-            "--text",
-            p(&text),
-            "--words",
-            p(&text),
-            "--out",
-            p(&out),
-            "--lengths",
-            "64,128",
-            "--tokens",
-            "2560",
-            "--block-tokens",
-            "128",
-            "--samples",
-            "0",
-            "--trace-tokens",
-            "16",
-        ]);
+        let settings = ["--lengths", "64,128", "--tokens", "2560", "--block-tokens", "128", "--samples", "0"];
+        ok(&report_args(&models, &text, &out, &[&settings[..], &["--trace-tokens", "16"]].concat()));
         let md = std::fs::read_to_string(&out).unwrap();
         md.lines().find(|l| l.contains("Parameter-free MEP extrapolates")).unwrap().to_string() + "\n" + &md
     };
