@@ -123,10 +123,9 @@ fn report_args<'a>(models: &'a Path, text: &'a Path, out: &'a Path, settings: &[
 fn full_pipeline(variant: &str) {
     let dir = temp_dir(variant);
     let model = dir.join("model");
-    let m = p(&model);
     let text_path = dir.join("text.txt");
     std::fs::write(&text_path, TEXT.repeat(2)).expect("write text");
-    let text = p(&text_path);
+    let (m, text) = (p(&model), p(&text_path));
 
     // init
     let j = init_tiny(variant, &model);
@@ -135,8 +134,21 @@ fn full_pipeline(variant: &str) {
     for f in ["config.json", "model.safetensors", "tokenizer.json"] {
         assert!(model.join(f).is_file(), "{f} missing");
     }
+    pipeline_generate(m);
+    pipeline_eval(m, text);
+    let loaded = attnlab_core::Model::load_dir(&model).expect("model loads");
+    let lowering = loaded.attention(0).map(|l| l.lowering().clone());
+    pipeline_kernels(variant, m, lowering.as_ref());
+    // Gated: a linear layer whose lowering decays its state.
+    let gated = matches!(&lowering, Some(Lowering::Linear(l)) if !matches!(l.gate, Gate::None));
+    pipeline_analyze(variant, m, text, gated);
+    pipeline_dump(m, text, &dir.join("dump.safetensors"), gated);
+    pipeline_bench(m, &dir.join("bench.json"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
 
-    // generate: JSON and streamed text agree
+/// generate: JSON and streamed text agree.
+fn pipeline_generate(m: &str) {
     let gen = ["generate", "--model", m, "--prompt", "The river", "--max-tokens", "8", "--seed", "3"];
     let mut gen_args = gen.to_vec();
     gen_args.extend_from_slice(&["--temperature", "0.9", "--top-k", "50", "--top-p", "0.95", "--ignore-eos"]);
@@ -145,8 +157,10 @@ fn full_pipeline(variant: &str) {
     assert!(j["timings"]["prefill_tokens_per_s"].as_f64().unwrap_or(0.0) > 0.0);
     let streamed = ok(&gen_args);
     assert_eq!(streamed, format!("{}\n", j["text"].as_str().unwrap_or("")));
+}
 
-    // eval
+/// eval: a perplexity per length, and the table.
+fn pipeline_eval(m: &str, text: &str) {
     let j = ok_json(&["eval", "--model", m, "--text", text, "--lengths", "16,32"]);
     let res = j["results"].as_array().expect("results");
     assert_eq!(res.len(), 2);
@@ -157,13 +171,13 @@ fn full_pipeline(variant: &str) {
     }
     let table = ok(&["eval", "--model", m, "--text", text, "--lengths", "16,32", "--max-windows", "2"]);
     assert!(table.contains("ppl"));
+}
 
-    // kernels: from the model (CSV) and from a random model of the variant (JSON); a contextual
-    // (CoPE) bias has no distance curve and is refused by name.
-    let loaded = attnlab_core::Model::load_dir(&model).expect("model loads");
-    let lowering = loaded.attention(0).map(|l| l.lowering().clone());
+/// kernels: from the model (CSV) and from a random model of the variant (JSON); a contextual
+/// (CoPE) bias has no distance curve and is refused by name.
+fn pipeline_kernels(variant: &str, m: &str, lowering: Option<&Lowering>) {
     let contextual =
-        matches!(&lowering, Some(Lowering::Softmax(sl)) if matches!(sl.bias, Bias::Contextual { .. }));
+        matches!(lowering, Some(Lowering::Softmax(sl)) if matches!(sl.bias, Bias::Contextual { .. }));
     if contextual {
         let err = fails(&["kernels", "--model", m, "--max-distance", "20"], 2);
         assert!(err.contains("contextual") && err.contains(variant), "{err}");
@@ -176,19 +190,20 @@ fn full_pipeline(variant: &str) {
         assert_eq!(j["heads"].as_array().map(Vec::len), Some(4));
         assert_eq!(j["heads"][0]["bias"].as_array().map(Vec::len), Some(20));
     }
+}
 
-    // analyze
+/// analyze: LAA per layer, and gate histograms exactly for a gated model.
+fn pipeline_analyze(variant: &str, m: &str, text: &str, gated: bool) {
     let j = ok_json(&["analyze", "--model", m, "--text", text, "--max-tokens", "40", "--bins", "5"]);
     assert_eq!(j["tokens"], 40);
     assert_eq!(j["layers"].as_array().map(Vec::len), Some(2));
     assert!(j["laa_uniform"]["auc"].as_f64().is_some());
-    // Gated: a linear layer whose lowering decays its state.
-    let gated = matches!(&lowering, Some(Lowering::Linear(l)) if !matches!(l.gate, Gate::None));
     assert_eq!(!j["gates"].as_array().expect("gates").is_empty(), gated, "gates of {variant}");
     assert!(ok(&["analyze", "--model", m, "--text", text, "--max-tokens", "24"]).contains("LAA"));
+}
 
-    // dump
-    let dump = dir.join("dump.safetensors");
+/// dump: logits, tokens, attention and (gated only) gates in one safetensors file.
+fn pipeline_dump(m: &str, text: &str, dump: &Path, gated: bool) {
     ok(&[
         "dump",
         "--model",
@@ -196,13 +211,13 @@ fn full_pipeline(variant: &str) {
         "--text",
         text,
         "--out",
-        p(&dump),
+        p(dump),
         "--attention",
         "--gates",
         "--max-tokens",
         "30",
     ]);
-    let bytes = std::fs::read(&dump).expect("dump written");
+    let bytes = std::fs::read(dump).expect("dump written");
     let st = safetensors::SafeTensors::deserialize(&bytes).expect("dump loads");
     let logits = st.tensor("logits").expect("logits");
     assert_eq!(logits.shape(), &[30, 300]);
@@ -210,9 +225,10 @@ fn full_pipeline(variant: &str) {
     assert_eq!(st.tensor("tokens").expect("tokens").shape(), &[30]);
     assert_eq!(st.tensor("attention.layer1").expect("attention").shape(), &[2, 30, 30]);
     assert_eq!(st.tensor("gates.layer0.f").is_ok(), gated);
+}
 
-    // bench
-    let report = dir.join("bench.json");
+/// bench: decode speed and the weights' memory of an F32 file.
+fn pipeline_bench(m: &str, report: &Path) {
     let j = ok_json(&[
         "bench",
         "--model",
@@ -224,7 +240,7 @@ fn full_pipeline(variant: &str) {
         "--repeats",
         "1",
         "--out",
-        p(&report),
+        p(report),
     ]);
     assert_eq!(j["results"][0]["context"], 32);
     assert!(j["results"][0]["decode_tokens_per_s"].as_f64().unwrap_or(0.0) > 0.0);
@@ -233,8 +249,6 @@ fn full_pipeline(variant: &str) {
     let params = j["model"]["params"].as_u64().unwrap_or(0);
     assert_eq!(j["memory"]["weight_bytes"]["f32"].as_u64(), Some(4 * params), "{}", j["memory"]);
     assert_eq!(j["memory"]["weight_bytes_per_param"].as_f64(), Some(4.0));
-
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 macro_rules! variant_tests {
