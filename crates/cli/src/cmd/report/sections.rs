@@ -347,6 +347,13 @@ impl Context<'_> {
              layers restore locality.\n",
             num(uniform_l.auc, 3)
         );
+        self.laa_table(md, uniform_l.auc, uniform.auc);
+        self.laa_chart(md, plots, &uniform.curve);
+    }
+
+    /// Section 4's table: LAA area per layer at the training length `l`, and the mean at `n`.
+    fn laa_table(&self, md: &mut String, uniform_at_l: f64, uniform_at_n: f64) {
+        let (n, l) = (self.args.trace_tokens, self.train_len);
         let _ = writeln!(
             md,
             "| model | n | layer 0 | layer 1 | layer 2 | layer 3 | mean | mean at n = {n} |\n\
@@ -370,37 +377,32 @@ impl Context<'_> {
         let _ = writeln!(
             md,
             "| uniform attention | {l} | {0} | {0} | {0} | {0} | {0} | {1} |\n",
-            num(uniform_l.auc, 3),
-            num(uniform.auc, 3)
+            num(uniform_at_l, 3),
+            num(uniform_at_n, 3)
         );
+    }
+
+    /// Section 4's chart: the first and last layer's LAA curves of alibi, linear-elu and
+    /// transnormer beside uniform attention's.
+    fn laa_chart(&self, md: &mut String, plots: &mut Vec<(String, String)>, uniform: &[f64]) {
+        // A curve sampled at r = k / (len − 1).
+        let points = |curve: &[f64]| -> Vec<(f64, f64)> {
+            curve.iter().enumerate().map(|(k, v)| (k as f64 / (curve.len() - 1) as f64, *v)).collect()
+        };
         let mut series = Vec::new();
         for name in ["alibi", "linear-elu", "transnormer"] {
             if let Some(r) = self.get(name) {
-                for (layer, curve) in
-                    r.laa_curves.iter().enumerate().filter(|(l, _)| *l == 0 || *l + 1 == r.laa_curves.len())
-                {
+                let last = r.laa_curves.len().saturating_sub(1);
+                for (layer, curve) in r.laa_curves.iter().enumerate().filter(|(l, _)| *l == 0 || *l == last) {
                     series.push(Series {
                         name: format!("{name} L{layer}"),
-                        points: curve
-                            .iter()
-                            .enumerate()
-                            .map(|(k, v)| (k as f64 / (curve.len() - 1) as f64, *v))
-                            .collect(),
+                        points: points(curve),
                         dashed: layer != 0,
                     });
                 }
             }
         }
-        series.push(Series {
-            name: "uniform".into(),
-            points: uniform
-                .curve
-                .iter()
-                .enumerate()
-                .map(|(k, v)| (k as f64 / (uniform.curve.len() - 1) as f64, *v))
-                .collect(),
-            dashed: true,
-        });
+        series.push(Series { name: "uniform".into(), points: points(uniform), dashed: true });
         let chart = LineChart {
             title: "LAA curves: first (solid) and last (dashed) layer",
             x_label: "neighbourhood r (share of the sequence)",
