@@ -29,7 +29,6 @@ use crate::params::AdamParams;
 use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
 use attnlab_core::lowering::{Bias, Gate, LearnedTable, LowerBoundRow, Lowering, Rotation};
 use attnlab_core::model::tensor_specs;
-use attnlab_core::variants::LowerCtx;
 use attnlab_core::weights::{Tensor as CoreTensor, Weights};
 use attnlab_core::Model;
 use kernels::{threads, Kernels, Op, K};
@@ -216,12 +215,16 @@ impl Dims {
     }
 }
 
-/// Every layer of `model` lowered to the runtime's kernels' terms (the same lowering inference uses).
+/// Every layer's lowered form, the one `model` computed when it was built (what inference runs and
+/// every backend uploads), rather than lowering the layers a second time.
 fn lower_layers(cfg: &ModelConfig, model: &Model) -> Result<Vec<Lowering>> {
     (0..cfg.n_layers)
-        .map(|layer| cfg.layers[layer].variant().lower(&LowerCtx { cfg, layer, weights: model.weights() }))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| GpuError::Unsupported(e.to_string()))
+        .map(|layer| {
+            let attn =
+                model.attention(layer).ok_or_else(|| GpuError::Unsupported(format!("no layer {layer}")))?;
+            Ok(attn.lowering().clone())
+        })
+        .collect()
 }
 
 /// Forward, backward and AdamW of one model on the GPU.
