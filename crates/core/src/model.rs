@@ -4,6 +4,7 @@
 use crate::attention::{AttnLayer, LayerAttention, LayerGates, LayerState, TraceRequest};
 use crate::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
 use crate::error::{Error, Result};
+use crate::lowering::Lowering;
 use crate::ops::{gelu, gelu_exact, sinusoidal_embedding, Linear, Norm};
 use crate::weights::{Init, TensorSpec, Weights};
 
@@ -262,6 +263,12 @@ impl Model {
     /// Prepared attention layer `i` (bias tables, specs).
     pub fn attention(&self, i: usize) -> Option<&AttnLayer> {
         self.blocks.get(i).map(|b| &b.attn)
+    }
+
+    /// Every layer's lowered attention, in layer order: computed once when the model was built, and
+    /// what every backend (GPU inference, both trainers) takes instead of lowering the layers again.
+    pub fn lowerings(&self) -> impl ExactSizeIterator<Item = &Lowering> {
+        self.blocks.iter().map(|b| b.attn.lowering())
     }
 
     /// The feed-forward projections of layer `i` with their biases: `(gate, up, down)`, the gate

@@ -7,7 +7,6 @@ use crate::error::{Result, TrainError};
 use attnlab_core::config::{AbsolutePosition, FfnKind, ModelConfig, NormKind};
 use attnlab_core::lowering::Lowering;
 use attnlab_core::model::tensor_specs;
-use attnlab_core::variants::LowerCtx;
 use attnlab_core::weights::{Tensor as CoreTensor, Weights};
 use attnlab_core::Model;
 use candle_core::{DType, Device, Tensor, Var, D};
@@ -34,27 +33,24 @@ pub struct TrainModel {
 impl TrainModel {
     /// Build from a config and a core weight set (checked against `tensor_specs`).
     pub fn from_weights(cfg: ModelConfig, weights: &Weights) -> Result<TrainModel> {
-        cfg.validate()?;
-        let specs = tensor_specs(&cfg);
-        weights.check(&specs)?;
-        let device = Device::Cpu;
-        let mut vars = BTreeMap::new();
-        let mut names = Vec::with_capacity(specs.len());
-        for s in &specs {
-            let data = weights.tensor(&s.name)?.data.to_f32().into_owned();
-            let t = Tensor::from_vec(data, s.shape.as_slice(), &device)?;
-            vars.insert(s.name.clone(), Var::from_tensor(&t)?);
-            names.push(s.name.clone());
-        }
-        let lowerings = (0..cfg.n_layers)
-            .map(|layer| cfg.layers[layer].variant().lower(&LowerCtx { cfg: &cfg, layer, weights }))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(TrainModel { cfg, names, vars, lowerings, device, library_ops: false })
+        TrainModel::from_core(&Model::new(cfg, weights.clone())?)
     }
 
-    /// Copy the weights of a core model (parity tests use exactly the same numbers).
+    /// Copy the weights of a core model (parity tests use exactly the same numbers), and take each
+    /// layer's lowering from it: the one inference runs and the GPU trainer uploads.
     pub fn from_core(model: &Model) -> Result<TrainModel> {
-        TrainModel::from_weights(model.config().clone(), model.weights())
+        let cfg = model.config().clone();
+        let device = Device::Cpu;
+        let mut vars = BTreeMap::new();
+        let mut names = Vec::new();
+        for s in tensor_specs(&cfg) {
+            let data = model.weights().tensor(&s.name)?.data.to_f32().into_owned();
+            let t = Tensor::from_vec(data, s.shape.as_slice(), &device)?;
+            vars.insert(s.name.clone(), Var::from_tensor(&t)?);
+            names.push(s.name);
+        }
+        let lowerings = model.lowerings().cloned().collect();
+        Ok(TrainModel { cfg, names, vars, lowerings, device, library_ops: false })
     }
 
     /// Seeded random initialisation, identical to `attnlab init` (`Model::random`).

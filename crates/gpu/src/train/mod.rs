@@ -215,18 +215,6 @@ impl Dims {
     }
 }
 
-/// Every layer's lowered form, the one `model` computed when it was built (what inference runs and
-/// every backend uploads), rather than lowering the layers a second time.
-fn lower_layers(cfg: &ModelConfig, model: &Model) -> Result<Vec<Lowering>> {
-    (0..cfg.n_layers)
-        .map(|layer| {
-            let attn =
-                model.attention(layer).ok_or_else(|| GpuError::Unsupported(format!("no layer {layer}")))?;
-            Ok(attn.lowering().clone())
-        })
-        .collect()
-}
-
 /// Forward, backward and AdamW of one model on the GPU.
 pub struct GpuTrainer {
     ctx: GpuContext,
@@ -268,7 +256,7 @@ impl GpuTrainer {
     ) -> Result<GpuTrainer> {
         let cfg = model.config().clone();
         check_config(&cfg)?;
-        let lowerings = lower_layers(&cfg, model)?;
+        let lowerings: Vec<Lowering> = model.lowerings().cloned().collect();
         let (learned, frozen) = learned_slots(&lowerings);
         let mut host = host_tensors(&learned);
         host.extend(frozen.iter().cloned());
