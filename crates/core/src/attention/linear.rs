@@ -247,7 +247,6 @@ impl AttnLayer {
         let LayerState::Linear { s, z, .. } = state else {
             return Err(Error::arg("state", "linear layer was given a KV-cache state"));
         };
-        let den_eps = ll.denominator;
         // Two-sided gates (never with a denominator: `linear_features` refuses that).
         let vside = !f.lgv.is_empty();
         let mut out = vec![0.0f32; t * h * dh];
@@ -255,89 +254,20 @@ impl AttnLayer {
         let mut b = vec![0.0f64; LINEAR_CHUNK * dk];
         // c_i = Σ_{u=c0..i} lgv_u, the value-axis counterpart of b (two-sided gates only).
         let mut c = vec![0.0f64; if vside { LINEAR_CHUNK * dh } else { 0 }];
-        let mut c0 = 0;
-        while c0 < t {
-            let c1 = (c0 + LINEAR_CHUNK).min(t);
-            let n = c1 - c0;
+        for c0 in (0..t).step_by(LINEAR_CHUNK) {
+            let n = (c0 + LINEAR_CHUNK).min(t) - c0;
             for hh in 0..h {
-                let at = |r: usize| (r * h + hh) * dk;
                 // b_i = Σ_{u=c0..i} lg_u (inclusive, chunk-local); c likewise of lgv.
-                chunk_cumsum(&mut b, &f.lg, at(c0), h * dk, n, dk);
+                chunk_cumsum(&mut b, &f.lg, (c0 * h + hh) * dk, h * dk, n, dk);
                 if vside {
                     chunk_cumsum(&mut c, &f.lgv, (c0 * h + hh) * dh, h * dh, n, dh);
                 }
+                let chunk = ChunkHead { f, b: &b, c: &c, c0, n, hh, h, dh, dk };
                 let sh = &mut s[hh * dk * dh..(hh + 1) * dk * dh];
                 let zh = &mut z[hh * dk..(hh + 1) * dk];
-                let mut qd = vec![0.0f32; dk];
-                for i in 0..n {
-                    let fq = &f.fq[at(c0 + i)..at(c0 + i) + dk];
-                    let oh = &mut out[((c0 + i) * h + hh) * dh..((c0 + i) * h + hh + 1) * dh];
-                    // Inter-chunk: (φq ⊙ e^{b_i}) · S_start.
-                    for j in 0..dk {
-                        qd[j] = fq[j] * (b[i * dk + j] as f32).exp();
-                    }
-                    let mut den = dot(&qd, zh);
-                    weighted_rows(&qd, sh, dh, oh);
-                    if vside {
-                        oh.iter_mut()
-                            .zip(&c[i * dh..(i + 1) * dh])
-                            .for_each(|(o, ci)| *o *= (*ci as f32).exp());
-                    }
-                    // Intra-chunk: Σ_{s<=i} (Σ_j φq_i φk_s e^{b_i − b_s}) (e^{c_i − c_s} ⊙) v_s.
-                    for si in 0..=i {
-                        let fk = &f.fk[at(c0 + si)..at(c0 + si) + dk];
-                        let mut p = 0.0f32;
-                        for j in 0..dk {
-                            p += fq[j] * fk[j] * ((b[i * dk + j] - b[si * dk + j]) as f32).exp();
-                        }
-                        den += p;
-                        let vs = &f.v[(c0 + si) * h * dh + hh * dh..(c0 + si) * h * dh + (hh + 1) * dh];
-                        if vside {
-                            axpy_value_decayed(
-                                p,
-                                &c[i * dh..(i + 1) * dh],
-                                &c[si * dh..(si + 1) * dh],
-                                vs,
-                                oh,
-                            );
-                        } else {
-                            axpy(p, vs, oh);
-                        }
-                    }
-                    if let Some(eps) = den_eps {
-                        let inv = 1.0 / den.max(eps);
-                        oh.iter_mut().for_each(|x| *x *= inv);
-                    }
-                }
-                // Carry: S ← e^{b_L} S + Σ_s (φk_s ⊙ e^{b_L − b_s}) v_sᵀ (two-sided: entry (j, v) also
-                // times e^{c_L[v]}, and the term of s times e^{c_L[v] − c_s[v]}).
-                let last = n - 1;
-                for j in 0..dk {
-                    let decay = (b[last * dk + j] as f32).exp();
-                    let row = &mut sh[j * dh..(j + 1) * dh];
-                    if vside {
-                        let cl = &c[last * dh..(last + 1) * dh];
-                        row.iter_mut().zip(cl).for_each(|(x, cv)| *x *= decay * (*cv as f32).exp());
-                    } else {
-                        row.iter_mut().for_each(|x| *x *= decay);
-                    }
-                    zh[j] *= decay;
-                    for si in 0..n {
-                        let w = f.fk[at(c0 + si) + j] * ((b[last * dk + j] - b[si * dk + j]) as f32).exp();
-                        if w != 0.0 {
-                            let vs = &f.v[(c0 + si) * h * dh + hh * dh..(c0 + si) * h * dh + (hh + 1) * dh];
-                            if vside {
-                                let (cl, cs) = (&c[last * dh..(last + 1) * dh], &c[si * dh..(si + 1) * dh]);
-                                axpy_value_decayed(w, cl, cs, vs, row);
-                            } else {
-                                axpy(w, vs, row);
-                            }
-                            zh[j] += w;
-                        }
-                    }
-                }
+                chunk.outputs(sh, zh, ll.denominator, &mut out);
+                chunk.carry(sh, zh);
             }
-            c0 = c1;
         }
         Ok(out)
     }
@@ -406,5 +336,114 @@ impl AttnLayer {
             }
         }
         o
+    }
+}
+
+/// One head of one chunk of [`AttnLayer::linear_chunked`]: positions `c0..c0 + n`, with the
+/// chunk-local cumulative log-gates `b` (key axis) and `c` (value axis; empty for one-sided gates).
+struct ChunkHead<'a> {
+    f: &'a Features,
+    b: &'a [f64],
+    c: &'a [f64],
+    c0: usize,
+    n: usize,
+    hh: usize,
+    h: usize,
+    dh: usize,
+    dk: usize,
+}
+
+impl ChunkHead<'_> {
+    /// Offset of position `r`'s key-axis features for this head.
+    fn at(&self, r: usize) -> usize {
+        (r * self.h + self.hh) * self.dk
+    }
+
+    /// Position `r`'s value row for this head.
+    fn value(&self, r: usize) -> &[f32] {
+        let first = (r * self.h + self.hh) * self.dh;
+        &self.f.v[first..first + self.dh]
+    }
+
+    /// Row `i` of the value-axis cumulative log-gates.
+    fn c_row(&self, i: usize) -> &[f64] {
+        &self.c[i * self.dh..(i + 1) * self.dh]
+    }
+
+    fn vside(&self) -> bool {
+        !self.c.is_empty()
+    }
+
+    /// The chunk's outputs into `out` (`[T, H·dh]`), from the state `sh, zh` carried into it.
+    fn outputs(&self, sh: &[f32], zh: &[f32], den_eps: Option<f32>, out: &mut [f32]) {
+        let (dh, dk, b) = (self.dh, self.dk, self.b);
+        let mut qd = vec![0.0f32; dk];
+        for i in 0..self.n {
+            let fq = &self.f.fq[self.at(self.c0 + i)..self.at(self.c0 + i) + dk];
+            let first = ((self.c0 + i) * self.h + self.hh) * dh;
+            let oh = &mut out[first..first + dh];
+            // Inter-chunk: (φq ⊙ e^{b_i}) · S_start.
+            for j in 0..dk {
+                qd[j] = fq[j] * (b[i * dk + j] as f32).exp();
+            }
+            let mut den = dot(&qd, zh);
+            weighted_rows(&qd, sh, dh, oh);
+            if self.vside() {
+                oh.iter_mut().zip(self.c_row(i)).for_each(|(o, ci)| *o *= (*ci as f32).exp());
+            }
+            // Intra-chunk: Σ_{s<=i} (Σ_j φq_i φk_s e^{b_i − b_s}) (e^{c_i − c_s} ⊙) v_s.
+            for si in 0..=i {
+                let fk = &self.f.fk[self.at(self.c0 + si)..self.at(self.c0 + si) + dk];
+                let mut p = 0.0f32;
+                for j in 0..dk {
+                    p += fq[j] * fk[j] * ((b[i * dk + j] - b[si * dk + j]) as f32).exp();
+                }
+                den += p;
+                let vs = self.value(self.c0 + si);
+                if self.vside() {
+                    axpy_value_decayed(p, self.c_row(i), self.c_row(si), vs, oh);
+                } else {
+                    axpy(p, vs, oh);
+                }
+            }
+            if let Some(eps) = den_eps {
+                let inv = 1.0 / den.max(eps);
+                oh.iter_mut().for_each(|x| *x *= inv);
+            }
+        }
+    }
+
+    /// Carry the state past the chunk: S ← e^{b_L} S + Σ_s (φk_s ⊙ e^{b_L − b_s}) v_sᵀ (two-sided:
+    /// entry (j, v) also times e^{c_L[v]}, and the term of s times e^{c_L[v] − c_s[v]}).
+    fn carry(&self, sh: &mut [f32], zh: &mut [f32]) {
+        let (dh, dk, b, last) = (self.dh, self.dk, self.b, self.n - 1);
+        for j in 0..dk {
+            let decay = (b[last * dk + j] as f32).exp();
+            let row = &mut sh[j * dh..(j + 1) * dh];
+            if self.vside() {
+                row.iter_mut().zip(self.c_row(last)).for_each(|(x, cv)| *x *= decay * (*cv as f32).exp());
+            } else {
+                row.iter_mut().for_each(|x| *x *= decay);
+            }
+            zh[j] *= decay;
+            for si in 0..self.n {
+                let w =
+                    self.f.fk[self.at(self.c0 + si) + j] * ((b[last * dk + j] - b[si * dk + j]) as f32).exp();
+                if w != 0.0 {
+                    if self.vside() {
+                        axpy_value_decayed(
+                            w,
+                            self.c_row(last),
+                            self.c_row(si),
+                            self.value(self.c0 + si),
+                            row,
+                        );
+                    } else {
+                        axpy(w, self.value(self.c0 + si), row);
+                    }
+                    zh[j] += w;
+                }
+            }
+        }
     }
 }
