@@ -354,15 +354,15 @@ struct ChunkHead<'a> {
 }
 
 impl ChunkHead<'_> {
-    /// Offset of position `r`'s key-axis features for this head.
-    fn at(&self, r: usize) -> usize {
-        (r * self.h + self.hh) * self.dk
+    /// Where position `r`'s row of width `w` lies for this head in a `[T, H·w]` buffer.
+    fn row(&self, r: usize, w: usize) -> std::ops::Range<usize> {
+        let first = (r * self.h + self.hh) * w;
+        first..first + w
     }
 
     /// Position `r`'s value row for this head.
     fn value(&self, r: usize) -> &[f32] {
-        let first = (r * self.h + self.hh) * self.dh;
-        &self.f.v[first..first + self.dh]
+        &self.f.v[self.row(r, self.dh)]
     }
 
     /// Row `i` of the value-axis cumulative log-gates.
@@ -379,9 +379,8 @@ impl ChunkHead<'_> {
         let (dh, dk, b) = (self.dh, self.dk, self.b);
         let mut qd = vec![0.0f32; dk];
         for i in 0..self.n {
-            let fq = &self.f.fq[self.at(self.c0 + i)..self.at(self.c0 + i) + dk];
-            let first = ((self.c0 + i) * self.h + self.hh) * dh;
-            let oh = &mut out[first..first + dh];
+            let fq = &self.f.fq[self.row(self.c0 + i, dk)];
+            let oh = &mut out[self.row(self.c0 + i, dh)];
             // Inter-chunk: (φq ⊙ e^{b_i}) · S_start.
             for j in 0..dk {
                 qd[j] = fq[j] * (b[i * dk + j] as f32).exp();
@@ -393,7 +392,7 @@ impl ChunkHead<'_> {
             }
             // Intra-chunk: Σ_{s<=i} (Σ_j φq_i φk_s e^{b_i − b_s}) (e^{c_i − c_s} ⊙) v_s.
             for si in 0..=i {
-                let fk = &self.f.fk[self.at(self.c0 + si)..self.at(self.c0 + si) + dk];
+                let fk = &self.f.fk[self.row(self.c0 + si, dk)];
                 let mut p = 0.0f32;
                 for j in 0..dk {
                     p += fq[j] * fk[j] * ((b[i * dk + j] - b[si * dk + j]) as f32).exp();
@@ -427,8 +426,8 @@ impl ChunkHead<'_> {
             }
             zh[j] *= decay;
             for si in 0..self.n {
-                let w =
-                    self.f.fk[self.at(self.c0 + si) + j] * ((b[last * dk + j] - b[si * dk + j]) as f32).exp();
+                let w = self.f.fk[self.row(self.c0 + si, dk).start + j]
+                    * ((b[last * dk + j] - b[si * dk + j]) as f32).exp();
                 if w != 0.0 {
                     if self.vside() {
                         axpy_value_decayed(
