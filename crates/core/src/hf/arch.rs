@@ -307,6 +307,27 @@ fn gla(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
     if act != "swish" && act != "silu" {
         return Err(Error::Unsupported(format!("hidden_act {act} is not supported for {arch} (only swish)")));
     }
+    let (dims, qk) = gla_dims(c)?;
+    let eps = c.eps_or("norm_eps", 1e-6)?;
+    let layer = AttentionSpec::Gla(Gla {
+        gate_rank: GLA_GATE_RANK,
+        gate_logit_normalizer: 16.0,
+        head_norm_eps: Some(eps),
+    });
+    let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
+    let context = (native, opts.max_context.unwrap_or(DEFAULT_UNBOUNDED_CONTEXT));
+    let mut cfg = base(arch, c, &dims, layer, eps, context)?;
+    (cfg.norm.kind, cfg.ffn.kind) = (NormKind::Rmsnorm, FfnKind::Swiglu);
+    cfg.qk_head_dim = (qk != dims.dh).then_some(qk);
+    cfg.tie_embeddings = c.bool_or("tie_word_embeddings", false)?;
+    o.embeddings("model.embeddings.weight", "model.norm", "lm_head.weight", &cfg)?;
+    gla_weights(o, &cfg, &dims, qk)?;
+    Ok(cfg)
+}
+
+/// fla GLA's widths: query/key heads `expand_k·d / heads` wide, value heads `expand_v·d / heads`,
+/// and the GatedMLP hidden size.
+fn gla_dims(c: &HfConfig) -> Result<(Dims, usize)> {
     let (d, heads) = (c.usize(&["hidden_size"])?, c.usize(&["num_heads"])?);
     let kv = c.opt_usize(&["num_kv_heads"])?.unwrap_or(heads);
     // fla: key_dim = int(d·expand_k), value_dim = int(d·expand_v), each split over the heads.
@@ -338,26 +359,18 @@ fn gla(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         dh,
         hidden,
     };
-    let eps = c.eps_or("norm_eps", 1e-6)?;
-    let layer = AttentionSpec::Gla(Gla {
-        gate_rank: GLA_GATE_RANK,
-        gate_logit_normalizer: 16.0,
-        head_norm_eps: Some(eps),
-    });
-    let native = c.opt_usize(&["max_position_embeddings"])?.unwrap_or(2048);
-    let context = (native, opts.max_context.unwrap_or(DEFAULT_UNBOUNDED_CONTEXT));
-    let mut cfg = base(arch, c, &dims, layer, eps, context)?;
-    (cfg.norm.kind, cfg.ffn.kind) = (NormKind::Rmsnorm, FfnKind::Swiglu);
-    cfg.qk_head_dim = (qk != dh).then_some(qk);
-    cfg.tie_embeddings = c.bool_or("tie_word_embeddings", false)?;
-    o.embeddings("model.embeddings.weight", "model.norm", "lm_head.weight", &cfg)?;
-    let r = GLA_GATE_RANK;
+    Ok((dims, qk))
+}
+
+/// Moves fla GLA's per-layer tensors (projections, low-rank gate, head norm, SwiGLU) to attnlab's names.
+fn gla_weights(o: &mut Out, cfg: &ModelConfig, dims: &Dims, qk: usize) -> Result<()> {
+    let (d, heads, kv, dh, hidden, r) = (dims.d, dims.heads, dims.kv, dims.dh, dims.hidden, GLA_GATE_RANK);
     let (qd, kd, vd, a) =
         (heads.saturating_mul(qk), kv.saturating_mul(qk), kv.saturating_mul(dh), heads.saturating_mul(dh));
     for i in 0..dims.layers {
         let (p, q) = (format!("model.layers.{i}."), format!("layers.{i}."));
-        o.norm(&format!("{p}attn_norm"), &format!("{q}attn_norm"), &cfg)?;
-        o.norm(&format!("{p}mlp_norm"), &format!("{q}ffn_norm"), &cfg)?;
+        o.norm(&format!("{p}attn_norm"), &format!("{q}attn_norm"), cfg)?;
+        o.norm(&format!("{p}mlp_norm"), &format!("{q}ffn_norm"), cfg)?;
         for (hf, ours, shape) in [
             ("attn.q_proj", "attn.wq", [qd, d]),
             ("attn.k_proj", "attn.wk", [kd, d]),
@@ -385,7 +398,7 @@ fn gla(c: &HfConfig, o: &mut Out, opts: ImportOptions) -> Result<ModelConfig> {
         let gain = o.s.take(&norm, &[dh])?;
         o.put(format!("{q}attn.gla.head_norm"), &[dh], gain);
     }
-    Ok(cfg)
+    Ok(())
 }
 
 /// fla's `gate_low_rank_dim` (a layer argument its model config does not expose).
