@@ -24,6 +24,27 @@ done
 for name in "${ship[@]}"; do
   "$ATTNLAB" convert --model "$RUNS/$name" --out "www/models/$name" --dtype f16 --force | head -1
 done
+# Each shipped model's description states its training budget, read from its history.json: the
+# schedule's steps × batch × length, what `attnlab report` compares runs on (the sentence "Trained
+# on X tokens (Y per parameter)." is replaced or appended; a CLI test checks it).
+python3 - "${ship[@]}" <<'PY'
+import json, re, sys
+path = "www/models/index.json"
+index = json.load(open(path))
+for m in index["models"]:
+    if m["name"] not in sys.argv[1:]:
+        continue
+    try:
+        h = json.load(open(f"www/models/{m['name']}/history.json"))
+    except FileNotFoundError:  # an initial checkpoint: not trained
+        continue
+    o = h["options"]
+    tokens = o["steps"] * o["batch"] * o["seq_len"]
+    budget = f"Trained on {tokens / 1e6:.1f}M tokens ({tokens / h['num_params']:.1f} per parameter)."
+    text = re.sub(r"\s*Trained on [0-9.]+M tokens \([0-9.]+ per parameter\)\.", "", m["description"])
+    m["description"] = f"{text} {budget}"
+open(path, "w").write(json.dumps(index, indent=2, ensure_ascii=False) + "\n")
+PY
 # One shared tokenizer beside index.json instead of a copy per folder (the loaders fall back to it).
 cp "${DATA:-data/brown}/tokenizer.json" www/models/tokenizer.json
 for name in $names; do

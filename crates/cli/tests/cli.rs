@@ -1009,6 +1009,33 @@ fn shipped_models_load_and_generate() {
     assert!(bytes <= 80_000_000, "www/models holds {bytes} bytes, over 80 MB");
 }
 
+/// Each shipped model's description states the budget its history.json records (the schedule's
+/// steps × batch × length, and that per parameter; scripts/ship_models.sh writes the sentence);
+/// an untrained checkpoint (no history) claims none.
+#[test]
+fn shipped_descriptions_state_each_models_training_budget() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/models");
+    let text = std::fs::read_to_string(models.join("index.json")).expect("www/models/index.json");
+    let index = attnlab_core::catalog::ModelIndex::from_json(&text).expect("valid index.json");
+    for m in &index.models {
+        let Ok(h) = std::fs::read_to_string(models.join(&m.name).join("history.json")) else {
+            assert!(!m.description.contains("Trained on"), "{}: {}", m.name, m.description);
+            continue;
+        };
+        let h: serde_json::Value = serde_json::from_str(&h).unwrap();
+        let o = &h["options"];
+        let tokens = ["steps", "batch", "seq_len"].iter().map(|k| o[k].as_f64().unwrap()).product::<f64>();
+        let per_param = tokens / h["num_params"].as_f64().unwrap();
+        let budget = format!("Trained on {:.1}M tokens ({per_param:.1} per parameter).", tokens / 1e6);
+        assert!(
+            m.description.ends_with(&budget),
+            "{}: `{}` should end with `{budget}`",
+            m.name,
+            m.description
+        );
+    }
+}
+
 /// A model folder in an indexed collection may leave its tokenizer to the shared
 /// `tokenizer.json` beside index.json; without one, the error names the missing file.
 #[test]
