@@ -321,6 +321,28 @@ impl ModelConfig {
 
     /// Check every cross-field constraint.
     pub fn validate(&self) -> Result<()> {
+        self.validate_version()?;
+        self.validate_sizes()?;
+        if self.train_context > self.max_context {
+            return Err(Error::field("train_context", "must be <= max_context"));
+        }
+        if !(self.norm.eps.is_finite() && self.norm.eps > 0.0) {
+            return Err(Error::field("norm.eps", "must be finite and > 0"));
+        }
+        if self.layers.len() != self.n_layers {
+            return Err(Error::field(
+                "layers",
+                format!("has {} entries but n_layers = {}", self.layers.len(), self.n_layers),
+            ));
+        }
+        if self.absolute_position == AbsolutePosition::Sinusoidal && !self.d_model.is_multiple_of(2) {
+            return Err(Error::field("d_model", "must be even for sinusoidal absolute positions"));
+        }
+        self.validate_layers()
+    }
+
+    /// The format version is readable, and a version-1 file uses no version-2 option.
+    fn validate_version(&self) -> Result<()> {
         if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&self.format_version) {
             return Err(Error::field(
                 "format_version",
@@ -333,6 +355,11 @@ impl ModelConfig {
         if let (1, Some(f)) = (self.format_version, self.v2_fields().first()) {
             return Err(Error::field(*f, "needs format_version 2 (version 1 has no such option)"));
         }
+        Ok(())
+    }
+
+    /// Every size is positive and under a generous cap, and the key/value heads divide the heads.
+    fn validate_sizes(&self) -> Result<()> {
         let positive = [
             ("vocab_size", self.vocab_size),
             ("d_model", self.d_model),
@@ -382,21 +409,11 @@ impl ModelConfig {
                 ));
             }
         }
-        if self.train_context > self.max_context {
-            return Err(Error::field("train_context", "must be <= max_context"));
-        }
-        if !(self.norm.eps.is_finite() && self.norm.eps > 0.0) {
-            return Err(Error::field("norm.eps", "must be finite and > 0"));
-        }
-        if self.layers.len() != self.n_layers {
-            return Err(Error::field(
-                "layers",
-                format!("has {} entries but n_layers = {}", self.layers.len(), self.n_layers),
-            ));
-        }
-        if self.absolute_position == AbsolutePosition::Sinusoidal && !self.d_model.is_multiple_of(2) {
-            return Err(Error::field("d_model", "must be even for sinusoidal absolute positions"));
-        }
+        Ok(())
+    }
+
+    /// Every layer accepts the model's key width and passes its variant's own checks.
+    fn validate_layers(&self) -> Result<()> {
         for (i, spec) in self.layers.iter().enumerate() {
             if self.key_head_dim() != self.head_dim && !spec.variant().free_key_width() {
                 return Err(Error::field(
