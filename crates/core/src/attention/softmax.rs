@@ -138,12 +138,10 @@ impl AttnLayer {
         let a = h * dh;
         let Rows { mut q, mut k, v, t, pos0 } = rows;
         if let Some(freqs) = &sl.rope {
-            for r in 0..t {
-                for hh in 0..h {
-                    let s = r * a + hh * dh;
-                    rope_rotate(&mut q[s..s + dh], pos0 + r, freqs);
-                    rope_rotate(&mut k[s..s + dh], pos0 + r, freqs);
-                }
+            for x in [&mut q, &mut k] {
+                x.chunks_exact_mut(dh)
+                    .enumerate()
+                    .for_each(|(row, xh)| rope_rotate(xh, pos0 + row / h, freqs));
             }
         }
         let LayerState::Kv { first, k: kc, v: vc } = state else {
@@ -202,14 +200,17 @@ impl AttnLayer {
             }
             r0 += rows;
         }
-        let matrices = record.map(|stage| {
-            let kind = match (stage, sl.relu_with_norm) {
-                (AttnStage::Probabilities, false) => AttnMatrixKind::Probabilities,
-                (AttnStage::Probabilities, true) => AttnMatrixKind::ReluNormalized,
-                _ => AttnMatrixKind::Scores,
-            };
-            (kind, mats)
-        });
+        let matrices = record.map(|stage| (matrix_kind(stage, sl.relu_with_norm), mats));
         Ok(SoftmaxOut { heads: out, matrices })
+    }
+}
+
+/// What a recorded matrix of `stage` holds: probabilities (T1's ReLU weights normalised for
+/// display) or scores.
+fn matrix_kind(stage: AttnStage, relu_with_norm: bool) -> AttnMatrixKind {
+    match (stage, relu_with_norm) {
+        (AttnStage::Probabilities, false) => AttnMatrixKind::Probabilities,
+        (AttnStage::Probabilities, true) => AttnMatrixKind::ReluNormalized,
+        _ => AttnMatrixKind::Scores,
     }
 }
