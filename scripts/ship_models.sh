@@ -38,9 +38,12 @@ for m in index["models"]:
         h = json.load(open(f"www/models/{m['name']}/history.json"))
     except FileNotFoundError:  # an initial checkpoint: not trained
         continue
-    o = h["options"]
-    tokens = o["steps"] * o["batch"] * o["seq_len"]
-    budget = f"Trained on {tokens / 1e6:.1f}M tokens ({tokens / h['num_params']:.1f} per parameter)."
+    try:
+        o = h["options"]
+        tokens, params = o["steps"] * o["batch"] * o["seq_len"], h["num_params"]
+    except KeyError as e:
+        sys.exit(f"www/models/{m['name']}/history.json has no {e}: not written by `attnlab train`?")
+    budget = f"Trained on {tokens / 1e6:.1f}M tokens ({tokens / params:.1f} per parameter)."
     text = re.sub(r"\s*Trained on [0-9.]+M tokens \([0-9.]+ per parameter\)\.", "", m["description"])
     m["description"] = f"{text} {budget}"
 open(path, "w").write(json.dumps(index, indent=2, ensure_ascii=False) + "\n")
