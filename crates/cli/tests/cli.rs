@@ -977,36 +977,46 @@ fn report_claims_compare_only_models_trained_alike() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The shipped collections: www/models and every folder in it with an index.json of its own
+/// (models trained at another length, shipped by `MODELS=www/models/<folder> scripts/ship_models.sh`),
+/// each with its parsed index.
+fn shipped_collections() -> Vec<(PathBuf, attnlab_core::catalog::ModelIndex)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/models");
+    let nested = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path());
+    std::iter::once(root.clone())
+        .chain(nested.filter(|d| d.join("index.json").is_file()))
+        .map(|dir| {
+            let text = std::fs::read_to_string(dir.join("index.json")).unwrap();
+            let index = attnlab_core::catalog::ModelIndex::from_json(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            (dir, index)
+        })
+        .collect()
+}
+
 /// Issue 3 "done means": every model in www/models/index.json loads and generates in the CLI, the
 /// default is one of them, and the folder fits the 80 MB budget.
 #[test]
 fn shipped_models_load_and_generate() {
-    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/models");
-    let text = std::fs::read_to_string(models.join("index.json")).expect("www/models/index.json");
-    let index = attnlab_core::catalog::ModelIndex::from_json(&text).expect("valid index.json");
-    let names: Vec<&str> = index.models.iter().map(|m| m.name.as_str()).collect();
-    let mut bytes = std::fs::metadata(models.join("index.json")).unwrap().len()
-        + std::fs::metadata(models.join("tokenizer.json")).map(|m| m.len()).unwrap_or(0);
-    for name in &names {
-        let dir = models.join(name);
-        let g = ok_json(&[
-            "generate",
-            "--model",
-            p(&dir),
-            "--prompt",
-            "The jury said",
-            "--max-tokens",
-            "8",
-            "--seed",
-            "0",
-        ]);
-        assert!(!g["tokens"].as_array().unwrap().is_empty(), "{name}: {g}");
-        for f in std::fs::read_dir(&dir).unwrap() {
-            bytes += f.unwrap().metadata().unwrap().len();
+    let mut bytes = 0;
+    for (models, index) in shipped_collections() {
+        bytes += std::fs::metadata(models.join("index.json")).unwrap().len()
+            + std::fs::metadata(models.join("tokenizer.json")).map(|m| m.len()).unwrap_or(0);
+        for m in &index.models {
+            bytes += shipped_model_generates(&models.join(&m.name));
         }
     }
     // Issue 14: the shipped set (with seeds) stays within 80 MB.
     assert!(bytes <= 80_000_000, "www/models holds {bytes} bytes, over 80 MB");
+}
+
+/// The model in `dir` writes tokens in the CLI; its folder's size in bytes.
+fn shipped_model_generates(dir: &Path) -> u64 {
+    let gen =
+        ["generate", "--model", p(dir), "--prompt", "The jury said", "--max-tokens", "8", "--seed", "0"];
+    let g = ok_json(&gen);
+    assert!(!g["tokens"].as_array().unwrap().is_empty(), "{}: {g}", dir.display());
+    std::fs::read_dir(dir).unwrap().map(|f| f.unwrap().metadata().unwrap().len()).sum()
 }
 
 /// Each shipped model's description states the budget its history.json records (the schedule's
@@ -1014,25 +1024,22 @@ fn shipped_models_load_and_generate() {
 /// an untrained checkpoint (no history) claims none.
 #[test]
 fn shipped_descriptions_state_each_models_training_budget() {
-    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/models");
-    let text = std::fs::read_to_string(models.join("index.json")).expect("www/models/index.json");
-    let index = attnlab_core::catalog::ModelIndex::from_json(&text).expect("valid index.json");
-    for m in &index.models {
-        let Ok(h) = std::fs::read_to_string(models.join(&m.name).join("history.json")) else {
-            assert!(!m.description.contains("Trained on"), "{}: {}", m.name, m.description);
-            continue;
-        };
-        let h: serde_json::Value = serde_json::from_str(&h).unwrap();
-        let o = &h["options"];
-        let tokens = ["steps", "batch", "seq_len"].iter().map(|k| o[k].as_f64().unwrap()).product::<f64>();
-        let per_param = tokens / h["num_params"].as_f64().unwrap();
-        let budget = format!("Trained on {:.1}M tokens ({per_param:.1} per parameter).", tokens / 1e6);
-        assert!(
-            m.description.ends_with(&budget),
-            "{}: `{}` should end with `{budget}`",
-            m.name,
-            m.description
-        );
+    for (models, index) in shipped_collections() {
+        for m in &index.models {
+            let dir = models.join(&m.name);
+            let Ok(h) = std::fs::read_to_string(dir.join("history.json")) else {
+                assert!(!m.description.contains("Trained on"), "{}: {}", dir.display(), m.description);
+                continue;
+            };
+            let h: serde_json::Value = serde_json::from_str(&h).unwrap();
+            let o = &h["options"];
+            let tokens =
+                ["steps", "batch", "seq_len"].iter().map(|k| o[k].as_f64().unwrap()).product::<f64>();
+            let per_param = tokens / h["num_params"].as_f64().unwrap();
+            let budget = format!("Trained on {:.1}M tokens ({per_param:.1} per parameter).", tokens / 1e6);
+            let says = &m.description;
+            assert!(says.ends_with(&budget), "{}: `{says}` should end with `{budget}`", dir.display());
+        }
     }
 }
 
