@@ -1031,11 +1031,9 @@ fn shipped_descriptions_state_each_models_training_budget() {
                 assert!(!m.description.contains("Trained on"), "{}: {}", dir.display(), m.description);
                 continue;
             };
-            let h: serde_json::Value = serde_json::from_str(&h).unwrap();
-            let o = &h["options"];
-            let tokens =
-                ["steps", "batch", "seq_len"].iter().map(|k| o[k].as_f64().unwrap()).product::<f64>();
-            let per_param = tokens / h["num_params"].as_f64().unwrap();
+            let h: attnlab_train::trainer::History = serde_json::from_str(&h).unwrap();
+            let tokens = h.options.budget() as f64;
+            let per_param = tokens / h.num_params as f64;
             let budget = format!("Trained on {:.1}M tokens ({per_param:.1} per parameter).", tokens / 1e6);
             let says = &m.description;
             assert!(says.ends_with(&budget), "{}: `{says}` should end with `{budget}`", dir.display());

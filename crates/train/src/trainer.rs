@@ -81,6 +81,14 @@ pub enum TrainDevice {
     Gpu,
 }
 
+impl TrainOptions {
+    /// The schedule's token budget: steps × batch × sequence length (what runs are compared on; a
+    /// run resumed after a repeated segment saw more, [`History::tokens`]).
+    pub fn budget(&self) -> u64 {
+        (self.steps * self.batch * self.seq_len) as u64
+    }
+}
+
 impl Default for TrainOptions {
     fn default() -> Self {
         TrainOptions {

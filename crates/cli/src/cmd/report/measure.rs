@@ -301,7 +301,7 @@ fn read_history(path: &Path) -> Option<Training> {
     Some(Training {
         device: h.options.device,
         steps,
-        budget: (steps * h.options.batch * h.options.seq_len) as u64,
+        budget: h.options.budget(),
         tokens: h.tokens as u64,
         seconds: h.seconds,
         tokens_per_s: h.tokens as f64 / h.seconds.max(1e-9),
