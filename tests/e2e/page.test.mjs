@@ -561,6 +561,24 @@ async function statusIs(page, text) {
   await page.waitForFunction((t) => document.querySelector("#status")?.textContent === t, text, { timeout: LOAD_MS });
 }
 
+/**
+ * Wait until the status shows a run decoding (at least `min` tokens). The state can be short (a
+ * random model writes 4096 tokens in ~2 s), so the page is polled on a timer: the default polling
+ * on animation frames misses it when the browser draws no frames for a while, as when SwiftShader
+ * compiles the Auto speed test's WebGPU pipelines after a load. A timeout names the last status.
+ */
+async function whileGenerating(page, min = 1) {
+  const decoding = (m) => {
+    const n = /generating… (\d+) tokens/.exec(document.querySelector("#status")?.textContent ?? "");
+    return n !== null && Number(n[1]) >= m;
+  };
+  try {
+    await page.waitForFunction(decoding, min, { timeout: LOAD_MS, polling: 10 });
+  } catch (e) {
+    throw new Error(`no run decoding ${min}+ tokens within ${LOAD_MS} ms; status: ${await page.textContent("#status")}`, { cause: e });
+  }
+}
+
 test("the picker lists the index's models by family; a link to a model outside the index names the list and shows the default", async () => {
   const { page, context, errors } = await open();
   const groups = await page.$$eval("#model-picker optgroup", (gs) =>
@@ -637,9 +655,7 @@ test("switching models while generating stops the run cleanly and never mixes th
   await page.fill("#prompt", "Once upon a time");
   await page.fill("#max-tokens", "4096");
   await page.click("#generate");
-  await page.waitForFunction(() => /generating… \d+ tokens/.test(document.querySelector("#status")?.textContent ?? ""), null, {
-    timeout: LOAD_MS,
-  });
+  await whileGenerating(page);
   // Two quick switches: the first load is superseded by the second.
   await page.selectOption("#model-picker", "regla-init");
   await page.selectOption("#model-picker", "regla");
@@ -873,9 +889,7 @@ test("losing the GPU device mid-generation stops the run, keeps its text and swi
   const { page, context, errors } = opened;
   await page.fill("#max-tokens", "4096");
   await page.click("#generate");
-  await page.waitForFunction(() => /generating… [2-9]\d* tokens/.test(document.querySelector("#status")?.textContent ?? ""), null, {
-    timeout: LOAD_MS,
-  });
+  await whileGenerating(page, 2);
   await page.workers()[0].evaluate(() => self.__attnlabDevices.forEach((d) => d.destroy()));
   await page.waitForFunction(() => /^stopped after \d+ tokens: /.test(document.querySelector("#status")?.textContent ?? ""), null, {
     timeout: LOAD_MS,
@@ -1093,9 +1107,7 @@ test("a crashed worker: the page names it, keeps the text and the slider edit, s
   await page.fill("#temperature", "1");
   await page.fill("#max-tokens", "4096");
   await page.click("#generate");
-  await page.waitForFunction(() => /generating… [2-9]\d* tokens/.test(document.querySelector("#status")?.textContent ?? ""), null, {
-    timeout: LOAD_MS,
-  });
+  await whileGenerating(page, 2);
   const before = await page.textContent("#generated");
   await crashWorker(page, "simulated crash");
   await page.waitForFunction(() => /the model's worker stopped \(.*simulated crash\)\. A new worker started and loads alibi again; your text is kept\./.test(document.querySelector("#worker-notice")?.textContent ?? ""), null, {
