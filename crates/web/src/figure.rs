@@ -225,7 +225,7 @@ pub fn heatmap_svg(
     scale: &Scale,
     image: &str,
 ) -> (String, f64, f64) {
-    let (left, top, size) = (130.0, 30.0, 420.0);
+    let (left, top, size) = (HEATMAP_LEFT, HEATMAP_TOP, HEATMAP_SIZE);
     // The masked swatch after the colorbar's high end and value name (never over them); the figure
     // widens when a long value name needs it.
     let hi_text = format!(" {:.3} {value_name}", scale.hi).chars().count() as f64;
@@ -244,6 +244,28 @@ style=\"image-rendering:pixelated\" href=\"{image}\"/>\
 <rect x=\"{left}\" y=\"{top}\" width=\"{size}\" height=\"{size}\" fill=\"none\" stroke=\"#222\"/>",
         xml(title)
     );
+    heatmap_axes(&mut s, labels, n);
+    heatmap_colorbar(&mut s, scale, value_name, cb_top, swatch);
+    for (k, line) in caption.iter().enumerate() {
+        let _ = write!(
+            s,
+            "<text class=\"caption\" x=\"10\" y=\"{:.1}\">{}</text>",
+            cb_top + 34.0 + 14.0 * k as f64,
+            xml(line)
+        );
+    }
+    s.push_str("</svg>");
+    (s, w, h)
+}
+
+/// Left edge, top edge and side of the exported heatmap's square, in px.
+const HEATMAP_LEFT: f64 = 130.0;
+const HEATMAP_TOP: f64 = 30.0;
+const HEATMAP_SIZE: f64 = 420.0;
+
+/// Five token ticks on each axis of the `n × n` heatmap (index and token text), and the axis names.
+fn heatmap_axes(s: &mut String, labels: &[String], n: usize) {
+    let (left, top, size) = (HEATMAP_LEFT, HEATMAP_TOP, HEATMAP_SIZE);
     let cell = size / n.max(1) as f64;
     let mut ticks: Vec<usize> = if n <= 1 { vec![0] } else { (0..5).map(|t| t * (n - 1) / 4).collect() };
     ticks.dedup();
@@ -268,6 +290,12 @@ style=\"image-rendering:pixelated\" href=\"{image}\"/>\
         top + size + 58.0,
         top + size / 2.0
     );
+}
+
+/// The colorbar of `scale` at height `cb_top`: its gradient between the low and high values, the
+/// value name, and the masked-cell swatch at `swatch`.
+fn heatmap_colorbar(s: &mut String, scale: &Scale, value_name: &str, cb_top: f64, swatch: f64) {
+    let left = HEATMAP_LEFT;
     let stops: String = scale
         .stops()
         .iter()
@@ -290,16 +318,6 @@ style=\"image-rendering:pixelated\" href=\"{image}\"/>\
         swatch + 16.0,
         cb_top + 10.0
     );
-    for (k, line) in caption.iter().enumerate() {
-        let _ = write!(
-            s,
-            "<text class=\"caption\" x=\"10\" y=\"{:.1}\">{}</text>",
-            cb_top + 34.0 + 14.0 * k as f64,
-            xml(line)
-        );
-    }
-    s.push_str("</svg>");
-    (s, w, h)
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
