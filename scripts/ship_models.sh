@@ -10,7 +10,8 @@
 #   MODELS=www/models/len512 RUNS=data/runs-512 scripts/ship_models.sh mep alibi   # another collection
 #     (its own index.json; runs trained at another length; the report goes to REPORT_OUT, default
 #     docs/results-<folder>.md, with REPORT_ARGS such as --text and --lengths, its cache to
-#     data/cache/report-<folder>; the page lists only www/models/index.json)
+#     data/cache/report-<folder>; the page lists its models once www/models/index.json names the
+#     folder under "collections")
 # The report keeps each model's measurement in REPORT_CACHE (default data/cache/report) and measures
 # again only the models whose files changed (or all of them after a change to the measuring code).
 set -euo pipefail

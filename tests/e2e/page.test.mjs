@@ -589,6 +589,7 @@ test("the picker lists the index's models by family; a link to a model outside t
     ["gated linear attention", ["regla", "regla-init"]],
     ["trained (shipped)", ["mep", "linear-elu", "transnormer", "fast-decay", "regla-fig4", "gla-fig4", "rope", "regla-fig4-init", "gla-fig4-init"]],
     ["small random (e2e)", ["alibi-small"]],
+    ["softmax + position bias (second collection, e2e)", ["long/mep"]],
   ]);
   assert.equal(await page.inputValue("#model-picker"), "alibi", "the index's default is shown");
   assert.match(await page.textContent("#model-description"), /Random ALiBi model/);
@@ -605,6 +606,39 @@ test("the picker lists the index's models by family; a link to a model outside t
   assert.equal(await bad.page.inputValue("#model-picker"), "alibi");
   assert.deepEqual(bad.errors, []);
   await bad.context.close();
+});
+
+test("a collection the index lists: its models are picked as folder/name, load with its shared tokenizer, and generate what the CLI does", async () => {
+  const { page, context, errors } = await open("?backend=cpu");
+  await page.fill("#prompt", "The jury said");
+  await page.selectOption("#model-picker", "long/mep");
+  await statusIs(page, "model long/mep loaded: ready");
+  await urlParam(page, "model", "long/mep");
+  assert.match(page.url(), /[?&]model=long\/mep(&|$)/, "the link stays readable");
+  assert.match(await page.textContent("#model-description"), /second collection/);
+  await page.fill("#temperature", "0");
+  await page.fill("#max-tokens", "12");
+  await page.click("#generate");
+  await page.waitForFunction(() => document.querySelector("#status")?.textContent?.startsWith("done"), null, { timeout: LOAD_MS });
+  const cliOut = JSON.parse(
+    cli(["generate", "--model", join(SITE, "models/long/mep"), "--prompt", "The jury said", "--max-tokens", "12", "--temperature", "0", "--json"]),
+  );
+  assert.equal(await page.textContent("#generated"), cliOut.text, "greedy tokens equal the CLI's");
+  await page.reload();
+  await page.waitForSelector('main[data-state="ready"]', { timeout: LOAD_MS });
+  assert.equal(await page.inputValue("#model-picker"), "long/mep", "a reload keeps the choice");
+  assert.deepEqual(errors, []);
+  await context.close();
+  // A collection whose index is missing is named; the page does not panic.
+  const broken = await open("", {
+    state: "load-failed",
+    setup: (p) => p.route("**/models/long/index.json", (route) => route.fulfill({ status: 404, body: "not found" })),
+  });
+  const why = await broken.page.textContent("#error");
+  console.log(`# a collection's index missing: ${why}`);
+  assert.match(why, /models\/long\/index\.json/);
+  assert.deepEqual(broken.errors, [], "no panic");
+  await broken.context.close();
 });
 
 test("without models/index.json the page loads models/default; a corrupt index is a clear error", async () => {

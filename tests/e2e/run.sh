@@ -31,7 +31,7 @@ echo "e2e: attnlab-site build (web-release profile) into $SITE"
 # index of their own: alibi (the default) and regla in two families, plus regla-init, an untrained
 # regla with gate biases at ±6 listed as regla's initial checkpoint (the gate view's Fig. 4
 # comparison). models/default (the page's fallback without an index) is a copy of alibi.
-echo "e2e: random models: alibi (default), regla, regla-init (initial_of regla); shipped mep, linear-elu, transnormer, fast-decay, regla-fig4, gla-fig4, rope, regla-fig4-init, gla-fig4-init; fallback default = alibi"
+echo "e2e: random models: alibi (default), regla, regla-init (initial_of regla), long/mep (a second collection); shipped mep, linear-elu, transnormer, fast-decay, regla-fig4, gla-fig4, rope, regla-fig4-init, gla-fig4-init; fallback default = alibi"
 rm -rf "$SITE/models"
 mkdir -p "$SITE/models"
 "$ATTNLAB" init --variant alibi --seed 0 --out "$SITE/models/alibi" >/dev/null
@@ -57,9 +57,17 @@ for m in mep linear-elu transnormer fast-decay regla-fig4 gla-fig4 rope regla-fi
     cp "www/models/$m/config.json" "www/models/$m/model.safetensors" "$SITE/models/$m/"
     cp www/models/tokenizer.json "$SITE/models/$m/tokenizer.json"
 done
+# A second collection, listed by the index: its own index.json and shared tokenizer in
+# models/long/, a random MEP named like the shipped one (the page lists it as long/mep).
+"$ATTNLAB" init --variant mep --seed 2 --out "$SITE/models/long/mep" >/dev/null
+mv "$SITE/models/long/mep/tokenizer.json" "$SITE/models/long/tokenizer.json"
+cat >"$SITE/models/long/index.json" <<'JSON'
+{"default": "mep", "models": [{"name": "mep", "family": "softmax + position bias", "description": "Random MEP in a second collection (e2e)."}]}
+JSON
 cat >"$SITE/models/index.json" <<'JSON'
 {
   "default": "alibi",
+  "collections": [{"folder": "long", "label": "second collection, e2e"}],
   "models": [
     {"name": "alibi", "family": "softmax + position bias", "description": "Random ALiBi model (e2e)."},
     {"name": "regla", "family": "gated linear attention", "description": "Random ReGLA model (e2e)."},
@@ -113,9 +121,11 @@ echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); fine-tune mod
 # tabulated exponents and the worker's watchdog: 3,512,606 → 3,517,021 bytes, +4.6 KB), 3.525 MB
 # since the weight-reading shaders load four elements at a time (three binding snippets and the
 # vector paths with their element-by-element fallbacks, carried as text: 3,517,021 → 3,520,974
-# bytes, +4.0 KB).
-if ((WASM_BYTES > 3525000)); then
-    echo "e2e: the wasm bundle is over the 3,525,000-byte budget" >&2
+# bytes, +4.0 KB), 3.535 MB since the index lists collections (the models trained at length 512:
+# their index's parser and merge, model paths in links, a shared tokenizer per collection:
+# 3,524,891 → 3,532,280 bytes, +7.4 KB).
+if ((WASM_BYTES > 3535000)); then
+    echo "e2e: the wasm bundle is over the 3,535,000-byte budget" >&2
     exit 1
 fi
 # The fine-tune module's own budget (not part of the page's load): 2.4 MB for candle's step, 2.7 MB

@@ -977,21 +977,30 @@ fn report_claims_compare_only_models_trained_alike() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The shipped collections: www/models and every folder in it with an index.json of its own
-/// (models trained at another length, shipped by `MODELS=www/models/<folder> scripts/ship_models.sh`),
-/// each with its parsed index.
+/// The shipped collections: www/models and the folders its index lists as collections (models
+/// trained at another length, shipped by `MODELS=www/models/<folder> scripts/ship_models.sh`),
+/// each with its parsed index. Every folder of www/models holding an index.json must be listed:
+/// the page finds collections only through the index.
 fn shipped_collections() -> Vec<(PathBuf, attnlab_core::catalog::ModelIndex)> {
+    let read = |dir: &Path| {
+        let text = std::fs::read_to_string(dir.join("index.json")).unwrap();
+        attnlab_core::catalog::ModelIndex::from_json(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+    };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/models");
-    let nested = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path());
-    std::iter::once(root.clone())
-        .chain(nested.filter(|d| d.join("index.json").is_file()))
-        .map(|dir| {
-            let text = std::fs::read_to_string(dir.join("index.json")).unwrap();
-            let index = attnlab_core::catalog::ModelIndex::from_json(&text)
-                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-            (dir, index)
-        })
-        .collect()
+    let main = read(&root);
+    let listed: Vec<PathBuf> = main.collections.iter().map(|c| root.join(&c.folder)).collect();
+    for dir in std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()) {
+        let indexed = dir.join("index.json").is_file();
+        assert_eq!(
+            indexed,
+            listed.contains(&dir),
+            "{}: a collection must be listed in www/models/index.json",
+            dir.display()
+        );
+    }
+    let nested: Vec<_> = listed.into_iter().map(|dir| (read(&dir), dir)).collect();
+    std::iter::once((main, root)).chain(nested).map(|(index, dir)| (dir, index)).collect()
 }
 
 /// Issue 3 "done means": every model in www/models/index.json loads and generates in the CLI, the

@@ -33,6 +33,20 @@ pub struct ModelIndex {
     /// Name of the default model.
     pub default: String,
     pub models: Vec<ModelEntry>,
+    /// Indexed folders inside this one (each with its own index.json and shared tokenizer), whose
+    /// models the page lists too, as `folder/name`: e.g. the runs trained at another length.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collections: Vec<Collection>,
+}
+
+/// A nested collection of models: a folder beside the index's models holding its own index.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Collection {
+    /// Folder name (`[a-z0-9-]+`), not a model's.
+    pub folder: String,
+    /// What sets its models apart, added to their family in the picker ("trained at length 512").
+    pub label: String,
 }
 
 /// A folder name the page may put in a URL: lowercase ASCII letters, digits and `-`, 1–64 chars.
@@ -56,6 +70,14 @@ impl ModelIndex {
             }
         }
         let listed = |n: &str| idx.models.iter().any(|m| m.name == n);
+        for (i, c) in idx.collections.iter().enumerate() {
+            if !is_model_name(&c.folder) {
+                return Err(bad(format!("collections[{i}].folder `{}` must be 1–64 of [a-z0-9-]", c.folder)));
+            }
+            if listed(&c.folder) || idx.collections[..i].iter().any(|o| o.folder == c.folder) {
+                return Err(bad(format!("collections[{i}].folder `{}` is listed twice", c.folder)));
+            }
+        }
         if !listed(&idx.default) {
             return Err(bad(format!("default `{}` is not among the models", idx.default)));
         }
@@ -74,6 +96,25 @@ impl ModelIndex {
     pub fn initial_of(&self, name: &str) -> Option<&ModelEntry> {
         self.models.iter().find(|m| m.initial_of.as_deref() == Some(name))
     }
+
+    /// Append the models of `sub`, the index of collection `c`, as `folder/name` (the path of the
+    /// folder under this index's) in family "family (label)". `sub`'s own collections are not
+    /// followed: one level only.
+    pub fn add_collection(&mut self, c: &Collection, sub: ModelIndex) {
+        let path = |name: &str| format!("{}/{name}", c.folder);
+        self.models.extend(sub.models.into_iter().map(|m| ModelEntry {
+            name: path(&m.name),
+            family: format!("{} ({})", m.family, c.label),
+            description: m.description,
+            initial_of: m.initial_of.as_deref().map(path),
+        }));
+    }
+}
+
+/// The folder of the collection that holds model `path` (`""` for the index's own models): where
+/// its shared tokenizer lies.
+pub fn collection_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(folder, _)| folder)
 }
 
 #[cfg(test)]
@@ -94,7 +135,34 @@ mod tests {
     }
 
     #[test]
+    fn a_collection_adds_its_models_under_its_folder() {
+        let with = OK.replace(
+            r#""models": ["#,
+            r#""collections": [{"folder": "len512", "label": "trained at length 512"}], "models": ["#,
+        );
+        let mut idx = ModelIndex::from_json(&with).unwrap();
+        let c = idx.collections[0].clone();
+        idx.add_collection(&c, ModelIndex::from_json(OK).unwrap());
+        assert_eq!(idx.models.len(), 6);
+        let m = idx.get("len512/regla-fig4-init").expect("prefixed");
+        assert_eq!(m.family, "gated (trained at length 512)");
+        assert_eq!(m.initial_of.as_deref(), Some("len512/regla-fig4"));
+        assert_eq!(
+            idx.initial_of("len512/regla-fig4").map(|m| m.name.as_str()),
+            Some("len512/regla-fig4-init")
+        );
+        assert_eq!(idx.get("alibi").map(|m| m.family.as_str()), Some("softmax"), "its own models stay");
+        assert_eq!((collection_of("len512/mep"), collection_of("mep")), ("len512", ""));
+    }
+
+    #[test]
     fn refuses_bad_indexes_by_name() {
+        let coll = |folder: &str| {
+            OK.replace(
+                r#""models": ["#,
+                &format!(r#""collections": [{{"folder": "{folder}", "label": "l"}}], "models": ["#),
+            )
+        };
         let cases = [
             (OK.replace(r#""default": "alibi""#, r#""default": "mep""#), "default `mep`"),
             (OK.replace(r#""name": "alibi""#, r#""name": "../etc""#), "models[0].name"),
@@ -102,6 +170,8 @@ mod tests {
             (OK.replace(r#""initial_of": "regla-fig4""#, r#""initial_of": "gla""#), "unlisted"),
             (OK.replace(r#""family": "softmax","#, r#""family": "softmax", "size": 3,"#), "unknown field"),
             ("{".to_string(), "index.json"),
+            (coll("../x"), "collections[0].folder"),
+            (coll("alibi"), "listed twice"),
         ];
         for (text, want) in cases {
             let err = ModelIndex::from_json(&text).unwrap_err().to_string();

@@ -3,7 +3,7 @@
 //! they came from; plus the other files the page reads: the models index, the held-out text and the
 //! shipped results table. No UI here: callers pass `progress` and `alive` closures.
 
-use attnlab_core::catalog::ModelIndex;
+use attnlab_core::catalog::{self, ModelIndex, INDEX_FILE, SHARED_TOKENIZER};
 
 use crate::engine::Engine;
 use crate::fetch;
@@ -29,8 +29,9 @@ fn fmt_bytes(n: u64) -> String {
     }
 }
 
-/// The models index, or `Ok(None)` when the server has none (the page then loads
-/// `models/default/`). A corrupt index is an error, never a panic.
+/// The models index with the models of the collections it lists (as `folder/name`), or `Ok(None)`
+/// when the server has none (the page then loads `models/default/`). A corrupt or missing index
+/// is an error that names the file, never a panic.
 pub async fn fetch_index() -> Result<Option<ModelIndex>, String> {
     let path = models::index_url();
     let Some(pending) = fetch::open_optional(&path).await? else {
@@ -38,7 +39,15 @@ pub async fn fetch_index() -> Result<Option<ModelIndex>, String> {
     };
     let bytes = pending.read(|_| {}).await?;
     let text = String::from_utf8(bytes).map_err(|_| format!("{path}: not valid UTF-8"))?;
-    models::parse_index(&text).map(Some)
+    let mut index = models::parse_index(&text)?;
+    for c in index.collections.clone() {
+        let path = format!("models/{}/{INDEX_FILE}", c.folder);
+        let text = fetch_text(&path).await?;
+        let sub = ModelIndex::from_json(&text)
+            .map_err(|e| format!("the collection index {path} is not valid: {e}"))?;
+        index.add_collection(&c, sub);
+    }
+    Ok(Some(index))
 }
 
 /// Fetch a text file from the page's origin.
@@ -217,7 +226,11 @@ async fn open_files(
     cache: Option<&store::ModelCache>,
     report: &mut LoadReport,
 ) -> Result<Vec<Got>, String> {
-    let shared = format!("models/{}", attnlab_core::catalog::SHARED_TOKENIZER);
+    // The shared tokenizer of the model's collection: beside the index that lists it.
+    let shared = match catalog::collection_of(model) {
+        "" => format!("models/{SHARED_TOKENIZER}"),
+        folder => format!("models/{folder}/{SHARED_TOKENIZER}"),
+    };
     let mut got = Vec::with_capacity(MODEL_FILES.len());
     for file in MODEL_FILES {
         let path = format!("models/{model}/{file}");

@@ -147,22 +147,29 @@ pub const PARAMS: [&str; 24] = [
     "preset",
 ];
 
-/// Whether `name` can be a model folder under `models/`: letters, digits, `.`, `_`, `-` (not `.`
-/// or `..`), at most 64 bytes; so a link cannot point outside `models/` or at another origin.
+/// Whether `name` can be a model folder under `models/`, or under a collection's folder there
+/// (`len512/mep`): one or two parts of letters, digits, `.`, `_`, `-` (not `.` or `..`), at most 64
+/// bytes each; so a link cannot point outside `models/` or at another origin.
 pub fn is_model_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    let folder = |p: &str| {
+        !p.is_empty()
+            && p != "."
+            && p != ".."
+            && p.len() <= 64
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    };
+    match name.split_once('/') {
+        Some((collection, model)) => folder(collection) && folder(model),
+        None => folder(name),
+    }
 }
 
-/// Percent-encode `text` for a query value: unreserved characters, `,` and `:` stay, every other
+/// Percent-encode `text` for a query value: unreserved characters, `,`, `:` and `/` stay, every other
 /// byte of its UTF-8 becomes `%XX`.
 pub fn encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b',' | b':') {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b',' | b':' | b'/') {
             out.push(b as char);
         } else {
             let _ = write!(out, "%{b:02X}");
@@ -338,7 +345,9 @@ impl UrlState {
             "model" if is_model_name(v) => self.model = Some(v.to_string()),
             "model" => {
                 return Err(
-                    "a model is named by its folder under models/ (letters, digits, '.', '_', '-')".into()
+                    "a model is named by its folder under models/ (letters, digits, '.', '_', '-'), or \
+                     collection/folder"
+                        .into(),
                 )
             }
             "backend" => self.backend = Some(Choice::parse(v).ok_or("auto, webgpu or cpu was expected")?),
@@ -589,6 +598,20 @@ mod tests {
         assert!(text("prompt").contains("UTF-8"), "{}", text("prompt"));
         assert!(text("mix").contains("weight is zero"), "{}", text("mix"));
         assert!(text("model").contains("folder"), "{}", text("model"));
+    }
+
+    #[test]
+    fn a_model_is_a_folder_or_a_collections_folder() {
+        for ok in ["alibi", "mep-seed1", "len512/mep", "A.b_c"] {
+            assert!(is_model_name(ok), "{ok}");
+            let (s, w) = UrlState::parse(&format!("?model={}", encode(ok)));
+            assert_eq!((s.model.as_deref(), w.len()), (Some(ok), 0), "{ok}");
+        }
+        assert_eq!(encode("len512/mep"), "len512/mep", "links stay readable");
+        for bad in ["", "/", "len512/", "/mep", "a/b/c", "../mep", "len512/..", ".", "a b", "https://x"] {
+            assert!(!is_model_name(bad), "{bad:?}");
+        }
+        assert!(!is_model_name(&"x".repeat(65)) && is_model_name(&format!("{0}/{0}", "x".repeat(64))));
     }
 
     #[test]
