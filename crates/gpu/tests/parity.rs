@@ -173,8 +173,9 @@ fn parity_one_step(ctx: &GpuContext, name: &str, model: &Model, n: usize) -> Res
     Ok(worst)
 }
 
-/// Every shipped checkpoint listed in www/models/index.json (issue 4: parity "on every shipped
-/// checkpoint present"): 48 prefilled rows and 8 decode steps each, F16 weights widened on load.
+/// Every shipped checkpoint listed in www/models/index.json and the collections it lists (issue 4:
+/// parity "on every shipped checkpoint present"): 48 prefilled rows and 8 decode steps each, F16
+/// weights widened on load.
 #[test]
 fn shipped_checkpoints_match_the_cpu_reference() {
     let Some(ctx) = context() else { return };
@@ -183,7 +184,13 @@ fn shipped_checkpoints_match_the_cpu_reference() {
         eprintln!("no www/models/index.json: no shipped checkpoints to check");
         return;
     };
-    let index = attnlab_core::catalog::ModelIndex::from_json(&text).expect("valid index.json");
+    let mut index = attnlab_core::catalog::ModelIndex::from_json(&text).expect("valid index.json");
+    for c in index.collections.clone() {
+        let path = models.join(&c.folder).join("index.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let sub = attnlab_core::catalog::ModelIndex::from_json(&text).expect("valid collection index");
+        index.add_collection(&c, sub);
+    }
     let (mut report, mut failures) = (Vec::new(), Vec::new());
     for entry in &index.models {
         let model =

@@ -130,12 +130,9 @@ impl Context<'_> {
         ]
         .map(|(claim, a, b, rule)| self.ppl_claim(claim, a, b, l, rule))
         .to_vec();
-        // Table 4 retrains ALiBi with one slope 2^-h for every head at L_train = 512; rescaled to
-        // our training length (slope × L_train constant) the paper's h = 2, 6, 9 become h − log2(512 / L).
-        let shift = (512.0 / self.train_len.max(1) as f64).log2().round() as i64;
-        let h = |paper: i64| format!("alibi-h{}", (paper - shift).max(0));
+        let h = |paper: i64| format!("alibi-h{}", self.table4_slope(paper));
         let why = "MEP Table 4 retrains a uniform-slope model per setting (paper h rescaled to the training \
-                   length); the inference-time edit of §2 is not that test";
+                   length); the inference-time edit of §3 is not that test";
         let claims4 = [
             ("Uniform small slopes destroy extrapolation (Table 4, h = 9)", h(9), l, std::f64::consts::LN_2),
             ("Uniform large slope (h = 2) is worse than the default set (Table 4)", h(2), 1, 0.0),

@@ -263,16 +263,37 @@ impl Context<'_> {
         }
     }
 
+    /// MEP Table 4 retrains ALiBi with one slope 2^-h on every head at L_train = 512; at this
+    /// report's training length L, with slope × L_train constant, the paper's h becomes
+    /// h − log2(512 / L) (h = 2, 9 → 0, 7 at L = 128): the K of the retrained `alibi-hK`.
+    pub(super) fn table4_slope(&self, paper_h: i64) -> i64 {
+        let shift = (512.0 / self.train_len.max(1) as f64).log2().round() as i64;
+        (paper_h - shift).max(0)
+    }
+
+    /// How the paper's h = 2 and 9 map to this training length, for the section's text.
+    fn table4_rescaling(&self) -> String {
+        match self.table4_slope(9) {
+            9 => "the paper's own setting at L = 512, so K = h".to_string(),
+            k9 => format!(
+                "slope × length constant rescales the paper's h = 2 and 9 at L = 512 to K = {} and {k9} at {}",
+                self.table4_slope(2),
+                self.train_len
+            ),
+        }
+    }
+
     fn section_slopes(&self, md: &mut String, plots: &mut Vec<(String, String)>) {
         let _ = writeln!(
             md,
             "## 3. Slope ablation on the alibi model (MEP Table 4 style)\n\n\
              **Inference-only:** the trained `alibi` model is evaluated with its slopes replaced — every head's slope set \
              to 2^-2, 2^-6 or 2^-9 (\"h = 2, 6, 9\" in the paper's notation), next to the default geometric set it was \
-             trained with. MEP's Table 4 **retrains** a model for each slope setting (at L = 512; slope × length \
-             constant rescales its h to h − 2 at 128), so these numbers mix the effect of the slopes with the mismatch \
-             between trained weights and edited biases: an observation, not a test of Table 4. The claims of §6 test \
-             Table 4 on retrained models `alibi-hK` (every head's slope 2^-K) when the index has them.\n"
+             trained with. MEP's Table 4 **retrains** a model for each slope setting ({}), so these numbers mix the \
+             effect of the slopes with the mismatch between trained weights and edited biases: an observation, not a \
+             test of Table 4. The claims of §7 test Table 4 on retrained models `alibi-hK` (every head's slope 2^-K) \
+             when the index has them.\n",
+            self.table4_rescaling()
         );
         if self.slopes.is_empty() {
             md.push_str("No `alibi` model in the index: not measured.\n\n");
@@ -285,19 +306,17 @@ impl Context<'_> {
         let chart = self.ppl_chart("alibi: slopes replaced at inference", series);
         plots.push(("slopes.svg".into(), chart.render(760.0, 420.0)));
         let _ = writeln!(md, "![slope ablation]({}/slopes.svg)\n", self.plots);
-        md.push_str(
-            "**Retrained (MEP Table 4 proper):** one model per slope setting, every head at 2^-K, trained like `alibi` \
-             (the paper's h = 2 and 9 at L = 512 are K = 0 and 7 at 128). The paper: uniform h = 9 destroys \
-             extrapolation, uniform h = 2 is worse than the default set at short lengths.\n\n",
-        );
-        self.retrained_table(
+        let _ = writeln!(
             md,
-            &[
-                ("alibi", "geometric slopes"),
-                ("alibi-h0", "2^-0 on every head"),
-                ("alibi-h7", "2^-7 on every head"),
-            ],
+            "**Retrained (MEP Table 4 proper):** one model per slope setting, every head at 2^-K, trained like `alibi` \
+             ({}). The paper: uniform h = 9 destroys extrapolation, uniform h = 2 is worse than the default set at \
+             short lengths.\n",
+            self.table4_rescaling()
         );
+        let (k2, k9) = (self.table4_slope(2), self.table4_slope(9));
+        let (h2, h9) = (format!("alibi-h{k2}"), format!("alibi-h{k9}"));
+        let (w2, w9) = (format!("2^-{k2} on every head"), format!("2^-{k9} on every head"));
+        self.retrained_table(md, &[("alibi", "geometric slopes"), (&h2, &w2), (&h9, &w9)]);
         md.push_str(
             "**Retrained kernel mixes (MEP Table 3):** ALiBi alone, with ALiBi·0.5, with a Gaussian, and all three \
              (`mep`), equal weights. The paper: ALiBi + ALiBi·0.5 helps at 2048–8192, ALiBi + Gaussian at 512–1024 \
@@ -428,14 +447,20 @@ impl Context<'_> {
              The paper does not give its bias values, data or steps (ReGLA digest §5).\n",
             self.args.trace_tokens
         );
+        let gated: Vec<_> = ["gla-fig4-init", "gla-fig4", "regla-fig4-init", "regla-fig4", "gla", "regla"]
+            .into_iter()
+            .filter_map(|name| self.get(name).and_then(|r| Some((name, r, r.gates_all.as_ref()?))))
+            .collect();
+        if gated.is_empty() {
+            md.push_str("No gated model of this list in the index: not measured.\n\n");
+            return;
+        }
         let _ = writeln!(
             md,
             "| model | saturation (all layers) | mean F | per-layer saturation |\n|---|---:|---:|---|"
         );
         let mut panels = Vec::new();
-        for name in ["gla-fig4-init", "gla-fig4", "regla-fig4-init", "regla-fig4", "gla", "regla"] {
-            let Some(r) = self.get(name) else { continue };
-            let Some(all) = &r.gates_all else { continue };
+        for (name, r, all) in gated {
             let per: Vec<String> = r.gates.iter().map(|g| num(g.saturation, 3)).collect();
             let _ = writeln!(
                 md,
