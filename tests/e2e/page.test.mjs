@@ -636,7 +636,7 @@ test("a collection the index lists: its models are picked as folder/name, load w
   });
   const why = await broken.page.textContent("#error");
   console.log(`# a collection's index missing: ${why}`);
-  assert.match(why, /models\/long\/index\.json/);
+  assert.match(why, /models\/long\/index\.json is missing, but models\/index\.json lists the collection `long`/);
   assert.deepEqual(broken.errors, [], "no panic");
   await broken.context.close();
 });

@@ -121,11 +121,11 @@ echo "e2e: wasm bundle ${WASM_BYTES} bytes (${WASM_GZIP} gzipped); fine-tune mod
 # tabulated exponents and the worker's watchdog: 3,512,606 → 3,517,021 bytes, +4.6 KB), 3.525 MB
 # since the weight-reading shaders load four elements at a time (three binding snippets and the
 # vector paths with their element-by-element fallbacks, carried as text: 3,517,021 → 3,520,974
-# bytes, +4.0 KB), 3.535 MB since the index lists collections (the models trained at length 512:
-# their index's parser and merge, model paths in links, a shared tokenizer per collection:
-# 3,524,891 → 3,532,280 bytes, +7.4 KB).
-if ((WASM_BYTES > 3535000)); then
-    echo "e2e: the wasm bundle is over the 3,535,000-byte budget" >&2
+# bytes, +4.0 KB), 3.54 MB since the index lists collections (the models trained at length 512:
+# their index's parser and merge, model paths in links, a shared tokenizer per collection, a named
+# error for a missing collection index: 3,524,891 → 3,534,393 bytes, +9.5 KB).
+if ((WASM_BYTES > 3540000)); then
+    echo "e2e: the wasm bundle is over the 3,540,000-byte budget" >&2
     exit 1
 fi
 # The fine-tune module's own budget (not part of the page's load): 2.4 MB for candle's step, 2.7 MB

@@ -42,7 +42,14 @@ pub async fn fetch_index() -> Result<Option<ModelIndex>, String> {
     let mut index = models::parse_index(&text)?;
     for c in index.collections.clone() {
         let path = format!("models/{}/{INDEX_FILE}", c.folder);
-        let text = fetch_text(&path).await?;
+        let Some(pending) = fetch::open_optional(&path).await? else {
+            return Err(format!(
+                "{path} is missing, but models/{INDEX_FILE} lists the collection `{}`",
+                c.folder
+            ));
+        };
+        let text =
+            String::from_utf8(pending.read(|_| {}).await?).map_err(|_| format!("{path}: not valid UTF-8"))?;
         let sub = ModelIndex::from_json(&text)
             .map_err(|e| format!("the collection index {path} is not valid: {e}"))?;
         index.add_collection(&c, sub);
