@@ -33,23 +33,18 @@ fn fmt_bytes(n: u64) -> String {
 /// when the server has none (the page then loads `models/default/`). A corrupt or missing index
 /// is an error that names the file, never a panic.
 pub async fn fetch_index() -> Result<Option<ModelIndex>, String> {
-    let path = models::index_url();
-    let Some(pending) = fetch::open_optional(&path).await? else {
+    let Some(text) = fetch_optional_text(&models::index_url()).await? else {
         return Ok(None);
     };
-    let bytes = pending.read(|_| {}).await?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("{path}: not valid UTF-8"))?;
     let mut index = models::parse_index(&text)?;
     for c in index.collections.clone() {
         let path = format!("models/{}/{INDEX_FILE}", c.folder);
-        let Some(pending) = fetch::open_optional(&path).await? else {
+        let Some(text) = fetch_optional_text(&path).await? else {
             return Err(format!(
                 "{path} is missing, but models/{INDEX_FILE} lists the collection `{}`",
                 c.folder
             ));
         };
-        let text =
-            String::from_utf8(pending.read(|_| {}).await?).map_err(|_| format!("{path}: not valid UTF-8"))?;
         let sub = ModelIndex::from_json(&text)
             .map_err(|e| format!("the collection index {path} is not valid: {e}"))?;
         index.add_collection(&c, sub);
@@ -63,13 +58,20 @@ pub async fn fetch_text(path: &str) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| format!("{path}: not valid UTF-8"))
 }
 
-/// The shipped models' perplexity table (`results.json`), or why there is none.
-pub async fn fetch_shipped() -> Result<Vec<ShippedCurve>, String> {
-    let Some(pending) = fetch::open_optional(RESULTS_URL).await? else {
-        return Err(format!("{RESULTS_URL} is not on the server"));
+/// Fetch a text file from the page's origin; `Ok(None)` when the server does not have it.
+async fn fetch_optional_text(path: &str) -> Result<Option<String>, String> {
+    let Some(pending) = fetch::open_optional(path).await? else {
+        return Ok(None);
     };
     let bytes = pending.read(|_| {}).await?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("{RESULTS_URL}: not valid UTF-8"))?;
+    String::from_utf8(bytes).map(Some).map_err(|_| format!("{path}: not valid UTF-8"))
+}
+
+/// The shipped models' perplexity table (`results.json`), or why there is none.
+pub async fn fetch_shipped() -> Result<Vec<ShippedCurve>, String> {
+    let Some(text) = fetch_optional_text(RESULTS_URL).await? else {
+        return Err(format!("{RESULTS_URL} is not on the server"));
+    };
     results::parse(&text)
 }
 
