@@ -374,6 +374,11 @@ fn absurd_sizes_are_errors_not_panics_or_huge_allocations() {
         ("gpt2", "n_layer"),
         ("neox-partial-parallel", "hidden_size"),
         ("neox-partial-parallel", "num_hidden_layers"),
+        ("gla-narrow-keys-untied-bf16", "hidden_size"),
+        ("gla-narrow-keys-untied-bf16", "num_hidden_layers"),
+        ("gla-narrow-keys-untied-bf16", "vocab_size"),
+        // Regression: the MLP width 2/3 · hidden_ratio · d overflowed (found by the proptest below).
+        ("gla-narrow-keys-untied-bf16", "hidden_ratio"),
     ] {
         for v in [u64::MAX, 1 << 62, 1 << 40, 1_000_000_000] {
             let case = Case::new(name);

@@ -348,7 +348,14 @@ fn gla_dims(c: &HfConfig) -> Result<(Dims, usize)> {
     // fla's GatedMLP: intermediate_size, else 2/3 · hidden_ratio · d rounded up to a multiple of 256.
     let hidden = match c.opt_usize(&["intermediate_size"])? {
         Some(h) => h,
-        None => (d.saturating_mul(c.opt_usize(&["hidden_ratio"])?.unwrap_or(4)) * 2 / 3).div_ceil(256) * 256,
+        None => {
+            let ratio = c.opt_usize(&["hidden_ratio"])?.unwrap_or(4);
+            let rounded =
+                d.checked_mul(ratio).and_then(|w| w.checked_mul(2)).map(|w| (w / 3).div_ceil(256) * 256);
+            rounded.ok_or_else(|| {
+                HfConfig::err("hidden_ratio", format!("hidden_size {d} × {ratio} overflows"))
+            })?
+        }
     };
     let dims = Dims {
         vocab: c.usize(&["vocab_size"])?,
