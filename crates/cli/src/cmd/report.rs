@@ -46,6 +46,11 @@ pub struct ReportArgs {
     /// Folder with index.json and the model folders
     #[arg(long, value_name = "DIR", default_value = "www/models")]
     pub models: PathBuf,
+    /// Folder of extra seeds (an index.json listing `NAME-seedK` models of --models), measured and
+    /// averaged with their models but not shipped to the page [default: seeds, when --models is
+    /// www/models and seeds/index.json exists]
+    #[arg(long, value_name = "DIR")]
+    pub seeds: Option<PathBuf>,
     /// Text to evaluate [default: www/eval/heldout.txt]
     #[arg(long, value_name = "FILE")]
     pub text: Option<PathBuf>,
@@ -180,9 +185,12 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
     }
     let (text_path, text) = read_text(a.text.as_deref())?;
     let (words_path, english) = word_list(&a, &text_path)?;
+    let seeds = read_seeds(&a, &index)?;
     // Load every model first: a broken folder fails before hours of work.
+    let listed = index.models.iter().map(|e| (a.models.as_path(), e));
+    let extra = seeds.iter().flat_map(|(dir, s)| s.models.iter().map(move |e| (dir.as_path(), e)));
     let models: Vec<Loaded> =
-        index.models.iter().map(|e| Loaded::load(&a, e, &text)).collect::<CliResult<_>>()?;
+        listed.chain(extra).map(|(dir, e)| Loaded::load(&a, dir, e, &text)).collect::<CliResult<_>>()?;
     let setups: Vec<(String, setup::Setup)> = models
         .iter()
         .map(|l| {
@@ -194,9 +202,45 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
     let cache = cache::Cache::open(&a, &models, &words_path)?;
     let (results, slopes, reused) = measure_all(&a, &models, &english, &cache, json)?;
     let default_cfg = models.iter().find(|l| l.entry.name == index.default).map(|l| l.model.config().clone());
-    let inputs = Inputs { text_path: &text_path, words_path: &words_path, started: t0, reused };
+    let inputs =
+        Inputs { text_path: &text_path, words_path: &words_path, started: t0, reused, seeds: seeds.as_ref() };
     write_report(&a, &index, &results, &slopes, default_cfg, &inputs, json)
 }
+
+/// The index of the extra seeds (--seeds, else `seeds` beside www/models) with its folder; each of
+/// its models must be `NAME-seedK` of a model of `index` and not listed there too.
+fn read_seeds(a: &ReportArgs, index: &ModelIndex) -> CliResult<Option<(PathBuf, ModelIndex)>> {
+    let dir = match &a.seeds {
+        Some(d) => d.clone(),
+        None if a.models == Path::new(crate::common::MODELS_DIR) => PathBuf::from(SEEDS_DIR),
+        None => return Ok(None),
+    };
+    let Some(seeds) = read_model_index(&dir)? else {
+        return match a.seeds {
+            Some(_) => Err(CliError::usage(format!("`{}` has no index.json listing seeds", dir.display()))),
+            None => Ok(None),
+        };
+    };
+    for m in &seeds.models {
+        let (group, k) = seed_of(&m.name);
+        let problem = if index.get(&m.name).is_some() {
+            Some(format!("is listed in `{}` too", a.models.display()))
+        } else if k == 0 {
+            Some("is not named NAME-seedK".to_string())
+        } else if index.get(group).is_none() {
+            Some(format!("is a seed of `{group}`, which `{}` does not list", a.models.display()))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            return Err(CliError::usage(format!("`{}`: `{}` {p}", dir.join("index.json").display(), m.name)));
+        }
+    }
+    Ok(Some((dir, seeds)))
+}
+
+/// Where the extra seeds of www/models live: in the repository, outside the site.
+const SEEDS_DIR: &str = "seeds";
 
 /// The word list of the English check (--words, else data/brown/train.txt, else the evaluated
 /// text) and its words.
@@ -313,6 +357,8 @@ struct Inputs<'a> {
     words_path: &'a Path,
     started: Instant,
     reused: usize,
+    /// The extra seeds' folder and index.
+    seeds: Option<&'a (PathBuf, ModelIndex)>,
 }
 
 /// Render the markdown and plots, write them with results.json, and print the summary.
@@ -341,6 +387,7 @@ fn write_report(
     let plots_rel = plots_dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let ctx = Context {
         index,
+        seeds: inputs.seeds,
         results,
         slopes,
         lengths: &a.lengths,
@@ -423,6 +470,8 @@ const TABLE7_MODELS: [&str; 3] = ["transnormer", "linear-elu", "alibi"];
 
 struct Context<'a> {
     index: &'a ModelIndex,
+    /// The extra seeds' folder and index (--seeds).
+    seeds: Option<&'a (PathBuf, ModelIndex)>,
     results: &'a [ModelResult],
     slopes: &'a [SlopeResult],
     lengths: &'a [usize],

@@ -98,15 +98,15 @@ impl Cache {
 
 /// The key of `l`'s measurement under arguments `a` with the word list of fingerprint `words`.
 fn key(a: &ReportArgs, l: &Loaded, words: u64) -> CliResult<String> {
-    let dir = a.models.join(&l.entry.name);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| read_error(&dir, e))?
+    let dir = &l.dir;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| read_error(dir, e))?
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n != "history.json"))
         .collect();
     files.sort();
-    files.push(tokenizer_path(&dir)?);
+    files.push(tokenizer_path(dir)?);
     let mut h = fnv1a(FNV_OFFSET, MEASURE_CODE.as_bytes());
     for f in &files {
         h = fnv1a(h, f.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());

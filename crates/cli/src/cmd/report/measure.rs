@@ -10,7 +10,7 @@ use attnlab_core::steer::{self, BiasOverride};
 use attnlab_core::{Model, Sampler, SamplingConfig, Tokenizer};
 use attnlab_train::trainer::History;
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Tokens of each sample of the English check.
@@ -93,6 +93,8 @@ fn score(
 /// A model folder of the index, loaded and ready to measure.
 pub(super) struct Loaded {
     pub entry: ModelEntry,
+    /// Its folder (under --models, or under --seeds for an extra seed).
+    pub dir: PathBuf,
     /// From its history.json (None for an initial checkpoint).
     pub training: Option<Training>,
     pub model: Model,
@@ -102,13 +104,14 @@ pub(super) struct Loaded {
 }
 
 impl Loaded {
-    pub(super) fn load(a: &ReportArgs, entry: &ModelEntry, text: &str) -> CliResult<Self> {
-        let dir = a.models.join(&entry.name);
+    /// The model `entry` of the index in folder `models`.
+    pub(super) fn load(a: &ReportArgs, models: &Path, entry: &ModelEntry, text: &str) -> CliResult<Self> {
+        let dir = models.join(&entry.name);
         let model = crate::common::load_model_dir(&dir)?;
         let tok = load_tokenizer(&dir, &model)?;
         let tokens = eval_tokens(a, text, &tok)?;
         let training = read_history(&dir.join("history.json"));
-        Ok(Self { entry: entry.clone(), training, model, tok, tokens })
+        Ok(Self { entry: entry.clone(), dir, training, model, tok, tokens })
     }
 
     /// Whether every layer is linear attention (its long lengths are cheap).
