@@ -1297,19 +1297,23 @@ test("the extrapolation view draws every shipped model's curve from results.json
   const { page, context, errors } = await open();
   await page.click("#tab-extrapolation");
   await page.waitForSelector('#ppl-chart g.series[data-label^="shipped: "]', { timeout: LOAD_MS });
-  const shown = await page.$$eval('#ppl-chart g.series[data-label^="shipped: "]', (gs) =>
+  const curves = '#ppl-chart g.series[data-label^="shipped: "], #ppl-chart g.series[data-label^="extra seed: "]';
+  const shown = await page.$$eval(curves, (gs) =>
     gs.map((g) => ({
-      name: g.dataset.label.replace(/^shipped: /, "").replace(/ · .*$/, ""),
+      kind: g.dataset.label.replace(/: .*$/, ""),
+      name: g.dataset.label.replace(/^(shipped|extra seed): /, "").replace(/ · .*$/, ""),
       budget: (g.dataset.label.match(/ · ([\d.]+)([Mk]) tokens$/) || []).slice(1),
       xs: g.dataset.xs.split(",").map(Number),
       ys: g.dataset.values.split(",").map(Number),
       width: Number(g.querySelector("path").getAttribute("stroke-width")),
     })),
   );
-  assert.equal(shown.length, table.models.length, "one curve per shipped model");
+  assert.equal(shown.length, table.models.length, "one curve per model of the table");
   for (const m of table.models) {
     const s = shown.find((c) => c.name === m.name);
     assert.ok(s, `${m.name} is plotted`);
+    // Extra seeds (report-only, from seeds/) are labelled as such, not as shipped.
+    assert.equal(s.kind, m.extra_seed ? "extra seed" : "shipped", `${m.name}: label kind`);
     assert.deepEqual(s.xs, m.ppl.map((p) => p.length), `${m.name}: lengths`);
     assert.deepEqual(s.ys, m.ppl.map((p) => p.ppl), `${m.name}: perplexities equal results.json`);
     // Each label carries the model's training budget from results.json (the set may mix budgets).
@@ -1321,6 +1325,9 @@ test("the extrapolation view draws every shipped model's curve from results.json
       assert.deepEqual(s.budget, [], `${m.name} has no budget in results.json`);
     }
   }
+  const seeds = table.models.filter((m) => m.extra_seed).length;
+  const note = await page.textContent("#shipped-state");
+  assert.ok(note.includes(seeds ? `the ${table.models.length - seeds} shipped models and ${seeds} extra seeds` : `the ${table.models.length} shipped models`), note);
   const budgets = new Set(table.models.filter((m) => m.training && m.training.budget).map((m) => m.training.budget));
   assert.equal(await attr(page, "#shipped-state", "data-mixed-budgets"), String(budgets.size > 1));
   assert.equal((await page.textContent("#shipped-state")).includes("different token budgets"), budgets.size > 1);

@@ -1003,8 +1003,17 @@ fn report_averages_seeds_kept_in_a_separate_folder() {
     let row = md.lines().find(|l| l.starts_with("| `alibi` |")).unwrap();
     assert_eq!(row.matches(" ± ").count(), 2, "{row}");
     assert!(md.contains("| `alibi-seed1` | softmax + position bias | tiny alibi-seed1 |"), "{md}");
-    let raw = std::fs::read_to_string(dir.join("docs/results/results.json")).unwrap();
-    assert!(raw.contains("\"name\": \"alibi-seed1\""), "results.json lacks the seed");
+    // results.json marks the seed as extra (the page labels its curve so), and only the seed.
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("docs/results/results.json")).unwrap())
+            .unwrap();
+    let extra: Vec<(&str, bool)> = raw["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["extra_seed"].as_bool().unwrap_or(false)))
+        .collect();
+    assert_eq!(extra, [("alibi", false), ("alibi-seed1", true)]);
     // Without --seeds (and --models not www/models) the folder is not read.
     ok(&plain);
     assert!(std::fs::read_to_string(&out).unwrap().contains("One seed per model"));

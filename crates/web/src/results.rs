@@ -18,15 +18,18 @@ pub struct ShippedCurve {
     /// The training schedule's token budget (None when the table does not say): the shipped set may
     /// mix budgets while it is being retrained.
     pub budget: Option<u64>,
+    /// An extra seed of a shipped model, measured by the report but not shipped to the page.
+    pub extra_seed: bool,
 }
 
 impl ShippedCurve {
-    /// The curve's legend label: `shipped: alibi · 22.5M tokens`.
+    /// The curve's legend label: `shipped: alibi · 22.5M tokens` (`extra seed: alibi-seed1 · …`).
     pub fn label(&self) -> String {
+        let kind = if self.extra_seed { "extra seed" } else { "shipped" };
         match self.budget {
-            Some(b) if b >= 1_000_000 => format!("shipped: {} · {:.1}M tokens", self.name, b as f64 / 1e6),
-            Some(b) => format!("shipped: {} · {:.1}k tokens", self.name, b as f64 / 1e3),
-            None => format!("shipped: {}", self.name),
+            Some(b) if b >= 1_000_000 => format!("{kind}: {} · {:.1}M tokens", self.name, b as f64 / 1e6),
+            Some(b) => format!("{kind}: {} · {:.1}k tokens", self.name, b as f64 / 1e3),
+            None => format!("{kind}: {}", self.name),
         }
     }
 }
@@ -45,6 +48,8 @@ struct ModelRow {
     ppl: Vec<PplRow>,
     #[serde(default)]
     training: Option<TrainingRow>,
+    #[serde(default)]
+    extra_seed: bool,
 }
 
 #[derive(Deserialize)]
@@ -73,7 +78,8 @@ pub fn parse(text: &str) -> Result<Vec<ShippedCurve>, String> {
                 .map(|r| (r.length, r.ppl))
                 .collect();
             points.sort_by_key(|p| p.0);
-            ShippedCurve { name: m.name, family: m.family, points, budget: m.training.and_then(|t| t.budget) }
+            let budget = m.training.and_then(|t| t.budget);
+            ShippedCurve { name: m.name, family: m.family, points, budget, extra_seed: m.extra_seed }
         })
         .filter(|c| !c.points.is_empty())
         .collect();
@@ -105,6 +111,7 @@ mod tests {
         let t = r#"{"lengths": [2, 1], "models": [
             {"name": "a", "family": "f", "params": 3, "ppl": [{"length": 2, "ppl": 5.5, "nll": 1}, {"length": 1, "ppl": 4.0}]},
             {"name": "c", "ppl": [{"length": 1, "ppl": 3.0}], "training": {"budget": 22528000, "steps": 11000}},
+            {"name": "c-seed1", "ppl": [{"length": 1, "ppl": 3.1}], "training": {"budget": 2048}, "extra_seed": true},
             {"name": "b", "ppl": []}]}"#;
         let curves = parse(t).expect("parses");
         assert_eq!(
@@ -114,18 +121,28 @@ mod tests {
                     name: "a".into(),
                     family: "f".into(),
                     points: vec![(1, 4.0), (2, 5.5)],
-                    budget: None
+                    budget: None,
+                    extra_seed: false
                 },
                 ShippedCurve {
                     name: "c".into(),
                     family: String::new(),
                     points: vec![(1, 3.0)],
-                    budget: Some(22528000)
+                    budget: Some(22528000),
+                    extra_seed: false
+                },
+                ShippedCurve {
+                    name: "c-seed1".into(),
+                    family: String::new(),
+                    points: vec![(1, 3.1)],
+                    budget: Some(2048),
+                    extra_seed: true
                 }
             ]
         );
         assert_eq!(curves[0].label(), "shipped: a");
         assert_eq!(curves[1].label(), "shipped: c · 22.5M tokens");
+        assert_eq!(curves[2].label(), "extra seed: c-seed1 · 2.0k tokens");
         for bad in ["", "{", "[]", r#"{"models": []}"#, r#"{"models": [{"name": "b"}]}"#] {
             assert!(parse(bad).unwrap_err().contains(RESULTS_URL), "{bad}");
         }

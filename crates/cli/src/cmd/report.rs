@@ -159,6 +159,9 @@ struct ModelResult {
     sample: String,
     training: Option<Training>,
     seconds: f64,
+    /// An extra seed from --seeds: measured for the report, not shipped to the page.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    extra_seed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -200,7 +203,10 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
     setup::check_seeds_alike(&setups).map_err(CliError::runtime)?;
     let t0 = Instant::now();
     let cache = cache::Cache::open(&a, &models, &words_path)?;
-    let (results, slopes, reused) = measure_all(&a, &models, &english, &cache, json)?;
+    let (mut results, slopes, reused) = measure_all(&a, &models, &english, &cache, json)?;
+    for r in &mut results {
+        r.extra_seed = index.get(&r.name).is_none();
+    }
     let default_cfg = models.iter().find(|l| l.entry.name == index.default).map(|l| l.model.config().clone());
     let inputs =
         Inputs { text_path: &text_path, words_path: &words_path, started: t0, reused, seeds: seeds.as_ref() };

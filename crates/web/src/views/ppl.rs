@@ -362,11 +362,19 @@ fn shipped_note(props: &PplProps) -> Html {
             let current = curves.iter().any(|c| c.name == props.model.as_str());
             let first = curves.iter().find_map(|c| c.budget);
             let mixed = curves.iter().filter_map(|c| c.budget).any(|b| Some(b) != first);
+            let seeds = curves.iter().filter(|c| c.extra_seed).count();
+            let models = match seeds {
+                0 => format!("the {} shipped models", curves.len()),
+                n => format!(
+                    "the {} shipped models and {n} extra seeds of them (not shipped)",
+                    curves.len() - n
+                ),
+            };
             html! {
                 <p class="muted" id="shipped-state" data-models={curves.len().to_string()}
                     data-mixed-budgets={mixed.to_string()}>
-                    { format!("Thin lines: the {} shipped models as measured by `attnlab report` \
-                               (docs/results/results.json, same held-out text){}{}.", curves.len(),
+                    { format!("Thin lines: {models} as measured by `attnlab report` \
+                               (docs/results/results.json, same held-out text){}{}.",
                                if current { format!("; {} in bold", props.model) } else { String::new() },
                                if mixed { "; they were trained on different token budgets (in each \
                                    label): compare lines of one budget" } else { "" }) }

@@ -159,6 +159,7 @@ pub(super) fn measure_model(
         sample,
         training: l.training.clone(),
         seconds: t.elapsed().as_secs_f64(),
+        extra_seed: false,
     })
 }
 
