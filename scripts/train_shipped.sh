@@ -8,7 +8,7 @@
 #   scripts/train_shipped.sh            # all models
 #   scripts/train_shipped.sh alibi mep  # some of them
 #   NAME-seedK trains NAME with seed K (init and data order): a second seed for `attnlab report`
-#   NAME with scripts/configs/NAME.json trains that config (the MEP Table 3/4 ablations)
+#   NAME with $CONFIGS/NAME.json trains that config (the MEP Table 3/4 ablations)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ATTNLAB=${ATTNLAB:-target/release/attnlab}
@@ -24,6 +24,9 @@ THREADS=${THREADS:-1}
 # Training length; the batch keeps 2,048 tokens per step (16 × 128, 4 × 512: MEP's L_train = 512 runs).
 SEQ_LEN=${SEQ_LEN:-128}
 if [ $((2048 % SEQ_LEN)) -ne 0 ]; then echo "SEQ_LEN must divide 2048, not $SEQ_LEN" >&2; exit 2; fi
+# Ablation configs of this length (their train_context must equal SEQ_LEN): scripts/configs at 128,
+# scripts/configs/len512 at 512 (MEP Table 4 at the paper's length: alibi-h2, alibi-h9; Table 3's mixes).
+if [ "$SEQ_LEN" = 128 ]; then CONFIGS=${CONFIGS:-scripts/configs}; else CONFIGS=${CONFIGS:-scripts/configs/len$SEQ_LEN}; fi
 # Order: slow (linear-family) runs interleaved with fast ones so both lanes stay busy.
 ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4
   fast-decay alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss lrpe-theta-fixed
@@ -49,7 +52,7 @@ train_one() {
       args=(--init "$RUNS/$name-init") ;;
     *-seed[0-9]*) args=(--variant "${name%-seed*}"); seed=${name##*-seed} ;;  # seed K of NAME
     # Ablations with their own config (MEP Table 4 uniform slopes, Table 3 kernel mixes, LRPE θ fixed).
-    *) if [ -f "scripts/configs/$name.json" ]; then args=(--config "scripts/configs/$name.json")
+    *) if [ -f "$CONFIGS/$name.json" ]; then args=(--config "$CONFIGS/$name.json")
        else args=(--variant "$name"); fi ;;
   esac
   local resume=()
@@ -59,5 +62,5 @@ train_one() {
     >"$RUNS/$name.json" 2>"$RUNS/$name.log" && echo "trained $name" || { echo "FAILED $name (see $RUNS/$name.log)"; return 1; }
 }
 export -f train_one
-export ATTNLAB STEPS DATA RUNS SEQ_LEN DEVICE THREADS
+export ATTNLAB STEPS DATA RUNS SEQ_LEN DEVICE THREADS CONFIGS
 printf '%s\n' "${MODELS[@]}" | xargs -P "$LANES" -I{} bash -c 'train_one {}'

@@ -567,6 +567,19 @@ fn data_brown_then_train_then_generate() {
     long[12] = "1000";
     let e = fails(&long, 2);
     assert!(e.contains("max_context"), "{e}");
+    // A config file trains at its own train_context; a different --seq-len would mislabel the model.
+    let config = dir.join("config.json");
+    let trained = std::fs::read_to_string(model.join("config.json")).unwrap();
+    std::fs::write(&config, trained.replace("\"train_context\": 16", "\"train_context\": 32")).unwrap();
+    let configured = dir.join("configured");
+    // The training arguments without the size flags (--variant's), from --config.
+    let mut from_config = args[..args.len() - TINY.len()].to_vec();
+    from_config.splice(1..3, ["--config", p(&config)]);
+    from_config[6] = p(&configured);
+    let e = fails(&from_config, 2);
+    assert!(e.contains("train_context 32 but --seq-len is 16"), "{e}");
+    std::fs::write(&config, trained).unwrap();
+    ok_json(&from_config);
     let e = fails(&["data", "brown", "--from", p(&dir.join("empty")), "--out", p(&dir.join("d2"))], 1);
     assert!(e.contains("empty") || e.contains("No such file"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -1332,4 +1345,27 @@ fn cpu_kernels_choice_gives_the_same_generation() {
     }
     let e = fails(&["--cpu-kernels", "neon", "generate", "--model", m, "--prompt", "hi"], 2);
     assert!(e.contains("neon"), "{e}");
+}
+
+/// The ablation configs scripts/train_shipped.sh trains (`scripts/configs/NAME.json` at length 128,
+/// `scripts/configs/len512/NAME.json` at 512) parse, are named after their file, and record the
+/// length of their folder as train_context (`attnlab train --config` refuses another --seq-len).
+#[test]
+fn ablation_configs_parse_and_match_their_training_length() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/configs");
+    let mut seen = 0;
+    for (dir, len) in [(root.clone(), 128), (root.join("len512"), 512)] {
+        for path in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let cfg = attnlab_core::config::ModelConfig::from_json(&std::fs::read_to_string(&path).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let stem = path.file_stem().unwrap().to_string_lossy();
+            assert_eq!(cfg.name, stem, "{}", path.display());
+            assert_eq!(cfg.train_context, len, "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 9, "{seen} configs");
 }

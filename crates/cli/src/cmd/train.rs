@@ -145,8 +145,18 @@ fn build_model(a: &TrainArgs) -> CliResult<TrainModel> {
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| CliError::runtime(format!("cannot read `{}`: {e}", path.display())))?;
-            ModelConfig::from_json(&text)
-                .map_err(|e| CliError::usage(format!("--config {}: {e}", path.display())))?
+            let cfg = ModelConfig::from_json(&text)
+                .map_err(|e| CliError::usage(format!("--config {}: {e}", path.display())))?;
+            // train_context records the length the model is trained at (the report's 1×).
+            if cfg.train_context != a.seq_len {
+                return Err(CliError::usage(format!(
+                    "--config {} has train_context {} but --seq-len is {}: set train_context to the training length",
+                    path.display(),
+                    cfg.train_context,
+                    a.seq_len
+                )));
+            }
+            cfg
         }
         (None, None) => return Err(CliError::usage("give --variant ID, --config FILE or --init DIR")),
     };
