@@ -998,7 +998,13 @@ fn report_claims_compare_only_models_trained_alike() {
 fn report_averages_seeds_kept_in_a_separate_folder() {
     let dir = temp_dir("report-seeds");
     let (models, seeds) = (dir.join("models"), dir.join("seeds"));
-    tiny_index(&models, &[("alibi", "softmax + position bias", &["--variant", "alibi"], "")]);
+    tiny_index(
+        &models,
+        &[
+            ("alibi", "softmax + position bias", &["--variant", "alibi"], ""),
+            ("mep", "softmax + position bias", &["--variant", "mep"], ""),
+        ],
+    );
     tiny_index(
         &seeds,
         &[("alibi-seed1", "softmax + position bias", &["--variant", "alibi", "--seed", "1"], "")],
@@ -1006,13 +1012,28 @@ fn report_averages_seeds_kept_in_a_separate_folder() {
     let text = dir.join("text.txt");
     std::fs::write(&text, TEXT.repeat(40)).unwrap();
     let out = dir.join("docs/results.md");
-    let settings = ["--lengths", "64,128", "--tokens", "2560", "--samples", "1", "--trace-tokens", "32"];
+    let settings = [
+        "--lengths",
+        "64,128",
+        "--tokens",
+        "2560",
+        "--block-tokens",
+        "128",
+        "--samples",
+        "1",
+        "--trace-tokens",
+        "32",
+    ];
     let plain = report_args(&models, &text, &out, &settings);
     let with_seeds = [&plain[..], &["--seeds", p(&seeds)]].concat();
     ok(&with_seeds);
     let md = std::fs::read_to_string(&out).unwrap();
     assert!(md.contains(&format!("and the extra seeds in `{}`", seeds.display())), "{md}");
-    assert!(md.contains("2 seeds per model"), "{md}");
+    assert!(md.contains("1 to 2 seeds per model"), "{md}");
+    // A claim pairs seed k of A with seed k of B (one pair here) and says alibi's perplexity is the
+    // mean of its two seeds.
+    let claim = md.lines().find(|l| l.contains("Parameter-free MEP extrapolates")).unwrap();
+    assert!(claim.contains(" vs ") && claim.contains("(mean of 2 seeds); 1 seed pair)"), "{claim}");
     let row = md.lines().find(|l| l.starts_with("| `alibi` |")).unwrap();
     assert_eq!(row.matches(" ± ").count(), 2, "{row}");
     assert!(md.contains("| `alibi-seed1` | softmax + position bias | tiny alibi-seed1 |"), "{md}");
@@ -1026,7 +1047,7 @@ fn report_averages_seeds_kept_in_a_separate_folder() {
         .iter()
         .map(|m| (m["name"].as_str().unwrap(), m["extra_seed"].as_bool().unwrap_or(false)))
         .collect();
-    assert_eq!(extra, [("alibi", false), ("alibi-seed1", true)]);
+    assert_eq!(extra, [("alibi", false), ("mep", false), ("alibi-seed1", true)]);
     // Without --seeds (and --models not www/models) the folder is not read.
     ok(&plain);
     assert!(std::fs::read_to_string(&out).unwrap().contains("One seed per model"));

@@ -90,7 +90,14 @@ impl Context<'_> {
         let test = format!("Δ = ln ppl(`{a}`) − ln ppl(`{b}`) at {mult}×: {}", rule.describe());
         match self.delta(a, b, mult) {
             Ok((i, pairs)) => {
-                let r = |n: &str| self.ppl_at(n, mult).map_or("–".into(), |v| num(v, 1));
+                // Perplexities are means over each model's seeds; say how many when Δ pairs fewer.
+                let r = |n: &str| {
+                    let ppl = self.ppl_at(n, mult).map_or("–".into(), |v| num(v, 1));
+                    match self.seeds(n).len() {
+                        k if k > pairs => format!("{ppl} (mean of {k} seeds)"),
+                        _ => ppl,
+                    }
+                };
                 let measured = format!(
                     "Δ = {:+.4} [{:+.4}, {:+.4}] ({} vs {}; {pairs} seed pair{})",
                     i.mean,
