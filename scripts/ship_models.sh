@@ -21,7 +21,8 @@ cd "$(dirname "$0")/.."
 ATTNLAB=${ATTNLAB:-target/release/attnlab}
 RUNS=${RUNS:-data/runs}
 MODELS=${MODELS:-www/models}
-BUDGET=$((80 * 1000 * 1000))  # 80 MB (issue 14: the reshipped set with seeds)
+MODELS=${MODELS#./}; MODELS=${MODELS%/}  # one spelling per folder (the budget and report cases below)
+BUDGET=$((80 * 1000 * 1000))  # 80 MB (issue 14): what the page ships; seeds/ is outside it
 names=$(grep -o '"name": *"[a-z0-9-]*"' "$MODELS/index.json" | sed 's/.*"\([a-z0-9-]*\)"$/\1/')
 ship=("$@")
 [ "$#" -gt 0 ] || read -r -a ship <<< "$(echo $names)"
