@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_MODEL_DIR: &str = "www/models/default";
 /// The shipped models and their index (its `default` names the default model folder).
 pub const MODELS_DIR: &str = "www/models";
+/// The extra seeds of the shipped models (`NAME-seedK`, same index format): in the repository,
+/// outside the site; `attnlab report` averages them with their models.
+pub const SEEDS_DIR: &str = "seeds";
 /// Default held-out text of `eval`, `analyze` and `dump`.
 pub const DEFAULT_TEXT: &str = "www/eval/heldout.txt";
 

@@ -218,7 +218,7 @@ pub fn run(a: ReportArgs, json: bool) -> CliResult<()> {
 fn read_seeds(a: &ReportArgs, index: &ModelIndex) -> CliResult<Option<(PathBuf, ModelIndex)>> {
     let dir = match &a.seeds {
         Some(d) => d.clone(),
-        None if a.models == Path::new(crate::common::MODELS_DIR) => PathBuf::from(SEEDS_DIR),
+        None if a.models == Path::new(crate::common::MODELS_DIR) => PathBuf::from(crate::common::SEEDS_DIR),
         None => return Ok(None),
     };
     let Some(seeds) = read_model_index(&dir)? else {
@@ -244,9 +244,6 @@ fn read_seeds(a: &ReportArgs, index: &ModelIndex) -> CliResult<Option<(PathBuf, 
     }
     Ok(Some((dir, seeds)))
 }
-
-/// Where the extra seeds of www/models live: in the repository, outside the site.
-const SEEDS_DIR: &str = "seeds";
 
 /// The word list of the English check (--words, else data/brown/train.txt, else the evaluated
 /// text) and its words.
