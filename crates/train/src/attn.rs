@@ -179,6 +179,7 @@ fn log_gate(
 ) -> Result<(Gate, Option<Tensor>)> {
     let proj =
         |w: &str, b: &str| -> Result<Tensor> { heads(&linear(u, m.w(w)?)?.broadcast_add(m.w(b)?)?, h, dh) };
+    let lib = m.library_ops();
     Ok(match gate {
         LwGate::None => (Gate::None, None),
         LwGate::PerHead { log_gamma } => {
@@ -190,14 +191,14 @@ fn log_gate(
                 linear(&linear(u, m.w(&down.name)?)?, m.w(&up.name)?)?.broadcast_add(m.w(&bias.name)?)?;
             let kv = pre.dim(2)? / dh;
             let z = repeat_kv(&heads(&pre, kv, dh)?, h / kv)?;
-            (Gate::key_axis((log_sigmoid(&z)? / *normalizer)?), None)
+            (Gate::key_axis((log_sigmoid(&z, lib)? / *normalizer)?), None)
         }
         LwGate::Refined { wg, bg, wr, br } => {
             let (ag, ar) = (proj(&wg.name, &bg.name)?, proj(&wr.name, &br.name)?);
             // ln F = lnσ(a_g) + logaddexp(lnσ(a_g), ln 2 + lnσ(a_r) + lnσ(−a_g)), ≤ 0
             // (ReGLA §3.3, Eqs. 16–18, in log space).
-            let lsg = log_sigmoid(&ag)?;
-            let other = ((log_sigmoid(&ar)? + log_sigmoid(&ag.neg()?)?)? + std::f64::consts::LN_2)?;
+            let lsg = log_sigmoid(&ag, lib)?;
+            let other = ((log_sigmoid(&ar, lib)? + log_sigmoid(&ag.neg()?, lib)?)? + std::f64::consts::LN_2)?;
             (Gate::key_axis((&lsg + log_add_exp(&lsg, &other)?)?.minimum(0.0)?), None)
         }
         LwGate::TwoSided { wf, bf, wz, bz } => {
@@ -205,8 +206,8 @@ fn log_gate(
             // the value axis.
             let pz = linear(u, m.w(&wz.name)?)?.broadcast_add(m.w(&bz.name)?)?;
             let z = heads(&pz, h, pz.dim(2)? / h)?;
-            let lg = log_sigmoid(&proj(&wf.name, &bf.name)?)?;
-            (Gate::PerChannel { lg, lgv: Some(log_sigmoid(&z)?) }, None)
+            let lg = log_sigmoid(&proj(&wf.name, &bf.name)?, lib)?;
+            (Gate::PerChannel { lg, lgv: Some(log_sigmoid(&z, lib)?) }, None)
         }
         LwGate::KeyForget { lower_bound, learned } => {
             let beta = match learned {
@@ -217,20 +218,20 @@ fn log_gate(
                 Some(r) => r.row == 0,
                 None => lower_bound.iter().all(|b| *b == 0.0),
             };
-            key_forget(k, &beta.reshape((1, h, 1, dh))?, unbounded)?
+            key_forget(k, &beta.reshape((1, h, 1, dh))?, unbounded, lib)?
         }
     })
 }
 
 /// HGRN's gate and key ("HGRN2", §3): `lg = ln(β + (1 − β)σ(f))`, key `(1 − β)σ(−f)`, with the key
 /// projection as `f` (`β: [1, H, 1, dh]`; `unbounded`: β is identically 0, so `lg = lnσ(f)`).
-fn key_forget(f: &Tensor, beta: &Tensor, unbounded: bool) -> Result<(Gate, Option<Tensor>)> {
+fn key_forget(f: &Tensor, beta: &Tensor, unbounded: bool, lib: bool) -> Result<(Gate, Option<Tensor>)> {
     let one_minus = (beta.neg()? + 1.0)?;
-    let key = log_sigmoid(&f.neg()?)?.exp()?.broadcast_mul(&one_minus)?;
+    let key = log_sigmoid(&f.neg()?, lib)?.exp()?.broadcast_mul(&one_minus)?;
     let lg = if unbounded {
-        log_sigmoid(f)?
+        log_sigmoid(f, lib)?
     } else {
-        log_sigmoid(f)?.exp()?.broadcast_mul(&one_minus)?.broadcast_add(beta)?.log()?.minimum(0.0)?
+        log_sigmoid(f, lib)?.exp()?.broadcast_mul(&one_minus)?.broadcast_add(beta)?.log()?.minimum(0.0)?
     };
     Ok((Gate::key_axis(lg), Some(key)))
 }
@@ -253,6 +254,9 @@ fn post_step(m: &TrainModel, post: &Post, u: &Tensor, o: &Tensor) -> Result<Tens
         let (b, t, a) = o.dims3()?;
         let n = g.dim(0)?;
         let x = o.reshape((b, t, a / n, n))?;
+        if !m.library_ops() {
+            return Ok(fused::rms_norm(&x, g, eps)?.reshape((b, t, a))?);
+        }
         let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
         Ok(x.broadcast_div(&(ms + f64::from(eps))?.sqrt()?)?.broadcast_mul(g)?.reshape((b, t, a))?)
     };
@@ -287,8 +291,12 @@ fn elu_plus_one(x: &Tensor) -> Result<Tensor> {
     Ok((x.elu(1.0)? + 1.0)?)
 }
 
-/// `ln σ(x) = min(x, 0) − ln(1 + e^{−|x|})`, stable at both ends.
-fn log_sigmoid(x: &Tensor) -> Result<Tensor> {
+/// `ln σ(x) = min(x, 0) − ln(1 + e^{−|x|})`, stable at both ends: one fused op, or with
+/// `library_ops` candle's composite.
+fn log_sigmoid(x: &Tensor, library_ops: bool) -> Result<Tensor> {
+    if !library_ops {
+        return Ok(fused::log_sigmoid(x)?);
+    }
     Ok((x.minimum(0.0)? - (x.abs()?.neg()?.exp()? + 1.0)?.log()?)?)
 }
 
@@ -360,7 +368,7 @@ fn softmax_kernel(
         Scores::Additive(Some(b)) => s = s.broadcast_add(b)?,
         Scores::Additive(None) => {}
         Scores::Contextual { npos, pos_emb } => {
-            s = (&s + contextual_bias(q, &s.broadcast_add(&add)?, *npos, pos_emb, &mask)?)?
+            s = (&s + contextual_bias(q, &s.broadcast_add(&add)?, *npos, pos_emb, &mask, library_ops)?)?
         }
     }
     let p = if sl.relu_with_norm {
@@ -377,8 +385,15 @@ fn softmax_kernel(
 /// scaled logits `s: [B, H, T, T]`: gates `σ(s)` (0 on masked keys), positions `p_ij = Σ_{t≥j} g_it`
 /// (a matmul with the causal 0/1 `mask`), clamped to `npos − 1`, and `q·e[p]` interpolated between
 /// `⌊p⌋` and `⌈p⌉`. The integer parts carry no gradient; the weight `p − ⌊p⌋` and `q·e` do.
-fn contextual_bias(q: &Tensor, s: &Tensor, npos: usize, pos_emb: &Tensor, mask: &Tensor) -> Result<Tensor> {
-    let gates = log_sigmoid(s)?.exp()?;
+fn contextual_bias(
+    q: &Tensor,
+    s: &Tensor,
+    npos: usize,
+    pos_emb: &Tensor,
+    mask: &Tensor,
+    library_ops: bool,
+) -> Result<Tensor> {
+    let gates = log_sigmoid(s, library_ops)?.exp()?;
     let pos = gates.broadcast_matmul(mask)?.minimum((npos - 1) as f64)?;
     let lo = pos.detach().floor()?;
     let hi = pos.detach().ceil()?.minimum((npos - 1) as f64)?;

@@ -1,16 +1,19 @@
-//! Fused CPU ops of the candle trainer: the masked softmax of attention scores and the mean
-//! cross-entropy of the logits, each one pass forward and one pass backward over its tensor.
+//! Fused CPU ops of the candle trainer: the masked softmax of attention scores, the mean
+//! cross-entropy of the logits and RMSNorm with its gain, each one pass forward and one pass
+//! backward over its tensor.
 //!
 //! candle's composites (`candle_nn::ops::softmax` after an additive mask, `candle_nn::loss::
-//! cross_entropy`) take five or six elementwise passes forward and as many backward, each
-//! allocating a tensor of the scores' (`[B, H, T, T]`) or the logits' (`[B·T, V]`) size; these
-//! two tensors are the largest of a training step at the shipped sizes. The composites stay as the
-//! reference ([`crate::TrainModel::with_library_ops`]): tests pin the two paths together and
-//! `attnlab bench --train` measures both.
+//! cross_entropy`, RMSNorm as `sqr → mean → + eps → sqrt → div → mul`) take five to seven
+//! elementwise passes forward and as many backward, each allocating a tensor of the input's size,
+//! and every graph node costs candle's backward a zero-filled gradient slot and an add; the scores
+//! (`[B, H, T, T]`) and the logits (`[B·T, V]`) are the largest tensors of a training step at the
+//! shipped sizes, and the norms the most frequent. The composites stay as the reference
+//! ([`crate::TrainModel::with_library_ops`]): tests pin the two paths together and `attnlab bench
+//! --train` measures both.
 
 use attnlab_core::lowering::Window;
 use candle_core::backend::BackendStorage;
-use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, DType, Layout, Result, Shape, Tensor};
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor};
 use std::sync::{Arc, Mutex};
 
 /// The contiguous f32 data of an op's input.
@@ -205,6 +208,158 @@ impl CustomOp1 for SumCopies {
     }
 }
 
+/// RMSNorm over the last dim with a gain (Zhang & Sennrich 2019, eq. 4):
+/// `y = x ⊙ g / √(mean(x²) + eps)` for `x: [.., n]` and `gain: [n]`.
+pub fn rms_norm(x: &Tensor, gain: &Tensor, eps: f32) -> Result<Tensor> {
+    let n = x.dims().last().copied().unwrap_or(0);
+    if gain.dims() != [n] || n == 0 {
+        bail!("rms-norm: a gain of shape {:?} does not match inputs {:?}", gain.dims(), x.dims());
+    }
+    x.contiguous()?.apply_op2(&gain.contiguous()?, RmsNorm { eps })
+}
+
+struct RmsNorm {
+    eps: f32,
+}
+
+/// `1 / √(mean(row²) + eps)`, in f64.
+fn inv_rms(row: &[f32], eps: f32) -> f64 {
+    let ms = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / row.len() as f64;
+    1.0 / (ms + f64::from(eps)).sqrt()
+}
+
+impl CustomOp2 for RmsNorm {
+    fn name(&self) -> &'static str {
+        "rms-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (x, g) = (f32_data(xs, xl, self.name())?, f32_data(gs, gl, self.name())?);
+        let mut y = vec![0f32; x.len()];
+        for (xr, yr) in x.chunks_exact(g.len()).zip(y.chunks_exact_mut(g.len())) {
+            let r = inv_rms(xr, self.eps);
+            yr.iter_mut().zip(xr).zip(g).for_each(|((y, &xv), &gv)| *y = (f64::from(xv) * r) as f32 * gv);
+        }
+        Ok((CpuStorage::F32(y), xl.shape().clone()))
+    }
+
+    /// With `r = 1/√(mean(x²) + eps)` per row: `dx = r·(g⊙dy) − x·r³·Σ(g⊙dy⊙x)/n` and
+    /// `dg = Σ_rows dy ⊙ x·r`, both from one pass ([`RmsNormGrad`]).
+    fn bwd(
+        &self,
+        x: &Tensor,
+        g: &Tensor,
+        _y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let packed = x.apply_op3_no_bwd(g, &dy.contiguous()?, &RmsNormGrad { eps: self.eps })?;
+        let len = x.elem_count();
+        let dx = packed.narrow(0, 0, len)?.reshape(x.shape())?;
+        Ok((Some(dx), Some(packed.narrow(0, len, g.elem_count())?)))
+    }
+}
+
+/// The backward of [`RmsNorm`]: `(x, g, dy) → [dx (x's size), dg (n)]`, flat.
+struct RmsNormGrad {
+    eps: f32,
+}
+
+impl CustomOp3 for RmsNormGrad {
+    fn name(&self) -> &'static str {
+        "rms-norm-grad"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+        ds: &CpuStorage,
+        dl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (x, g, dy) =
+            (f32_data(xs, xl, self.name())?, f32_data(gs, gl, self.name())?, f32_data(ds, dl, self.name())?);
+        let n = g.len();
+        if dy.len() != x.len() || n == 0 {
+            bail!("rms-norm-grad: shapes {:?}, {:?} and {:?} do not fit", xl.shape(), gl.shape(), dl.shape());
+        }
+        let mut dx = vec![0f32; x.len()];
+        let mut dg = vec![0f64; n];
+        for ((xr, dr), dxr) in x.chunks_exact(n).zip(dy.chunks_exact(n)).zip(dx.chunks_exact_mut(n)) {
+            let r = inv_rms(xr, self.eps);
+            let dot: f64 =
+                xr.iter().zip(dr).zip(g).map(|((&xv, &dv), &gv)| f64::from(xv * gv) * f64::from(dv)).sum();
+            let c = r * r * r * dot / n as f64;
+            for (i, d) in dxr.iter_mut().enumerate() {
+                let (xv, dv) = (f64::from(xr[i]), f64::from(dr[i]));
+                *d = (r * f64::from(g[i]) * dv - xv * c) as f32;
+                dg[i] += dv * xv * r;
+            }
+        }
+        let mut out = dx;
+        out.extend(dg.iter().map(|&v| v as f32));
+        Ok((CpuStorage::F32(out), Shape::from(x.len() + n)))
+    }
+}
+
+/// `ln σ(x) = min(x, 0) − ln(1 + e^{−|x|})` elementwise, stable at both ends (the gates' log
+/// space); its backward is `dy · σ(−x)`.
+pub fn log_sigmoid(x: &Tensor) -> Result<Tensor> {
+    x.contiguous()?.apply_op1(LogSigmoid)
+}
+
+struct LogSigmoid;
+
+impl CustomOp1 for LogSigmoid {
+    fn name(&self) -> &'static str {
+        "log-sigmoid"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = f32_data(storage, layout, self.name())?;
+        let y = x.iter().map(|&v| v.min(0.0) - (-v.abs()).exp().ln_1p()).collect();
+        Ok((CpuStorage::F32(y), layout.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(x.apply_op2_no_bwd(&dy.contiguous()?, &LogSigmoidGrad)?))
+    }
+}
+
+/// The backward of [`LogSigmoid`]: `(x, dy) → dy · σ(−x)`, with `σ(−x) = e^{−x}/(1 + e^{−x})` for
+/// `x ≥ 0` and `1/(1 + eˣ)` below (no overflow either way).
+struct LogSigmoidGrad;
+
+impl CustomOp2 for LogSigmoidGrad {
+    fn name(&self) -> &'static str {
+        "log-sigmoid-grad"
+    }
+
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        ds: &CpuStorage,
+        dl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (x, dy) = (f32_data(xs, xl, self.name())?, f32_data(ds, dl, self.name())?);
+        if x.len() != dy.len() {
+            bail!("log-sigmoid-grad: shapes {:?} and {:?} differ", xl.shape(), dl.shape());
+        }
+        let sigmoid_neg =
+            |v: f32| if v >= 0.0 { (-v).exp() / (1.0 + (-v).exp()) } else { 1.0 / (1.0 + v.exp()) };
+        let dx = x.iter().zip(dy).map(|(&v, &d)| d * sigmoid_neg(v)).collect();
+        Ok((CpuStorage::F32(dx), xl.shape().clone()))
+    }
+}
+
 /// Mean next-token cross-entropy of `logits: [N, V]` against `targets` (N ids < V):
 /// `(1/N) Σ_n (log Σ_v exp(x[n, v]) − x[n, target_n])`, a scalar.
 pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
@@ -297,6 +452,76 @@ mod tests {
             assert!((inside - 1.0).abs() < 1e-6, "row {row}: {inside}");
             assert!(r.iter().enumerate().all(|(j, &v)| keys.contains(&j) || v == 0.0), "row {row}: {r:?}");
         }
+    }
+
+    #[test]
+    fn log_sigmoid_is_finite_at_both_ends_with_gradient_sigmoid_of_minus_x() {
+        let xs = vec![-1e30, -200.0, -20.0, -1.0, 0.0, 1.0, 20.0, 200.0, 1e30];
+        let x = candle_core::Var::from_tensor(&tensor(xs.clone(), &[xs.len()])).expect("var");
+        let y = log_sigmoid(x.as_tensor()).expect("log-sigmoid");
+        let grad = y.sum_all().and_then(|s| s.backward()).expect("backward");
+        let dx = grad.get(x.as_tensor()).expect("gradient").to_vec1::<f32>().expect("values");
+        let y = y.to_vec1::<f32>().expect("values");
+        for ((&x, &y), &dx) in xs.iter().zip(&y).zip(&dx) {
+            let (x64, y64) = (f64::from(x), f64::from(y));
+            let exact = x64.min(0.0) - (-x64.abs()).exp().ln_1p();
+            assert!((y64 - exact).abs() <= 1e-6 * exact.abs().max(1e-30), "ln σ({x}) = {y}, not {exact}");
+            let sigmoid_neg = 1.0 / (1.0 + x64.exp());
+            assert!((f64::from(dx) - sigmoid_neg).abs() <= 1e-6 * sigmoid_neg.max(1e-30), "σ(−{x}) = {dx}");
+        }
+    }
+
+    /// The fused RMSNorm's gradients against central differences of its own forward in f64.
+    #[test]
+    fn rms_norm_gradients_match_finite_differences() {
+        let (rows, n, eps) = (3, 5, 1e-5f32);
+        let xv: Vec<f32> = (0..rows * n).map(|i| (i as f32 * 0.9).sin() * 2.0).collect();
+        let gv: Vec<f32> = (0..n).map(|i| 0.5 + i as f32 * 0.3).collect();
+        let dyv: Vec<f32> = (0..rows * n).map(|i| (i as f32 * 1.7).cos()).collect();
+        let loss = |x: &[f64], g: &[f64]| -> f64 {
+            let mut l = 0.0;
+            for (r, xr) in x.chunks(n).enumerate() {
+                let inv = 1.0 / (xr.iter().map(|v| v * v).sum::<f64>() / n as f64 + f64::from(eps)).sqrt();
+                l += (0..n).map(|i| xr[i] * inv * g[i] * f64::from(dyv[r * n + i])).sum::<f64>();
+            }
+            l
+        };
+        let (x, g) = (
+            candle_core::Var::new(xv.clone(), &Device::Cpu),
+            candle_core::Var::new(gv.clone(), &Device::Cpu),
+        );
+        let (x, g) = (x.expect("x"), g.expect("g"));
+        let x2 = x.as_tensor().reshape((rows, n)).expect("rows");
+        let y = rms_norm(&x2, g.as_tensor(), eps).expect("rms-norm");
+        let weighted = (y * tensor(dyv.clone(), &[rows, n])).and_then(|p| p.sum_all()).expect("sum");
+        let grads = weighted.backward().expect("backward");
+        let to64 = |v: &[f32]| v.iter().map(|&a| f64::from(a)).collect::<Vec<f64>>();
+        let (x64, g64) = (to64(&xv), to64(&gv));
+        let numeric = |of_x: bool, i: usize| {
+            let h = 1e-6;
+            let (mut xp, mut gp, mut xm, mut gm) = (x64.clone(), g64.clone(), x64.clone(), g64.clone());
+            if of_x {
+                xp[i] += h;
+                xm[i] -= h
+            } else {
+                gp[i] += h;
+                gm[i] -= h
+            }
+            (loss(&xp, &gp) - loss(&xm, &gm)) / (2.0 * h)
+        };
+        for (var, of_x, len) in [(&x, true, rows * n), (&g, false, n)] {
+            let got = grads.get(var.as_tensor()).expect("gradient").to_vec1::<f32>().expect("values");
+            for (i, &v) in got.iter().enumerate().take(len) {
+                let want = numeric(of_x, i);
+                assert!(
+                    (f64::from(v) - want).abs() <= 1e-5 * want.abs().max(1.0),
+                    "d{} [{i}]: {v} vs {want}",
+                    if of_x { "x" } else { "g" }
+                );
+            }
+        }
+        let e = rms_norm(&x2, &tensor(vec![1.0; 4], &[4]), eps).unwrap_err();
+        assert!(e.to_string().contains("does not match"), "{e}");
     }
 
     #[test]

@@ -64,8 +64,8 @@ impl TrainModel {
         TrainModel::from_core(&Model::load_dir(dir)?)
     }
 
-    /// The same model computing its attention softmax and loss with candle's composite ops instead
-    /// of the fused ones (same values up to rounding; slower).
+    /// The same model computing its attention softmax, loss, RMSNorms and log-sigmoid gates with
+    /// candle's composite ops instead of the fused ones (same values up to rounding; slower).
     pub fn with_library_ops(mut self) -> TrainModel {
         self.library_ops = true;
         self
@@ -219,6 +219,7 @@ impl TrainModel {
         let eps = self.cfg.norm.eps as f32 as f64;
         let w = self.w(&format!("{name}.weight"))?;
         match self.cfg.norm.kind {
+            NormKind::Rmsnorm if !self.library_ops => Ok(crate::fused::rms_norm(x, w, eps as f32)?),
             NormKind::Rmsnorm => {
                 let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
                 Ok(x.broadcast_div(&(ms + eps)?.sqrt()?)?.broadcast_mul(w)?)

@@ -219,8 +219,8 @@ fn loss_and_gradients(tm: &TrainModel, rows: &[Vec<u32>]) -> (f32, Vec<(String, 
     (loss.to_scalar::<f32>().expect("scalar"), g)
 }
 
-/// The fused softmax and cross-entropy (`attnlab_train::fused`) against candle's composites, on
-/// every catalog config: the same loss (≤ 1e-6 relative) and every tensor's gradient within 1e-5
+/// The fused softmax, cross-entropy, RMSNorm and log-sigmoid (`attnlab_train::fused`) against
+/// candle's composites, on every catalog config: the same loss (≤ 1e-6 relative) and every tensor's gradient within 1e-5
 /// relative L2, the denominator floored at 1e-3 of the largest tensor gradient's norm: a gradient
 /// that is zero in exact arithmetic (FIRE's b2, added to a whole softmax row: ~1e-8 of the largest)
 /// is rounding noise on both sides, held to 1e-8 of the largest norm instead.

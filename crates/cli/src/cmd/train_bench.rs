@@ -1,5 +1,5 @@
 //! `attnlab bench --train`: training-step throughput of one model on the CPU (candle, with the fused
-//! softmax and cross-entropy and with candle's composites) and on the GPU (`attnlab_gpu::train`),
+//! softmax, cross-entropy, RMSNorm and log-sigmoid and with candle's composites) and on the GPU (`attnlab_gpu::train`),
 //! side by side in one run, same weights and batches.
 
 use crate::common::{out, print_json, table, write_file, CliError, CliResult};
@@ -159,8 +159,8 @@ pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Opti
     out(&m.text(model, b))
 }
 
-/// Time `b.steps` steps of candle (fused ops, then candle's composite softmax and cross-entropy,
-/// the fused ops' reference) and of the WGSL trainer, each on a fresh copy of the weights and the
+/// Time `b.steps` steps of candle (fused ops, then candle's composites of the same ops, the
+/// fused ops' reference) and of the WGSL trainer, each on a fresh copy of the weights and the
 /// same windows.
 fn measure(model: &Model, b: &TrainBench) -> CliResult<Measured> {
     let err = |e: attnlab_train::TrainError| CliError::runtime(e.to_string());
@@ -199,8 +199,8 @@ fn measure(model: &Model, b: &TrainBench) -> CliResult<Measured> {
     })
 }
 
-/// The candle run with composite softmax and cross-entropy.
-const LIBRARY_OPS: &str = "candle (CPU), composite softmax and cross-entropy";
+/// The candle run with candle's composites in place of the fused ops.
+const LIBRARY_OPS: &str = "candle (CPU), composite softmax, cross-entropy, RMSNorm and log-sigmoid";
 
 impl Measured {
     /// `--json`'s report (also written to `--out`).
