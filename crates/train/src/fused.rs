@@ -25,6 +25,19 @@ fn f32_data<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'
     }
 }
 
+/// The contiguous f32 data of a backward op's two inputs, which must have one shape (a value and
+/// its gradient).
+fn f32_pair<'a>(
+    op: &str,
+    (a, al): (&'a CpuStorage, &Layout),
+    (b, bl): (&'a CpuStorage, &Layout),
+) -> Result<(&'a [f32], &'a [f32])> {
+    if al.shape() != bl.shape() {
+        bail!("{op}: shapes {:?} and {:?} differ", al.shape(), bl.shape());
+    }
+    Ok((f32_data(a, al, op)?, f32_data(b, bl, op)?))
+}
+
 /// The keys `lo..=i` query `i` sees under `window` (`Window`: `i − i mod w ≤ s ≤ i` for blocks).
 fn visible(i: usize, window: Window) -> std::ops::RangeInclusive<usize> {
     let lo = match window {
@@ -165,10 +178,7 @@ impl CustomOp2 for SoftmaxGrad {
         gs: &CpuStorage,
         gl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (p, g) = (f32_data(ps, pl, self.name())?, f32_data(gs, gl, self.name())?);
-        if pl.shape() != gl.shape() {
-            bail!("softmax-grad: shapes {:?} and {:?} differ", pl.shape(), gl.shape());
-        }
+        let (p, g) = f32_pair(self.name(), (ps, pl), (gs, gl))?;
         let t = pl.shape().dims().last().copied().unwrap_or(1).max(1);
         let mut dz = vec![0f32; p.len()];
         let rows = p.chunks_exact(t).zip(g.chunks_exact(t)).zip(dz.chunks_exact_mut(t));
@@ -284,11 +294,11 @@ impl CustomOp3 for RmsNormGrad {
         ds: &CpuStorage,
         dl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (x, g, dy) =
-            (f32_data(xs, xl, self.name())?, f32_data(gs, gl, self.name())?, f32_data(ds, dl, self.name())?);
+        let (x, dy) = f32_pair(self.name(), (xs, xl), (ds, dl))?;
+        let g = f32_data(gs, gl, self.name())?;
         let n = g.len();
-        if dy.len() != x.len() || n == 0 {
-            bail!("rms-norm-grad: shapes {:?}, {:?} and {:?} do not fit", xl.shape(), gl.shape(), dl.shape());
+        if n == 0 || !x.len().is_multiple_of(n) {
+            bail!("rms-norm-grad: a gain of {n} values does not fit inputs {:?}", xl.shape());
         }
         let mut dx = vec![0f32; x.len()];
         let mut dg = vec![0f64; n];
@@ -349,10 +359,7 @@ impl CustomOp2 for LogSigmoidGrad {
         ds: &CpuStorage,
         dl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (x, dy) = (f32_data(xs, xl, self.name())?, f32_data(ds, dl, self.name())?);
-        if x.len() != dy.len() {
-            bail!("log-sigmoid-grad: shapes {:?} and {:?} differ", xl.shape(), dl.shape());
-        }
+        let (x, dy) = f32_pair(self.name(), (xs, xl), (ds, dl))?;
         let sigmoid_neg =
             |v: f32| if v >= 0.0 { (-v).exp() / (1.0 + (-v).exp()) } else { 1.0 / (1.0 + v.exp()) };
         let dx = x.iter().zip(dy).map(|(&v, &d)| d * sigmoid_neg(v)).collect();
