@@ -1,6 +1,6 @@
 //! Fused CPU ops of the candle trainer: the masked softmax of attention scores, the mean
-//! cross-entropy of the logits and RMSNorm with its gain, each one pass forward and one pass
-//! backward over its tensor.
+//! cross-entropy of the logits, RMSNorm with its gain and the gates' ln σ(x), each one pass forward
+//! and one pass backward over its tensor.
 //!
 //! candle's composites (`candle_nn::ops::softmax` after an additive mask, `candle_nn::loss::
 //! cross_entropy`, RMSNorm as `sqr → mean → + eps → sqrt → div → mul`) take five to seven
@@ -251,6 +251,9 @@ impl CustomOp2 for RmsNorm {
         gl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let (x, g) = (f32_data(xs, xl, self.name())?, f32_data(gs, gl, self.name())?);
+        if g.is_empty() || !x.len().is_multiple_of(g.len()) {
+            bail!("rms-norm: a gain of {} values does not fit inputs {:?}", g.len(), xl.shape());
+        }
         let mut y = vec![0f32; x.len()];
         for (xr, yr) in x.chunks_exact(g.len()).zip(y.chunks_exact_mut(g.len())) {
             let r = inv_rms(xr, self.eps);

@@ -1,6 +1,6 @@
 //! `attnlab bench --train`: training-step throughput of one model on the CPU (candle, with the fused
-//! softmax, cross-entropy, RMSNorm and log-sigmoid and with candle's composites) and on the GPU (`attnlab_gpu::train`),
-//! side by side in one run, same weights and batches.
+//! softmax, cross-entropy, RMSNorm and log-sigmoid and with candle's composites) and on the GPU
+//! (`attnlab_gpu::train`), side by side in one run, same weights and batches.
 
 use crate::common::{out, print_json, table, write_file, CliError, CliResult};
 use attnlab_core::Model;
