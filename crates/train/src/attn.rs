@@ -253,12 +253,7 @@ fn post_step(m: &TrainModel, post: &Post, u: &Tensor, o: &Tensor) -> Result<Tens
         let g = m.w(gain)?;
         let (b, t, a) = o.dims3()?;
         let n = g.dim(0)?;
-        let x = o.reshape((b, t, a / n, n))?;
-        if !m.library_ops() {
-            return Ok(fused::rms_norm(&x, g, eps)?.reshape((b, t, a))?);
-        }
-        let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
-        Ok(x.broadcast_div(&(ms + f64::from(eps))?.sqrt()?)?.broadcast_mul(g)?.reshape((b, t, a))?)
+        Ok(m.rms_norm(&o.reshape((b, t, a / n, n))?, g, eps)?.reshape((b, t, a))?)
     };
     match post {
         Post::None => Ok(o.clone()),

@@ -221,11 +221,16 @@ impl CustomOp1 for SumCopies {
 /// RMSNorm over the last dim with a gain (Zhang & Sennrich 2019, eq. 4):
 /// `y = x ⊙ g / √(mean(x²) + eps)` for `x: [.., n]` and `gain: [n]`.
 pub fn rms_norm(x: &Tensor, gain: &Tensor, eps: f32) -> Result<Tensor> {
-    let n = x.dims().last().copied().unwrap_or(0);
-    if gain.dims() != [n] || n == 0 {
-        bail!("rms-norm: a gain of shape {:?} does not match inputs {:?}", gain.dims(), x.dims());
-    }
     x.contiguous()?.apply_op2(&gain.contiguous()?, RmsNorm { eps })
+}
+
+/// The gain's length `n`, checked: `gain` is `[n]` and `x` is `[.., n]` with `n > 0`.
+fn gain_len(op: &str, xl: &Layout, gl: &Layout) -> Result<usize> {
+    let n = xl.shape().dims().last().copied().unwrap_or(0);
+    if gl.shape().dims() != [n] || n == 0 {
+        bail!("{op}: a gain of shape {:?} does not match inputs {:?}", gl.shape(), xl.shape());
+    }
+    Ok(n)
 }
 
 struct RmsNorm {
@@ -250,12 +255,10 @@ impl CustomOp2 for RmsNorm {
         gs: &CpuStorage,
         gl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
+        let n = gain_len(self.name(), xl, gl)?;
         let (x, g) = (f32_data(xs, xl, self.name())?, f32_data(gs, gl, self.name())?);
-        if g.is_empty() || !x.len().is_multiple_of(g.len()) {
-            bail!("rms-norm: a gain of {} values does not fit inputs {:?}", g.len(), xl.shape());
-        }
         let mut y = vec![0f32; x.len()];
-        for (xr, yr) in x.chunks_exact(g.len()).zip(y.chunks_exact_mut(g.len())) {
+        for (xr, yr) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)) {
             let r = inv_rms(xr, self.eps);
             yr.iter_mut().zip(xr).zip(g).for_each(|((y, &xv), &gv)| *y = (f64::from(xv) * r) as f32 * gv);
         }
@@ -298,11 +301,8 @@ impl CustomOp3 for RmsNormGrad {
         dl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let (x, dy) = f32_pair(self.name(), (xs, xl), (ds, dl))?;
+        let n = gain_len(self.name(), xl, gl)?;
         let g = f32_data(gs, gl, self.name())?;
-        let n = g.len();
-        if n == 0 || !x.len().is_multiple_of(n) {
-            bail!("rms-norm-grad: a gain of {n} values does not fit inputs {:?}", xl.shape());
-        }
         let mut dx = vec![0f32; x.len()];
         let mut dg = vec![0f64; n];
         for ((xr, dr), dxr) in x.chunks_exact(n).zip(dy.chunks_exact(n)).zip(dx.chunks_exact_mut(n)) {

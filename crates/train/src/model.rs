@@ -214,16 +214,22 @@ impl TrainModel {
         Ok(crate::fused::cross_entropy(&logits, &tgt)?)
     }
 
+    /// RMSNorm over the last dim with the gain `g`: the fused op, or with `library_ops` candle's
+    /// composite (the residual norms and the linear family's grouped output norm).
+    pub(crate) fn rms_norm(&self, x: &Tensor, g: &Tensor, eps: f32) -> Result<Tensor> {
+        if !self.library_ops {
+            return Ok(crate::fused::rms_norm(x, g, eps)?);
+        }
+        let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
+        Ok(x.broadcast_div(&(ms + f64::from(eps))?.sqrt()?)?.broadcast_mul(g)?)
+    }
+
     /// Residual-stream norm `name` (RMSNorm or LayerNorm with `norm.eps`) over the last dim.
     fn norm(&self, x: &Tensor, name: &str) -> Result<Tensor> {
         let eps = self.cfg.norm.eps as f32 as f64;
         let w = self.w(&format!("{name}.weight"))?;
         match self.cfg.norm.kind {
-            NormKind::Rmsnorm if !self.library_ops => Ok(crate::fused::rms_norm(x, w, eps as f32)?),
-            NormKind::Rmsnorm => {
-                let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
-                Ok(x.broadcast_div(&(ms + eps)?.sqrt()?)?.broadcast_mul(w)?)
-            }
+            NormKind::Rmsnorm => self.rms_norm(x, w, eps as f32),
             NormKind::Layernorm => {
                 let mean = x.mean_keepdim(D::Minus1)?;
                 let xc = x.broadcast_sub(&mean)?;
