@@ -685,7 +685,9 @@ test("choosing another model loads it, keeps it in the URL, and generation works
 });
 
 test("switching models while generating stops the run cleanly and never mixes the models' tokens", async () => {
-  const { page, context, errors } = await open();
+  // The trained mep (not the small random default, which can write all 4096 tokens between two polls
+  // on a fast machine) keeps the run going long enough to be switched away from mid-run.
+  const { page, context, errors } = await open("?model=mep&backend=cpu");
   await page.fill("#prompt", "Once upon a time");
   await page.fill("#max-tokens", "4096");
   await page.click("#generate");
@@ -694,10 +696,11 @@ test("switching models while generating stops the run cleanly and never mixes th
   await page.selectOption("#model-picker", "regla-init");
   await page.selectOption("#model-picker", "regla");
   await statusIs(page, "model regla loaded: ready");
-  assert.equal(await attr(page, "#output-model", "data-model"), "alibi");
+  assert.equal(await attr(page, "#output-model", "data-model"), "mep");
   assert.equal(await attr(page, "#output-model", "data-cut"), "true");
   const cut = await page.textContent("#generated");
   assert.ok(cut.length > 0, "the text written so far stays");
+  console.log(`# switched away from mep after ${cut.length} characters of a 4096-token run`);
   await page.waitForTimeout(700);
   assert.equal(await page.textContent("#generated"), cut, "no token arrives after the switch");
   assert.equal(await page.inputValue("#prompt"), "Once upon a time", "the prompt is kept");
@@ -1132,19 +1135,21 @@ async function crashWorker(page, message, restarts = true) {
 }
 
 test("a crashed worker: the page names it, keeps the text and the slider edit, starts a new worker and generates again; crashing in a loop asks for a reload", async () => {
-  const { page, context, errors } = await open();
+  // The trained mep on the CPU: its run lasts long enough to crash mid-run (the small random default
+  // can write all 4096 tokens before the page draws a frame that shows them).
+  const { page, context, errors } = await open("?model=mep&backend=cpu");
   // A slider edit that must survive the restart (the new worker applies it again).
   await slide(page, "#slope-scale", 2); // ×4
   await page.waitForFunction(() => /[?&]slope=4\b/.test(location.search));
   const curves = await kernelValues(page);
-  // Sampled (greedy decoding of this random model reaches end of text within ~150 tokens).
+  // Sampled, so that the run cannot end early at an end-of-text token.
   await page.fill("#temperature", "1");
   await page.fill("#max-tokens", "4096");
   await page.click("#generate");
   await whileGenerating(page, 2);
   const before = await page.textContent("#generated");
   await crashWorker(page, "simulated crash");
-  await page.waitForFunction(() => /the model's worker stopped \(.*simulated crash\)\. A new worker started and loads alibi again; your text is kept\./.test(document.querySelector("#worker-notice")?.textContent ?? ""), null, {
+  await page.waitForFunction(() => /the model's worker stopped \(.*simulated crash\)\. A new worker started and loads mep again; your text is kept\./.test(document.querySelector("#worker-notice")?.textContent ?? ""), null, {
     timeout: LOAD_MS,
   });
   // The run in flight ended with the reason; its text stays.
