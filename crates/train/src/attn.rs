@@ -8,13 +8,9 @@
 //! Linear family (§5.6): `o_i = Σ_{s≤i} (Σ_j φq_i[j] φk_s[j] e^{b_i[j] − b_s[j]}) v_s`.
 //! * no decay (linear-elu, TransNormer Norm, LRPE): `P = (φq φkᵀ) ⊙ causal`, one matmul;
 //! * per-head scalar decay (RetNet): `P = (φq φkᵀ) ⊙ Γ` with the constant `Γ[h,i,s] = γ_h^{i−s}`;
-//! * per-channel gates (GLA, ReGLA): the chunked form with chunk [`GATED_CHUNK`]. Inside a chunk,
-//!   if the cumulative log-gate stays above `FACTORED_MIN_LOG_DECAY` the weights are the matmul of
-//!   `φq ⊙ e^{b}` and `φk ⊙ e^{−b}`; if not, the chunk is halved (down to `MIN_GATED_CHUNK`) until
-//!   it does, and a chunk that still decays too fast has its weights built from the
-//!   `[B, H, C, C, dk]` tensor of exponents `b_i − b_s`, masked to 0 above the diagonal *before*
-//!   `exp`, so every exponentiated value is `≤ 0` (no overflow, finite gradients). Between chunks
-//!   a `[B, H, dk, dh]` state is carried exactly as in the core's chunked prefill.
+//! * per-channel gates (GLA, ReGLA, Fast Decay): the recurrence as one fused op
+//!   ([`scan::gated_scan`]), or with `library_ops` candle's chunked composite of it
+//!   ([`scan::gated_chunked`]).
 
 // Reference math: several tensors are indexed in parallel.
 #![allow(clippy::needless_range_loop)]
@@ -22,6 +18,7 @@
 use crate::error::{Result, TrainError};
 use crate::fused;
 use crate::model::{const_f64, linear, TrainModel};
+use crate::scan;
 use attnlab_core::bias;
 use attnlab_core::lowering::{
     Bias, FeatureMap, Gate as LwGate, LearnedTable, LinearLowering, LowerBoundRow, Lowering, Post, Rotation,
@@ -30,19 +27,6 @@ use attnlab_core::lowering::{
 use attnlab_core::lrpe::{self, Lrpe};
 use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
 use candle_core::{DType, Device, Tensor, D};
-
-/// Chunk length of the gated (GLA, ReGLA) training form. Any value gives the same result up to
-/// rounding; 16 bounds the `[B, H, C, C, dk]` intermediate and measured fastest (8 and 32 are slower)
-/// where the gates are mild; strongly decaying chunks are shrunk (see [`MIN_GATED_CHUNK`]).
-pub const GATED_CHUNK: usize = 16;
-
-/// Smallest chunk-local cumulative log-decay for which [`gated_chunked`] factors `e^{b_i − b_s}` into
-/// `e^{b_i}·e^{−b_s}` (so no factor exceeds `e^{40}`); below it the exact pairwise form is used.
-const FACTORED_MIN_LOG_DECAY: f32 = -40.0;
-
-/// Shortest chunk [`gated_chunked`] shrinks a strongly decaying chunk to before it takes the
-/// pairwise form (whose `[B, H, C, C, dk]` tensor grows with C).
-const MIN_GATED_CHUNK: usize = 4;
 
 /// Additive mask value of the softmax family (the core's `bias::MASKED`).
 const MASKED: f64 = bias::MASKED as f64;
@@ -151,7 +135,7 @@ fn linear_layer(
     };
     let scaled = |x: Tensor, s: f32| -> Result<Tensor> { Ok(if s == 1.0 { x } else { (x * s as f64)? }) };
     let (fq, fk) = (scaled(fq, ll.q.scale)?, scaled(fk, ll.k.scale)?);
-    let o = linear_attention(&fq, &fk, v, &gate, ll.denominator.map(f64::from))?;
+    let o = linear_attention(&fq, &fk, v, &gate, ll.denominator.map(f64::from), m.library_ops())?;
     post_step(m, &ll.post, u, &merge(&o)?)
 }
 
@@ -314,7 +298,7 @@ fn causal_additive(t: usize, dev: &Device) -> Result<Tensor> {
 }
 
 /// `[T, T]` 0/1 mask of the visible keys.
-fn window_mask(t: usize, w: Window, dev: &Device) -> Result<Tensor> {
+pub(crate) fn window_mask(t: usize, w: Window, dev: &Device) -> Result<Tensor> {
     let v: Vec<f64> = (0..t * t)
         .map(|x| {
             let (i, s) = (x / t, x % t);
@@ -640,12 +624,15 @@ impl Gate {
 
 /// Gated linear attention (§5.6) for features `fq, fk: [B, H, T, dk]`, values `v: [B, H, T, dh]`;
 /// with `den_eps` the output is divided by `max(Σ_s P[i, s], eps)`. Returns `[B, H, T, dh]`.
+/// Per-channel gates run the fused recurrence ([`scan::gated_scan`]), or with `library_ops` candle's
+/// chunked composite.
 fn linear_attention(
     fq: &Tensor,
     fk: &Tensor,
     v: &Tensor,
     gate: &Gate,
     den_eps: Option<f64>,
+    library_ops: bool,
 ) -> Result<Tensor> {
     let (_, h, t, _) = fq.dims4()?;
     let dev = fq.device();
@@ -656,7 +643,10 @@ fn linear_attention(
                     "per-channel gates with a denominator are not part of the catalog".into(),
                 )));
             }
-            return gated_chunked(fq, fk, v, lg, lgv.as_ref());
+            return match library_ops {
+                true => scan::gated_chunked(fq, fk, v, lg, lgv.as_ref()),
+                false => Ok(scan::gated_scan(fq, fk, v, lg, lgv.as_ref())?),
+            };
         }
         Gate::None => window_mask(t, Window::Causal, dev)?.reshape((1, 1, t, t))?,
         Gate::PerHead(lg) => {
@@ -675,163 +665,5 @@ fn linear_attention(
     match den_eps {
         Some(eps) => Ok(o.broadcast_div(&p.sum_keepdim(D::Minus1)?.maximum(eps)?)?),
         None => Ok(o),
-    }
-}
-
-/// Chunked gated form with per-channel log-gates (module docs): every exponent is `≤ 0`. With
-/// value-axis log-gates `lgv: [B, H, T, dh]` (Fast Decay) the term of token s in output i is also
-/// scaled by `e^{c_i − c_s}` per value channel, `c` the chunk-local cumulative `lgv`.
-fn gated_chunked(fq: &Tensor, fk: &Tensor, v: &Tensor, lg: &Tensor, lgv: Option<&Tensor>) -> Result<Tensor> {
-    let (b, h, t, dk) = fq.dims4()?;
-    let dh = v.dim(3)?;
-    let dev = fq.device();
-    let mut state = Tensor::zeros((b, h, dk, dh), DType::F32, dev)?;
-    let mut outs = Vec::new();
-    let mut c0 = 0;
-    while c0 < t {
-        let mut n = GATED_CHUNK.min(t - c0);
-        // b_i = Σ_{u=c0..i} lg_u, chunk-local and inclusive.
-        let mut bc = lg.narrow(2, c0, n)?.contiguous()?.cumsum(2)?;
-        let mut cv = lgv.map(|l| l.narrow(2, c0, n)?.contiguous()?.cumsum(2)).transpose()?;
-        // Strong decay on either axis: a shorter chunk from the same start (its cumulative gates
-        // are a prefix of these) until the factored forms are safe or the chunk is MIN_GATED_CHUNK long.
-        let strong =
-            |x: &Tensor| -> Result<bool> { Ok(x.min_all()?.to_scalar::<f32>()? < FACTORED_MIN_LOG_DECAY) };
-        while n > MIN_GATED_CHUNK && (strong(&bc)? || cv.as_ref().map(strong).transpose()? == Some(true)) {
-            n = (n / 2).max(MIN_GATED_CHUNK);
-            bc = bc.narrow(2, 0, n)?;
-            cv = cv.map(|c| c.narrow(2, 0, n)).transpose()?;
-        }
-        let q = fq.narrow(2, c0, n)?;
-        let k = fk.narrow(2, c0, n)?;
-        let vv = v.narrow(2, c0, n)?;
-        // Inter-chunk: (φq ⊙ e^{b_i}) · S_start (⊙ e^{c_i}).
-        let mut inter = (&q * bc.exp()?)?.matmul(&state)?;
-        if let Some(cv) = &cv {
-            inter = (inter * cv.exp()?)?;
-        }
-        let p = if bc.min_all()?.to_scalar::<f32>()? >= FACTORED_MIN_LOG_DECAY {
-            // Mild decay inside the chunk: e^{b_i − b_s} = e^{b_i}·e^{−b_s} with e^{−b_s} ≤ e^{40}, so
-            // the pairwise weights are one masked matmul.
-            let mask = window_mask(n, Window::Causal, dev)?.reshape((1, 1, n, n))?;
-            let qd = (&q * bc.exp()?)?;
-            let kd = (&k * bc.neg()?.exp()?)?;
-            qd.matmul(&kd.t()?.contiguous()?)?.broadcast_mul(&mask)?
-        } else {
-            // Strong decay: exponents b_i − b_s masked to 0 above the diagonal before exp.
-            let mask = window_mask(n, Window::Causal, dev)?.reshape((1, 1, n, n, 1))?;
-            let diff = bc.unsqueeze(3)?.broadcast_sub(&bc.unsqueeze(2)?)?; // [B,H,i,s,dk]
-            let e = diff.broadcast_mul(&mask)?.exp()?.broadcast_mul(&mask)?;
-            let qk = q.unsqueeze(3)?.broadcast_mul(&k.unsqueeze(2)?)?;
-            (qk * e)?.sum(D::Minus1)? // [B,H,n,n]
-        };
-        let intra = match &cv {
-            None => p.matmul(&vv)?,
-            Some(cv) => value_decayed(&p, &vv, cv)?,
-        };
-        outs.push((inter + intra)?);
-        // Carry: S ← e^{b_last} ⊙ S + (φk ⊙ e^{b_last − b_s})ᵀ v (value side: S ⊙ e^{c_last} by
-        // column, v_s ⊙ e^{c_last − c_s}).
-        let last = bc.narrow(2, n - 1, 1)?; // [B,H,1,dk]
-        let kw = (&k * last.broadcast_sub(&bc)?.exp()?)?;
-        let mut decayed = state.broadcast_mul(&last.exp()?.transpose(2, 3)?)?;
-        let mut vw = vv.clone();
-        if let Some(cv) = &cv {
-            let lastv = cv.narrow(2, n - 1, 1)?; // [B,H,1,dh]
-            decayed = decayed.broadcast_mul(&lastv.exp()?)?;
-            vw = (vw * lastv.broadcast_sub(cv)?.exp()?)?;
-        }
-        state = (decayed + kw.t()?.contiguous()?.matmul(&vw)?)?;
-        c0 += n;
-    }
-    Ok(Tensor::cat(&outs, 2)?)
-}
-
-/// `o_i[v] = Σ_{s≤i} P[i, s] e^{c_i[v] − c_s[v]} v_s[v]` for the key-axis weights `p: [B, H, n, n]`
-/// (0 above the diagonal) and the chunk-local cumulative value log-gates `cv: [B, H, n, dh]`:
-/// factored as `e^{c_i} ⊙ (P · (e^{−c_s} ⊙ v))` while `c ≥ FACTORED_MIN_LOG_DECAY`, otherwise from the
-/// masked `[B, H, n, n, dh]` exponents (all `≤ 0`).
-fn value_decayed(p: &Tensor, vv: &Tensor, cv: &Tensor) -> Result<Tensor> {
-    if cv.min_all()?.to_scalar::<f32>()? >= FACTORED_MIN_LOG_DECAY {
-        return Ok((p.matmul(&(vv * cv.neg()?.exp()?)?)? * cv.exp()?)?);
-    }
-    let n = p.dim(2)?;
-    let mask = window_mask(n, Window::Causal, p.device())?.reshape((1, 1, n, n, 1))?;
-    let diff = cv.unsqueeze(3)?.broadcast_sub(&cv.unsqueeze(2)?)?; // [B,H,i,s,dh]
-    let e = diff.broadcast_mul(&mask)?.exp()?.broadcast_mul(&mask)?;
-    let terms = e.broadcast_mul(&p.unsqueeze(4)?)?.broadcast_mul(&vv.unsqueeze(2)?)?;
-    Ok(terms.sum(3)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Naive f64 reference of §5.6: `o_i = Σ_{s≤i} Σ_j φq_i[j] φk_s[j] e^{Σ_{s<u≤i} lg_u[j]} v_s`, with
-    /// value-axis log-gates `lgv` (`[T, dh]`, Fast Decay) also `v_s[c]·e^{Σ_{s<u≤i} lgv_u[c]}`.
-    #[allow(clippy::too_many_arguments)]
-    fn naive(
-        fq: &[f32],
-        fk: &[f32],
-        v: &[f32],
-        lg: &[f32],
-        lgv: &[f32],
-        t: usize,
-        dk: usize,
-        dh: usize,
-    ) -> Vec<f64> {
-        let sum = |g: &[f32], w: usize, s: usize, i: usize, c: usize| -> f64 {
-            (s + 1..=i).map(|u| g.get(u * w + c).map_or(0.0, |x| *x as f64)).sum()
-        };
-        let mut o = vec![0.0f64; t * dh];
-        for i in 0..t {
-            for s in 0..=i {
-                let mut p = 0.0f64;
-                for j in 0..dk {
-                    p += fq[i * dk + j] as f64 * fk[s * dk + j] as f64 * sum(lg, dk, s, i, j).exp();
-                }
-                for c in 0..dh {
-                    o[i * dh + c] += p * v[s * dh + c] as f64 * sum(lgv, dh, s, i, c).exp();
-                }
-            }
-        }
-        o
-    }
-
-    /// Both the factored (mild gates) and the pairwise (strong gates, cumulative decay far below
-    /// −40 within a chunk) paths equal the naive reference and stay finite, one-sided (GLA, ReGLA)
-    /// and two-sided (Fast Decay, ReGLA Eq. 9–10).
-    #[test]
-    fn gated_chunked_matches_the_naive_recurrence_for_mild_and_strong_gates() {
-        let (t, dk, dh) = (37, 4, 3);
-        let dev = Device::Cpu;
-        let val = |i: usize, a: f32| (i as f32 * a).sin() * 0.9;
-        let fq: Vec<f32> = (0..t * dk).map(|i| val(i, 0.37).abs() + 0.1).collect();
-        let fk: Vec<f32> = (0..t * dk).map(|i| val(i, 0.71).abs() + 0.1).collect();
-        let v: Vec<f32> = (0..t * dh).map(|i| val(i, 1.3)).collect();
-        // Per-token log-gates of about −0.03 (16-token chunks, factored), −3.4 (shrunk to 8), −5 (to
-        // 4) and −23 (4 tokens, still the pairwise form); 37 tokens leave short tail chunks.
-        for scale in [0.05f32, 6.0, 9.0, 40.0] {
-            let lg: Vec<f32> = (0..t * dk).map(|i| -scale * (val(i, 0.53).abs() + 0.05)).collect();
-            let lgv: Vec<f32> = (0..t * dh).map(|i| -scale * (val(i, 0.29).abs() + 0.05)).collect();
-            let tq = |x: &[f32], w: usize| Tensor::from_vec(x.to_vec(), (1, 1, t, w), &dev).expect("tensor");
-            for two_sided in [false, true] {
-                let lgv_t = tq(&lgv, dh);
-                let side = two_sided.then_some(&lgv_t);
-                let got = gated_chunked(&tq(&fq, dk), &tq(&fk, dk), &tq(&v, dh), &tq(&lg, dk), side)
-                    .expect("chunked")
-                    .flatten_all()
-                    .expect("flat")
-                    .to_vec1::<f32>()
-                    .expect("vec");
-                let want = naive(&fq, &fk, &v, &lg, if two_sided { &lgv } else { &[] }, t, dk, dh);
-                let max_ref = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-                for (g, w) in got.iter().zip(&want) {
-                    assert!(g.is_finite());
-                    let ok = (*g as f64 - w).abs() <= 1e-5 * max_ref;
-                    assert!(ok, "scale {scale}, two-sided {two_sided}: {g} vs {w}");
-                }
-            }
-        }
     }
 }

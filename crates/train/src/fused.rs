@@ -17,7 +17,7 @@ use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Layo
 use std::sync::{Arc, Mutex};
 
 /// The contiguous f32 data of an op's input.
-fn f32_data<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
+pub(crate) fn f32_data<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
     let CpuStorage::F32(v) = storage else { bail!("{op}: expects f32, got {:?}", storage.dtype()) };
     match layout.contiguous_offsets() {
         Some((start, end)) => Ok(&v[start..end]),

@@ -7,7 +7,8 @@
 //! * [`data`]: Brown corpus preparation (`attnlab data brown`) and token datasets.
 //! * [`trainer`]: the training loop with validation, checkpoints, resume and `history.json`.
 //! * `fused`: the attention softmax and the cross-entropy as single-pass CPU ops (candle's
-//!   composites remain as [`TrainModel::with_library_ops`]).
+//!   composites remain as [`TrainModel::with_library_ops`]); `scan`: gated linear attention's
+//!   recurrence as one op, forward and backward (the chunked composite remains beside it).
 //! * [`finetune`]: a step-at-a-time fine-tune on one text, without files (the page's worker).
 //! * `gpu` (feature `gpu`): the same step on the GPU (`attnlab_gpu::train`), host-owned learned
 //!   distance tables differentiated here.
@@ -23,6 +24,7 @@ mod fused;
 pub mod gpu;
 pub mod model;
 pub mod optim;
+mod scan;
 pub mod trainer;
 
 pub use error::{Result, TrainError};
