@@ -13,6 +13,12 @@ mod svg;
 use clap::{Parser, Subcommand};
 use common::{CliError, CliResult, EXIT_RUNTIME, EXIT_USAGE};
 
+/// mimalloc, not glibc's malloc: a candle training step allocates and frees tensors of megabytes,
+/// which glibc hands back to the OS and then faults in again, page by page, on the next step
+/// (docs/bench.md, "allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// attnlab: a Rust runtime for small language models that makes attention variants visible.
 #[derive(Debug, Parser)]
 #[command(
