@@ -578,9 +578,30 @@ mod tests {
         }
     }
 
-    /// At strong gates the fused recurrence's log-gate gradients equal central differences of the f64
-    /// reference [`naive`] to f32 rounding; the chunked composite's reach them through a cumulative
-    /// sum whose terms cancel, and are printed beside for the record.
+    /// Central differences of `loss` in each entry of `x`, in f64.
+    fn central_differences(loss: impl Fn(&[f64]) -> f64, x: &[f64]) -> Vec<f64> {
+        (0..x.len())
+            .map(|i| {
+                let (mut up, mut down) = (x.to_vec(), x.to_vec());
+                let step = 1e-6 * x[i].abs().max(1.0);
+                up[i] += step;
+                down[i] -= step;
+                (loss(&up) - loss(&down)) / (2.0 * step)
+            })
+            .collect()
+    }
+
+    /// A `[1, 1, t, w]` variable of `x` in f32.
+    fn var(x: &[f64], t: usize) -> candle_core::Var {
+        let x32: Vec<f32> = x.iter().map(|&y| y as f32).collect();
+        let w = x.len() / t;
+        candle_core::Var::from_tensor(&Tensor::from_vec(x32, (1, 1, t, w), &Device::Cpu).expect("t"))
+            .expect("var")
+    }
+
+    /// At every gate strength, one- and two-sided, the fused recurrence's log-gate gradients equal
+    /// central differences of the f64 reference [`naive`] to f32 rounding; the chunked composite's
+    /// reach them through a cumulative sum whose terms cancel, and are printed beside for the record.
     #[test]
     fn fused_gated_scan_log_gate_gradients_equal_f64_finite_differences() {
         let (t, dk, dh) = (37, 4, 6);
@@ -589,64 +610,45 @@ mod tests {
         let fk: Vec<f64> = (0..t * dk).map(|i| val(i, 0.71).abs() + 0.1).collect();
         let v: Vec<f64> = (0..t * dh).map(|i| val(i, 1.3)).collect();
         let w: Vec<f64> = (0..t * dh).map(|i| val(i, 0.11)).collect();
-        for scale in [0.05, 6.0, 40.0] {
+        let loss = |lg: &[f64], lgv: &[f64]| -> f64 {
+            naive(&fq, &fk, &v, lg, lgv, t, dk, dh).iter().zip(&w).map(|(o, w)| o * w).sum()
+        };
+        let (qv, kv, vv, wv) = (var(&fq, t), var(&fk, t), var(&v, t), var(&w, t));
+        for (scale, two_sided) in [0.05, 6.0, 40.0].into_iter().flat_map(|s| [(s, false), (s, true)]) {
             let lg: Vec<f64> = (0..t * dk).map(|i| -scale * (val(i, 0.53).abs() + 0.05)).collect();
-            let lgv: Vec<f64> = (0..t * dh).map(|i| -scale * (val(i, 0.29).abs() + 0.05)).collect();
-            let loss = |lg: &[f64], lgv: &[f64]| -> f64 {
-                naive(&fq, &fk, &v, lg, lgv, t, dk, dh).iter().zip(&w).map(|(o, w)| o * w).sum()
+            let lgv: Vec<f64> = match two_sided {
+                true => (0..t * dh).map(|i| -scale * (val(i, 0.29).abs() + 0.05)).collect(),
+                false => Vec::new(),
             };
-            // Central differences of the loss in each log-gate, in f64.
-            let fd = |gates: &[f64], other: &[f64], value_side: bool| -> Vec<f64> {
-                (0..gates.len())
-                    .map(|i| {
-                        let (mut up, mut down) = (gates.to_vec(), gates.to_vec());
-                        let step = 1e-6 * gates[i].abs().max(1.0);
-                        up[i] += step;
-                        down[i] -= step;
-                        let (a, b) = match value_side {
-                            false => (loss(&up, other), loss(&down, other)),
-                            true => (loss(other, &up), loss(other, &down)),
-                        };
-                        (a - b) / (2.0 * step)
-                    })
-                    .collect()
-            };
-            let (want_lg, want_lgv) = (fd(&lg, &lgv, false), fd(&lgv, &lg, true));
-            let tensor = |x: &[f64], width: usize| {
-                let x32: Vec<f32> = x.iter().map(|&y| y as f32).collect();
-                candle_core::Var::from_tensor(
-                    &Tensor::from_vec(x32, (1, 1, t, width), &Device::Cpu).expect("t"),
-                )
-                .expect("var")
-            };
-            let (qv, kv, vv) = (tensor(&fq, dk), tensor(&fk, dk), tensor(&v, dh));
-            let (lgt, lgvt) = (tensor(&lg, dk), tensor(&lgv, dh));
-            let wt = Tensor::from_vec(
-                w.iter().map(|&y| y as f32).collect::<Vec<_>>(),
-                (1, 1, t, dh),
-                &Device::Cpu,
-            )
-            .expect("w");
+            let want_lg = central_differences(|g| loss(g, &lgv), &lg);
+            let want_lgv = central_differences(|g| loss(&lg, g), &lgv);
+            let (lgt, lgvt) = (var(&lg, t), two_sided.then(|| var(&lgv, t)));
             let errors = |fused: bool| -> (f64, f64) {
+                let side = lgvt.as_ref().map(|x| x.as_tensor());
                 let o = match fused {
-                    true => gated_scan(&qv, &kv, &vv, &lgt, Some(&lgvt)).expect("fused"),
-                    false => gated_chunked(&qv, &kv, &vv, &lgt, Some(&lgvt)).expect("chunked"),
+                    true => gated_scan(&qv, &kv, &vv, &lgt, side).expect("fused"),
+                    false => gated_chunked(&qv, &kv, &vv, &lgt, side).expect("chunked"),
                 };
-                let grads = (&o * &wt).expect("mul").sum_all().expect("sum").backward().expect("bwd");
+                let grads =
+                    (&o * wv.as_tensor()).expect("mul").sum_all().expect("sum").backward().expect("bwd");
                 let err = |var: &candle_core::Var, want: &[f64]| {
-                    let got =
-                        grads.get(var).expect("grad").flatten_all().expect("f").to_vec1::<f32>().expect("v");
+                    let got = grads.get(var).expect("grad").flatten_all().expect("f");
+                    let got = got.to_vec1::<f32>().expect("v");
                     let diff: f64 = got.iter().zip(want).map(|(g, w)| (*g as f64 - w).powi(2)).sum();
                     (diff / want.iter().map(|w| w * w).sum::<f64>()).sqrt()
                 };
-                (err(&lgt, &want_lg), err(&lgvt, &want_lgv))
+                (err(&lgt, &want_lg), lgvt.as_ref().map_or(0.0, |x| err(x, &want_lgv)))
             };
             let (fused, chunked) = (errors(true), errors(false));
             println!(
-                "scale {scale}: relative L2 error of d lg, d lgv: fused {:.2e}, {:.2e}; chunked {:.2e}, {:.2e}",
+                "scale {scale}, two-sided {two_sided}: relative error of d lg, d lgv: fused {:.2e}, {:.2e}; \
+                 chunked {:.2e}, {:.2e}",
                 fused.0, fused.1, chunked.0, chunked.1
             );
-            assert!(fused.0 < 1e-5 && fused.1 < 1e-5, "scale {scale}: fused {fused:?}");
+            assert!(
+                fused.0 < 1e-5 && fused.1 < 1e-5,
+                "scale {scale}, two-sided {two_sided}: fused {fused:?}"
+            );
         }
     }
 
