@@ -2430,6 +2430,29 @@ test("train on this text on WebGPU: the WGSL trainer takes the steps in the work
   await context.close();
 });
 
+test("train on this text on a gated linear model (ReGLA): the fused recurrence trains in the worker's wasm, the loss falls, the maps change", async () => {
+  const { page, context, errors } = await open("?model=regla&backend=cpu&tab=attention");
+  const before = await heatmapRows(page, 5);
+  await page.fill("#tune-text", TUNE_TEXT);
+  await page.fill("#tune-steps", "8");
+  await page.fill("#tune-lr", "0.005");
+  await page.click("#tune-start");
+  await page.waitForSelector('#tune-status[data-state="done"]', { timeout: 180_000 });
+  const num = async (sel, name) => Number(await attr(page, sel, name));
+  const [lossBefore, lossAfter] = [await num("#tune-setup", "data-loss-before"), await num("#tune-status", "data-loss-after")];
+  console.log(`# regla fine-tune, 8 steps on the CPU (wasm): loss on the text ${lossBefore} → ${lossAfter}`);
+  assert.equal(await num("#tune-status", "data-steps"), 8);
+  assert.ok(lossAfter < lossBefore - 0.1, `loss on the text ${lossBefore} → ${lossAfter}`);
+  let after = before;
+  for (let k = 0; k < 50 && after.join() === before.join(); k++) {
+    await page.waitForTimeout(100);
+    after = await heatmapRows(page, 5);
+  }
+  assert.notEqual(after.join("|"), before.join("|"), "the heatmap shows the fine-tuned model");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("train on this text: the loss falls over a few steps in the worker, every view then shows the fine-tuned model, Stop keeps the steps done, bad input is named", async () => {
   const { page, context, errors } = await open("?backend=cpu&tab=attention");
   const before = await heatmapRows(page, 5);
