@@ -17,7 +17,7 @@
 
 use crate::error::{Result, TrainError};
 use crate::fused;
-use crate::model::{const_f64, linear, TrainModel};
+use crate::model::{const_f64, linear, Place, TrainModel};
 use crate::scan;
 use attnlab_core::bias;
 use attnlab_core::lowering::{
@@ -26,7 +26,7 @@ use attnlab_core::lowering::{
 };
 use attnlab_core::lrpe::{self, Lrpe};
 use attnlab_core::variants::lrpe::{LrpeCore, LrpeP};
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Tensor, D};
 
 /// Additive mask value of the softmax family (the core's `bias::MASKED`).
 const MASKED: f64 = bias::MASKED as f64;
@@ -63,10 +63,10 @@ fn repeat_kv(x: &Tensor, group: usize) -> Result<Tensor> {
 /// SimpleRMSNorm). Returns `[B, T, H·dh]`.
 fn softmax_layer(m: &TrainModel, sl: &SoftmaxLowering, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
     let t = q.dim(2)?;
-    let dev = m.device();
+    let at = m.place();
     let (q, k) = match &sl.rope {
         Some(freqs) => {
-            let (cos, sin) = rope_tables(t, freqs, dev)?;
+            let (cos, sin) = rope_tables(t, freqs, at)?;
             (rotate_pairs(q, &cos, &sin)?, rotate_pairs(k, &cos, &sin)?)
         }
         None => (q.clone(), k.clone()),
@@ -77,7 +77,7 @@ fn softmax_layer(m: &TrainModel, sl: &SoftmaxLowering, q: &Tensor, k: &Tensor, v
         }
         other => Scores::Additive(position_bias(m, other, t)?),
     };
-    let o = merge(&softmax_kernel(&q, &k, v, sl, &bias, dev, m.library_ops())?)?;
+    let o = merge(&softmax_kernel(&q, &k, v, sl, &bias, at, m.library_ops())?)?;
     if sl.relu_with_norm {
         simple_rms_norm(&o)
     } else {
@@ -97,7 +97,7 @@ fn linear_layer(
 ) -> Result<Tensor> {
     // `qk`: the query/key head width (the value heads may be wider, `qk_head_dim`).
     let (h, t, qk) = (q.dim(1)?, q.dim(2)?, q.dim(3)?);
-    let dev = m.device();
+    let at = m.place();
     let (mut gate, key) = log_gate(m, &ll.gate, u, k, h, qk)?;
     let fq = feature_map(ll.q.map, q)?;
     let fk = match key {
@@ -106,7 +106,7 @@ fn linear_layer(
             // φk = exp(k − M_t) with the running key max M_t = max_{s≤t} max_j k_s[j] (a masked max over
             // [T, T]); the state rescale e^{M_{t−1} − M_t} is folded into the log-gate (0 at t = 0).
             let kmax = k.max_keepdim(D::Minus1)?.transpose(2, 3)?; // [B, H, 1, T]
-            let cm = kmax.broadcast_add(&causal_additive(t, dev)?)?.max_keepdim(D::Minus1)?; // [B,H,T,1]
+            let cm = kmax.broadcast_add(&causal_additive(t, at)?)?.max_keepdim(D::Minus1)?; // [B,H,T,1]
             let prev = if t > 1 {
                 Tensor::cat(&[cm.narrow(2, 0, 1)?, cm.narrow(2, 0, t - 1)?], 2)?
             } else {
@@ -125,11 +125,11 @@ fn linear_layer(
     let (fq, fk) = match &ll.rotation {
         None => (fq, fk),
         Some(Rotation::Rope { inv_freq }) => {
-            let (cos, sin) = rope_tables(t, inv_freq, dev)?;
+            let (cos, sin) = rope_tables(t, inv_freq, at)?;
             (rotate_pairs(&fq, &cos, &sin)?, rotate_pairs(&fk, &cos, &sin)?)
         }
         Some(Rotation::Lrpe { lrpe, theta, householder }) => {
-            let tr = LrpeTransform::new(m, lrpe, theta.as_deref(), householder.as_deref(), t, dev)?;
+            let tr = LrpeTransform::new(m, lrpe, theta.as_deref(), householder.as_deref(), t, at)?;
             (tr.apply(&fq)?, tr.apply(&fk)?)
         }
     };
@@ -196,7 +196,8 @@ fn log_gate(
         LwGate::KeyForget { lower_bound, learned } => {
             let beta = match learned {
                 Some(row) => lower_bound_row(m, row)?,
-                None => Tensor::from_vec(lower_bound.clone(), lower_bound.len(), m.device())?,
+                None => Tensor::from_vec(lower_bound.clone(), lower_bound.len(), m.device())?
+                    .to_dtype(m.place().dtype)?,
             };
             let unbounded = match learned {
                 Some(r) => r.row == 0,
@@ -292,13 +293,13 @@ fn simple_rms_norm(x: &Tensor) -> Result<Tensor> {
 }
 
 /// `[T, T]` additive causal mask: 0 for `s ≤ i`, [`MASKED`] above the diagonal.
-fn causal_additive(t: usize, dev: &Device) -> Result<Tensor> {
+fn causal_additive(t: usize, at: Place) -> Result<Tensor> {
     let v: Vec<f64> = (0..t * t).map(|x| if x % t <= x / t { 0.0 } else { MASKED }).collect();
-    const_f64(v, &[t, t], dev)
+    const_f64(v, &[t, t], at)
 }
 
 /// `[T, T]` 0/1 mask of the visible keys.
-pub(crate) fn window_mask(t: usize, w: Window, dev: &Device) -> Result<Tensor> {
+pub(crate) fn window_mask(t: usize, w: Window, at: Place) -> Result<Tensor> {
     let v: Vec<f64> = (0..t * t)
         .map(|x| {
             let (i, s) = (x / t, x % t);
@@ -313,7 +314,7 @@ pub(crate) fn window_mask(t: usize, w: Window, dev: &Device) -> Result<Tensor> {
             }
         })
         .collect();
-    const_f64(v, &[t, t], dev)
+    const_f64(v, &[t, t], at)
 }
 
 /// What is added to the scaled logits.
@@ -333,14 +334,14 @@ fn softmax_kernel(
     v: &Tensor,
     sl: &SoftmaxLowering,
     scores: &Scores,
-    dev: &Device,
+    at: Place,
     library_ops: bool,
 ) -> Result<Tensor> {
     let qk = q.matmul(&k.t()?.contiguous()?)?;
     if let (false, false, Scores::Additive(bias)) = (library_ops, sl.relu_with_norm, scores) {
         return Ok(fused::masked_softmax(&qk, bias.as_ref(), f64::from(sl.scale), sl.window)?.matmul(v)?);
     }
-    let mask = window_mask(q.dim(2)?, sl.window, dev)?;
+    let mask = window_mask(q.dim(2)?, sl.window, at)?;
     let add = ((mask.ones_like()? - &mask)? * MASKED)?;
     let mut s = (qk * sl.scale as f64)?;
     match scores {
@@ -389,7 +390,7 @@ fn contextual_bias(
 /// 0 (masked later). A learned table is rebuilt in the graph from its parameters; a fixed one is
 /// gathered from the lowering's values.
 pub(crate) fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Option<Tensor>> {
-    let dev = m.device();
+    let at = m.place();
     let delta: Vec<f64> = (0..t * t).map(|x| (x / t).saturating_sub(x % t) as f64).collect();
     Ok(Some(match bias {
         Bias::None => return Ok(None),
@@ -399,7 +400,7 @@ pub(crate) fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Opt
             let v: Vec<f64> = (0..h)
                 .flat_map(|hh| delta.iter().map(move |&d| f64::from(values[hh * len + d as usize])))
                 .collect();
-            const_f64(v, &[h, t, t], dev)?
+            const_f64(v, &[h, t, t], at)?
         }
         Bias::Table { learned: Some(lt), .. } => {
             learned_table(m, lt, &delta)?.reshape((m.config().n_heads, t, t))?
@@ -409,8 +410,8 @@ pub(crate) fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Opt
             // ψ(x) = ln(1 + |c·x|), then the MLP.
             let c = m.w(&c.name)?.reshape((1, 1))?;
             let l_mult = m.w(&l_mult.name)?.reshape((1, 1))?;
-            let rel = const_f64(delta.clone(), &[t, t], dev)?;
-            let qpos = const_f64((0..t * t).map(|x| (x / t) as f64).collect(), &[t, t], dev)?;
+            let rel = const_f64(delta.clone(), &[t, t], at)?;
+            let qpos = const_f64((0..t * t).map(|x| (x / t) as f64).collect(), &[t, t], at)?;
             let psi = |x: &Tensor| -> Result<Tensor> { Ok((c.broadcast_mul(x)?.abs()? + 1.0)?.log()?) };
             let query = qpos.broadcast_maximum(&(l_mult * *init_l)?.abs()?)?;
             let u = psi(&rel)?.broadcast_div(&(psi(&query)? + 1e-6)?)?; // [T, T]
@@ -429,8 +430,8 @@ pub(crate) fn position_bias(m: &TrainModel, bias: &Bias, t: usize) -> Result<Opt
 /// trainer's distance table).
 pub(crate) fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64]) -> Result<Tensor> {
     let cfg = m.config();
-    let (h, n, dev) = (cfg.n_heads, delta.len(), m.device());
-    let dmat = const_f64(delta.to_vec(), &[1, n], dev)?;
+    let (h, n, at) = (cfg.n_heads, delta.len(), m.place());
+    let dmat = const_f64(delta.to_vec(), &[1, n], at)?;
     let per_head = |name: &str| -> Result<Tensor> { Ok(m.w(name)?.reshape((h, 1))?) };
     // −p·ln(1 + a·δ) with a, p ≥ 0.01.
     let kerple_log = |a: &str, p: &str| -> Result<Tensor> {
@@ -444,8 +445,8 @@ pub(crate) fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64]) ->
         LearnedTable::KerplePower { a, p } => {
             let a = per_head(a)?.maximum(bias::KERPLE_MIN)?;
             let p = per_head(p)?.clamp(bias::KERPLE_MIN, bias::KERPLE_POWER_MAX_P)?;
-            let ln_d = const_f64(delta.iter().map(|&x| x.max(1.0).ln()).collect(), &[1, n], dev)?;
-            let nz = const_f64(delta.iter().map(|&x| f64::from(u8::from(x > 0.0))).collect(), &[1, n], dev)?;
+            let ln_d = const_f64(delta.iter().map(|&x| x.max(1.0).ln()).collect(), &[1, n], at)?;
+            let nz = const_f64(delta.iter().map(|&x| f64::from(u8::from(x > 0.0))).collect(), &[1, n], at)?;
             a.broadcast_mul(&p.broadcast_mul(&ln_d)?.exp()?.broadcast_mul(&nz)?)?.neg()?
         }
         // W[bucket(δ), h]·scale: the bucket index is fixed, the table is gathered in the graph.
@@ -454,7 +455,7 @@ pub(crate) fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64]) ->
                 .iter()
                 .map(|&d| bias::t5_bucket(d as usize, *num_buckets, *max_distance) as u32)
                 .collect();
-            let g = m.w(table)?.index_select(&Tensor::from_vec(idx, n, dev)?, 0)?; // [n, H]
+            let g = m.w(table)?.index_select(&Tensor::from_vec(idx, n, at.dev)?, 0)?; // [n, H]
             (g.t()?.contiguous()? * *scale)?
         }
         // LSE[ln w_K − p·ln(1 + a·δ), ln w_G − g_h·δ²]; a term with weight ≤ 0 is dropped.
@@ -466,7 +467,7 @@ pub(crate) fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64]) ->
                     .iter()
                     .flat_map(|g| delta.iter().map(move |&d| gaussian_weight.ln() - (g.max(0.0) * d) * d))
                     .collect();
-                Some(const_f64(v, &[h, n], dev)?)
+                Some(const_f64(v, &[h, n], at)?)
             } else {
                 None
             };
@@ -474,14 +475,14 @@ pub(crate) fn learned_table(m: &TrainModel, lt: &LearnedTable, delta: &[f64]) ->
                 (Some(a), Some(b)) => log_add_exp(&a.broadcast_as((h, n))?.contiguous()?, &b)?,
                 (Some(a), None) => a.broadcast_as((h, n))?.contiguous()?,
                 (None, Some(b)) => b,
-                (None, None) => Tensor::zeros((h, n), DType::F32, dev)?,
+                (None, None) => Tensor::zeros((h, n), at.dtype, at.dev)?,
             }
         }
     })
 }
 
 /// RoPE `(cos, sin)` tables `[T, dh/2]` of `s·inv_freq[k]`, evaluated in f64 (§5.4).
-fn rope_tables(t: usize, inv_freq: &[f64], dev: &Device) -> Result<(Tensor, Tensor)> {
+fn rope_tables(t: usize, inv_freq: &[f64], at: Place) -> Result<(Tensor, Tensor)> {
     let n = inv_freq.len();
     let (mut c, mut s) = (Vec::with_capacity(t * n), Vec::with_capacity(t * n));
     for pos in 0..t {
@@ -491,7 +492,7 @@ fn rope_tables(t: usize, inv_freq: &[f64], dev: &Device) -> Result<(Tensor, Tens
             s.push(sn);
         }
     }
-    Ok((const_f64(c, &[t, n], dev)?, const_f64(s, &[t, n], dev)?))
+    Ok((const_f64(c, &[t, n], at)?, const_f64(s, &[t, n], at)?))
 }
 
 /// Rotate adjacent pairs `(2k, 2k+1)`, `k < n`, of `x: [B, H, T, w]` by `(cos, sin): [T, n]`; channels
@@ -536,7 +537,7 @@ impl LrpeTransform {
         theta: Option<&str>,
         householder: Option<&str>,
         t: usize,
-        dev: &Device,
+        at: Place,
     ) -> Result<LrpeTransform> {
         let (core, dh) = (lrpe.core(), m.config().head_dim);
         let householder = match householder {
@@ -548,7 +549,7 @@ impl LrpeTransform {
         };
         let odd_even = if lrpe.p() == LrpeP::OddEven {
             let idx: Vec<u32> = (0..dh).map(|j| lrpe::odd_even_index(j, dh) as u32).collect();
-            Some(Tensor::from_vec(idx, dh, dev)?)
+            Some(Tensor::from_vec(idx, dh, at.dev)?)
         } else {
             None
         };
@@ -557,9 +558,9 @@ impl LrpeTransform {
             // Angles s·θ_k: learned θ stays in the graph so it gets gradients.
             let th = match theta {
                 Some(name) => m.w(name)?.reshape((1, n))?,
-                None => const_f64(lrpe.angles().to_vec(), &[1, n], dev)?,
+                None => const_f64(lrpe.angles().to_vec(), &[1, n], at)?,
             };
-            let ang = const_f64((0..t).map(|s| s as f64).collect(), &[t, 1], dev)?.broadcast_mul(&th)?;
+            let ang = const_f64((0..t).map(|s| s as f64).collect(), &[t, 1], at)?.broadcast_mul(&th)?;
             Some((ang.cos()?, ang.sin()?))
         } else {
             None
@@ -567,7 +568,7 @@ impl LrpeTransform {
         let perm = if core == LrpeCore::Permutation {
             let idx: Vec<u32> =
                 (0..t).flat_map(|s| (0..dh).map(move |j| lrpe.perm_power(s, j) as u32)).collect();
-            Some(Tensor::from_vec(idx, (t, dh), dev)?)
+            Some(Tensor::from_vec(idx, (t, dh), at.dev)?)
         } else {
             None
         };
@@ -635,7 +636,7 @@ fn linear_attention(
     library_ops: bool,
 ) -> Result<Tensor> {
     let (_, h, t, _) = fq.dims4()?;
-    let dev = fq.device();
+    let at = Place::of(fq);
     let decay = match gate {
         Gate::PerChannel { lg, lgv } => {
             if den_eps.is_some() {
@@ -648,7 +649,7 @@ fn linear_attention(
                 false => Ok(scan::gated_scan(fq, fk, v, lg, lgv.as_ref())?),
             };
         }
-        Gate::None => window_mask(t, Window::Causal, dev)?.reshape((1, 1, t, t))?,
+        Gate::None => window_mask(t, Window::Causal, at)?.reshape((1, 1, t, t))?,
         Gate::PerHead(lg) => {
             let mut d = Vec::with_capacity(h * t * t);
             for &l in lg {
@@ -657,7 +658,7 @@ fn linear_attention(
                     d.push(if s <= i { ((i - s) as f64 * l).exp() } else { 0.0 });
                 }
             }
-            const_f64(d, &[1, h, t, t], dev)?
+            const_f64(d, &[1, h, t, t], at)?
         }
     };
     let p = fq.matmul(&fk.t()?.contiguous()?)?.broadcast_mul(&decay)?;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 #[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
-/// A model whose every tensor is a trainable candle `Var` (CPU, f32).
+/// A model whose every tensor is a trainable candle `Var` (CPU, f32; f64 for the reference).
 #[derive(Debug)]
 pub struct TrainModel {
     cfg: ModelConfig,
@@ -28,6 +28,8 @@ pub struct TrainModel {
     /// Softmax and cross-entropy as candle's composites instead of [`crate::fused`]'s ops (the
     /// reference the fused ops are tested and benchmarked against).
     library_ops: bool,
+    /// The parameters' and constants' precision: f32, or f64 for [`TrainModel::in_f64`].
+    dtype: DType,
 }
 
 impl TrainModel {
@@ -50,7 +52,7 @@ impl TrainModel {
             names.push(s.name);
         }
         let lowerings = model.lowerings().cloned().collect();
-        Ok(TrainModel { cfg, names, vars, lowerings, device, library_ops: false })
+        Ok(TrainModel { cfg, names, vars, lowerings, device, library_ops: false, dtype: DType::F32 })
     }
 
     /// Seeded random initialisation, identical to `attnlab init` (`Model::random`).
@@ -69,6 +71,22 @@ impl TrainModel {
     pub fn with_library_ops(mut self) -> TrainModel {
         self.library_ops = true;
         self
+    }
+
+    /// The same model in f64, every parameter and constant, with candle's composite ops (the fused
+    /// ones are f32): the reference the f32 paths' gradients are measured against. Not for training
+    /// (the optimizer keeps f32 moments).
+    pub fn in_f64(mut self) -> Result<TrainModel> {
+        for var in self.vars.values_mut() {
+            *var = Var::from_tensor(&var.as_tensor().to_dtype(DType::F64)?)?;
+        }
+        self.dtype = DType::F64;
+        Ok(self.with_library_ops())
+    }
+
+    /// Where the model's tensors live and their precision.
+    pub(crate) fn place(&self) -> Place<'_> {
+        Place { dev: &self.device, dtype: self.dtype }
     }
 
     /// Whether [`TrainModel::with_library_ops`] was asked for.
@@ -100,7 +118,7 @@ impl TrainModel {
     pub fn to_weights(&self) -> Result<Weights> {
         let mut tensors = BTreeMap::new();
         for (name, var) in self.named_vars() {
-            let data = var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
+            let data = var.as_tensor().flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
             tensors.insert(name.to_string(), CoreTensor::f32(var.dims().to_vec(), data));
         }
         Ok(Weights { tensors })
@@ -122,7 +140,7 @@ impl TrainModel {
         weights.check(&tensor_specs(&self.cfg))?;
         for (name, var) in self.named_vars() {
             let values = weights.tensor(name)?.data.to_f32().into_owned();
-            let t = Tensor::from_vec(values, var.dims(), &self.device)?;
+            let t = Tensor::from_vec(values, var.dims(), &self.device)?.to_dtype(self.dtype)?;
             var.set(&t)?;
         }
         Ok(())
@@ -172,7 +190,7 @@ impl TrainModel {
                 for (p, row) in pe.chunks_exact_mut(d).enumerate() {
                     attnlab_core::ops::sinusoidal_embedding(p, d, row);
                 }
-                x = x.broadcast_add(&Tensor::from_vec(pe, (t, d), &self.device)?)?;
+                x = x.broadcast_add(&Tensor::from_vec(pe, (t, d), &self.device)?.to_dtype(self.dtype)?)?;
             }
             AbsolutePosition::Learned => x = x.broadcast_add(&self.w("pos_emb.weight")?.narrow(0, 0, t)?)?,
             AbsolutePosition::None => {}
@@ -196,7 +214,7 @@ impl TrainModel {
     /// the peer of the core's `prefill_all` (used by `attnlab bench` for the core ÷ candle ratio).
     pub fn forward_ids(&self, tokens: &[u32]) -> Result<Vec<f32>> {
         let t = Tensor::from_vec(tokens.to_vec(), (1, tokens.len()), &self.device)?;
-        Ok(self.forward(&t)?.flatten_all()?.to_vec1::<f32>()?)
+        Ok(self.forward(&t)?.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?)
     }
 
     /// Mean next-token cross-entropy of `tokens[:, :-1] → tokens[:, 1:]` for a `[B, T+1]` batch.
@@ -281,8 +299,22 @@ pub(crate) fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     Ok(y.reshape(shape)?)
 }
 
-/// An f32 constant on the CPU from f64 values.
-pub(crate) fn const_f64(values: Vec<f64>, shape: &[usize], dev: &Device) -> Result<Tensor> {
-    let v: Vec<f32> = values.into_iter().map(|x| x as f32).collect();
-    Ok(Tensor::from_vec(v, shape, dev)?.to_dtype(DType::F32)?)
+/// Where a model's tensors live and in which precision: the CPU, in f32 (training) or f64 (the
+/// reference, [`TrainModel::in_f64`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Place<'a> {
+    pub dev: &'a Device,
+    pub dtype: DType,
+}
+
+impl<'a> Place<'a> {
+    /// The place of tensor `x`.
+    pub fn of(x: &'a Tensor) -> Place<'a> {
+        Place { dev: x.device(), dtype: x.dtype() }
+    }
+}
+
+/// A constant from f64 values at `at`: exact in f64, rounded once in f32.
+pub(crate) fn const_f64(values: Vec<f64>, shape: &[usize], at: Place) -> Result<Tensor> {
+    Ok(Tensor::from_vec(values, shape, at.dev)?.to_dtype(at.dtype)?)
 }

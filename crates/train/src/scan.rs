@@ -38,6 +38,7 @@
 
 use crate::attn::window_mask;
 use crate::fused::f32_data;
+use crate::model::Place;
 use attnlab_core::kernels::{axpy, dot, dot_rows, weighted_rows};
 use attnlab_core::lowering::Window;
 use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor, D};
@@ -396,8 +397,7 @@ pub(crate) fn gated_chunked(
 ) -> crate::Result<Tensor> {
     let (b, h, t, dk) = fq.dims4()?;
     let dh = v.dim(3)?;
-    let dev = fq.device();
-    let mut state = Tensor::zeros((b, h, dk, dh), DType::F32, dev)?;
+    let mut state = Tensor::zeros((b, h, dk, dh), fq.dtype(), fq.device())?;
     let mut outs = Vec::new();
     let mut c0 = 0;
     while c0 < t {
@@ -407,8 +407,7 @@ pub(crate) fn gated_chunked(
         let mut cv = lgv.map(|l| l.narrow(2, c0, n)?.contiguous()?.cumsum(2)).transpose()?;
         // Strong decay on either axis: a shorter chunk from the same start (its cumulative gates
         // are a prefix of these) until the factored forms are safe or the chunk is MIN_GATED_CHUNK long.
-        let strong =
-            |x: &Tensor| -> Result<bool> { Ok(x.min_all()?.to_scalar::<f32>()? < FACTORED_MIN_LOG_DECAY) };
+        let strong = |x: &Tensor| -> Result<bool> { Ok(min_value(x)? < FACTORED_MIN_LOG_DECAY) };
         while n > MIN_GATED_CHUNK && (strong(&bc)? || cv.as_ref().map(strong).transpose()? == Some(true)) {
             n = (n / 2).max(MIN_GATED_CHUNK);
             bc = bc.narrow(2, 0, n)?;
@@ -422,16 +421,16 @@ pub(crate) fn gated_chunked(
         if let Some(cv) = &cv {
             inter = (inter * cv.exp()?)?;
         }
-        let p = if bc.min_all()?.to_scalar::<f32>()? >= FACTORED_MIN_LOG_DECAY {
+        let p = if min_value(&bc)? >= FACTORED_MIN_LOG_DECAY {
             // Mild decay inside the chunk: e^{b_i − b_s} = e^{b_i}·e^{−b_s} with e^{−b_s} ≤ e^{40}, so
             // the pairwise weights are one masked matmul.
-            let mask = window_mask(n, Window::Causal, dev)?.reshape((1, 1, n, n))?;
+            let mask = window_mask(n, Window::Causal, Place::of(fq))?.reshape((1, 1, n, n))?;
             let qd = (&q * bc.exp()?)?;
             let kd = (&k * bc.neg()?.exp()?)?;
             qd.matmul(&kd.t()?.contiguous()?)?.broadcast_mul(&mask)?
         } else {
             // Strong decay: exponents b_i − b_s masked to 0 above the diagonal before exp.
-            let mask = window_mask(n, Window::Causal, dev)?.reshape((1, 1, n, n, 1))?;
+            let mask = window_mask(n, Window::Causal, Place::of(fq))?.reshape((1, 1, n, n, 1))?;
             let diff = bc.unsqueeze(3)?.broadcast_sub(&bc.unsqueeze(2)?)?; // [B,H,i,s,dk]
             let e = diff.broadcast_mul(&mask)?.exp()?.broadcast_mul(&mask)?;
             let qk = q.unsqueeze(3)?.broadcast_mul(&k.unsqueeze(2)?)?;
@@ -459,16 +458,21 @@ pub(crate) fn gated_chunked(
     Ok(Tensor::cat(&outs, 2)?)
 }
 
+/// The smallest entry of `x`, in f32 (f32 and f64 tensors alike).
+fn min_value(x: &Tensor) -> Result<f32> {
+    x.min_all()?.to_dtype(DType::F32)?.to_scalar::<f32>()
+}
+
 /// `o_i[v] = Σ_{s≤i} P[i, s] e^{c_i[v] − c_s[v]} v_s[v]` for the key-axis weights `p: [B, H, n, n]`
 /// (0 above the diagonal) and the chunk-local cumulative value log-gates `cv: [B, H, n, dh]`:
 /// factored as `e^{c_i} ⊙ (P · (e^{−c_s} ⊙ v))` while `c ≥ FACTORED_MIN_LOG_DECAY`, otherwise from the
 /// masked `[B, H, n, n, dh]` exponents (all `≤ 0`).
 fn value_decayed(p: &Tensor, vv: &Tensor, cv: &Tensor) -> crate::Result<Tensor> {
-    if cv.min_all()?.to_scalar::<f32>()? >= FACTORED_MIN_LOG_DECAY {
+    if min_value(cv)? >= FACTORED_MIN_LOG_DECAY {
         return Ok((p.matmul(&(vv * cv.neg()?.exp()?)?)? * cv.exp()?)?);
     }
     let n = p.dim(2)?;
-    let mask = window_mask(n, Window::Causal, p.device())?.reshape((1, 1, n, n, 1))?;
+    let mask = window_mask(n, Window::Causal, Place::of(p))?.reshape((1, 1, n, n, 1))?;
     let diff = cv.unsqueeze(3)?.broadcast_sub(&cv.unsqueeze(2)?)?; // [B,H,i,s,dh]
     let e = diff.broadcast_mul(&mask)?.exp()?.broadcast_mul(&mask)?;
     let terms = e.broadcast_mul(&p.unsqueeze(4)?)?.broadcast_mul(&vv.unsqueeze(2)?)?;
