@@ -13,7 +13,9 @@
 //! * `gpu` (feature `gpu`): the same step on the GPU (`attnlab_gpu::train`), host-owned learned
 //!   distance tables differentiated here.
 //!
-//! The parity tests pin the trainer's logits to the core CPU reference for every variant.
+//! The parity tests pin the trainer's logits to the core CPU reference for every variant, and its
+//! gradients (fused and composite paths) to an f64 reference of the same model
+//! ([`TrainModel::in_f64`]).
 
 mod attn;
 pub mod data;
