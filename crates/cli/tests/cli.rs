@@ -1123,7 +1123,9 @@ fn shipped_models_load_and_generate() {
     let (dir, seeds) = extra_seeds();
     let main = &collections[0].1;
     for m in &seeds.models {
-        let base = m.name.rsplit_once("-seed").map(|(b, _)| b).unwrap_or_default();
+        // `attnlab report`'s rule: NAME-seedK with K ≥ 1 and NAME listed in www/models/index.json.
+        let seed = m.name.rsplit_once("-seed").and_then(|(b, k)| Some((b, k.parse::<usize>().ok()?)));
+        let base = seed.filter(|&(b, k)| !b.is_empty() && k > 0).map(|(b, _)| b).unwrap_or_default();
         assert!(main.get(base).is_some(), "seeds/{}: not a seed of a model in www/models/index.json", m.name);
         shipped_model_generates(&dir.join(&m.name));
     }

@@ -159,7 +159,9 @@ struct ModelResult {
     sample: String,
     training: Option<Training>,
     seconds: f64,
-    /// An extra seed from --seeds: measured for the report, not shipped to the page.
+    /// An extra seed from --seeds: measured for the report, not shipped to the page. Like the name and
+    /// family, it comes from the indexes on every run (`run` sets it after measuring), so a cached
+    /// measurement never carries a stale value.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     extra_seed: bool,
 }
