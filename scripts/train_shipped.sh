@@ -31,7 +31,7 @@ if [ "$SEQ_LEN" = 128 ]; then CONFIGS=${CONFIGS:-scripts/configs}; else CONFIGS=
 ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4
   fast-decay alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss lrpe-theta-fixed
   alibi-seed1 mep-seed1 regla-seed1 fast-decay-seed1 gla-seed1 transnormer-seed1 kerple-log-seed1 mep-param-seed1
-  linear-elu-seed1 rope-seed1)
+  linear-elu-seed1 rope-seed1 t5-seed1 nope-seed1 lrpe-seed1 lrpe-theta-fixed-seed1)
 MODELS=("${ALL[@]}")
 [ "$#" -gt 0 ] && MODELS=("$@")
 mkdir -p "$RUNS"
@@ -50,7 +50,11 @@ train_one() {
           --tokenizer "$DATA/tokenizer.json" --out "$RUNS/$name-init" --force >/dev/null
       fi
       args=(--init "$RUNS/$name-init") ;;
-    *-seed[0-9]*) args=(--variant "${name%-seed*}"); seed=${name##*-seed} ;;  # seed K of NAME
+    # Seed K of NAME: a catalog variant, or an ablation with its own config.
+    *-seed[0-9]*)
+      local base=${name%-seed*}
+      seed=${name##*-seed}
+      if [ -f "$CONFIGS/$base.json" ]; then args=(--config "$CONFIGS/$base.json"); else args=(--variant "$base"); fi ;;
     # Ablations with their own config (MEP Table 4 uniform slopes, Table 3 kernel mixes, LRPE θ fixed).
     *) if [ -f "$CONFIGS/$name.json" ]; then args=(--config "$CONFIGS/$name.json")
        else args=(--variant "$name"); fi ;;
