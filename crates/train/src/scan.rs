@@ -106,6 +106,17 @@ impl Dims {
     }
 }
 
+/// The planar inputs' shape and data, checked.
+fn planar_inputs<'a>(
+    op: &str,
+    (ks, kl): (&'a CpuStorage, &Layout),
+    (vs, vl): (&'a CpuStorage, &Layout),
+    value_gates: bool,
+) -> Result<(Dims, &'a [f32], &'a [f32])> {
+    let d = Dims::of(op, kl, vl, value_gates)?;
+    Ok((d, f32_data(ks, kl, op)?, f32_data(vs, vl, op)?))
+}
+
 /// One sequence's inputs with its gate factors `e^{lg}: [T, dk]` and `e^{lgv}: [T, dh]` (empty
 /// for a one-sided gate), exponentiated once for every pass over the sequence.
 struct Sequence<'a> {
@@ -178,8 +189,7 @@ impl CustomOp2 for GatedScan {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let d = Dims::of(self.name(), kl, vl, self.value_gates)?;
-        let (keys, values) = (f32_data(ks, kl, self.name())?, f32_data(vs, vl, self.name())?);
+        let (d, keys, values) = planar_inputs(self.name(), (ks, kl), (vs, vl), self.value_gates)?;
         let mut out = vec![0f32; d.n * d.t * d.dh];
         let mut s = vec![0f32; d.dk * d.dh];
         for (seq, o) in out.chunks_exact_mut(d.t * d.dh).enumerate() {
@@ -230,8 +240,7 @@ impl CustomOp3 for GatedScanGrad {
         gs: &CpuStorage,
         gl: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let d = Dims::of(self.name(), kl, vl, self.value_gates)?;
-        let (keys, values) = (f32_data(ks, kl, self.name())?, f32_data(vs, vl, self.name())?);
+        let (d, keys, values) = planar_inputs(self.name(), (ks, kl), (vs, vl), self.value_gates)?;
         let dout = f32_data(gs, gl, self.name())?;
         if dout.len() != d.n * d.t * d.dh {
             bail!(
