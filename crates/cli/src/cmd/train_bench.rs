@@ -200,7 +200,8 @@ fn measure(model: &Model, b: &TrainBench) -> CliResult<Measured> {
 }
 
 /// The candle run with candle's composites in place of the fused ops.
-const LIBRARY_OPS: &str = "candle (CPU), composite softmax, cross-entropy, RMSNorm and log-sigmoid";
+const LIBRARY_OPS: &str =
+    "candle (CPU), composite softmax, cross-entropy, RMSNorm, log-sigmoid and chunked gated scan";
 
 impl Measured {
     /// `--json`'s report (also written to `--out`).
