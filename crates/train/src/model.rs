@@ -25,8 +25,8 @@ pub struct TrainModel {
     /// constants and tensor names (the learned values themselves come from `vars`).
     lowerings: Vec<Lowering>,
     device: Device,
-    /// Softmax and cross-entropy as candle's composites instead of [`crate::fused`]'s ops (the
-    /// reference the fused ops are tested and benchmarked against).
+    /// candle's composites instead of the fused ops of `fused` and `scan` (the reference the fused
+    /// ops are tested and benchmarked against).
     library_ops: bool,
     /// The parameters' and constants' precision: f32, or f64 for [`TrainModel::in_f64`].
     dtype: DType,
@@ -73,9 +73,10 @@ impl TrainModel {
         self
     }
 
-    /// The same model in f64, every parameter and constant, with candle's composite ops (the fused
-    /// ones are f32): the reference the f32 paths' gradients are measured against. Not for training
-    /// (the optimizer keeps f32 moments).
+    /// The same model computed in f64: every parameter and every operation, with candle's composite
+    /// ops (the fused ones are f32). Constants keep the values the core defines (its f32 tables are
+    /// the same numbers in f64). The reference the f32 paths' gradients are measured against; not
+    /// for training (the optimizer keeps f32 moments).
     pub fn in_f64(mut self) -> Result<TrainModel> {
         for var in self.vars.values_mut() {
             *var = Var::from_tensor(&var.as_tensor().to_dtype(DType::F64)?)?;
@@ -314,7 +315,7 @@ impl<'a> Place<'a> {
     }
 }
 
-/// A constant from f64 values at `at`: exact in f64, rounded once in f32.
+/// A constant from f64 values at `at`: kept in f64, rounded once in f32.
 pub(crate) fn const_f64(values: Vec<f64>, shape: &[usize], at: Place) -> Result<Tensor> {
     Ok(Tensor::from_vec(values, shape, at.dev)?.to_dtype(at.dtype)?)
 }
