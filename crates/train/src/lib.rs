@@ -26,6 +26,7 @@ mod fused;
 pub mod gpu;
 pub mod model;
 pub mod optim;
+pub mod reference;
 mod scan;
 pub mod trainer;
 

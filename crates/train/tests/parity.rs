@@ -6,8 +6,9 @@
 use attnlab_core::config::{AttentionSpec, FfnKind, ModelConfig, NormKind, VARIANT_IDS};
 use attnlab_core::Model;
 use attnlab_train::optim::{AdamW, AdamWConfig};
+use attnlab_train::reference::{self, Gradients};
 use attnlab_train::TrainModel;
-use candle_core::{DType, Tensor};
+use candle_core::Tensor;
 
 // The same small configs as the core's integration tests (every catalog id plus sub-options).
 #[path = "../../core/tests/common.rs"]
@@ -205,17 +206,9 @@ fn lrpe_householder_vector_is_not_trained() {
 
 /// Loss and every tensor's gradient on one batch of `rows` (each `t + 1` ids), in f64 whatever the
 /// model's precision.
-fn loss_and_gradients(tm: &TrainModel, rows: &[Vec<u32>]) -> (f64, Vec<(String, Vec<f64>)>) {
+fn loss_and_gradients(tm: &TrainModel, rows: &[Vec<u32>]) -> (f64, Gradients) {
     let flat: Vec<u32> = rows.iter().flatten().copied().collect();
-    let batch = Tensor::from_vec(flat, (rows.len(), rows[0].len()), tm.device()).expect("batch");
-    let loss = tm.loss(&batch).expect("loss");
-    let grads = loss.backward().expect("backward");
-    let wide = |t: &Tensor| t.flatten_all().ok()?.to_dtype(DType::F64).ok()?.to_vec1::<f64>().ok();
-    let g = tm
-        .named_vars()
-        .into_iter()
-        .filter_map(|(n, v)| Some((n.to_string(), wide(grads.get(v.as_tensor())?)?)));
-    (loss.to_dtype(DType::F64).expect("f64").to_scalar::<f64>().expect("scalar"), g.collect())
+    reference::loss_and_gradients(tm, &flat, rows.len()).expect("gradients")
 }
 
 /// The f32 training paths against the f64 reference ([`TrainModel::in_f64`]: every parameter and
@@ -234,26 +227,17 @@ fn fused_and_composite_gradients_match_the_f64_reference() {
     let mut configs = all_configs();
     configs.push(("hybrid-layernorm-gelu-untied".into(), layernorm_hybrid()));
     configs.extend(architecture_configs());
-    let norm = |x: &[f64]| x.iter().map(|v| v * v).sum::<f64>().sqrt();
     for (name, cfg) in &configs {
         let (core, _) = with_random_biases(&Model::random(cfg.clone(), 4).expect("random model"), 4);
         let rows = tokens(2, 41, cfg.vocab_size, 9);
         let model = || TrainModel::from_core(&core).expect("model");
         let (loss, truth) = loss_and_gradients(&model().in_f64().expect("f64"), &rows);
-        let floor = 1e-3 * truth.iter().map(|(_, g)| norm(g)).fold(0.0, f64::max);
         let mut line = format!("{name:40} loss {loss:.6}, worst gradient rel err against f64:");
         for (path, m, bound) in [("fused", model(), 1e-5), ("composite", model().with_library_ops(), 2e-5)] {
             let (l, grads) = loss_and_gradients(&m, &rows);
             assert!((l - loss).abs() <= 1e-6 * loss.abs(), "{name}, {path}: loss {l} vs {loss} in f64");
             assert_eq!(grads.len(), truth.len(), "{name}, {path}: gradient count");
-            let mut worst = (0.0, "");
-            for ((tensor, g), (_, t)) in grads.iter().zip(&truth) {
-                let diff: Vec<f64> = g.iter().zip(t).map(|(a, b)| a - b).collect();
-                let rel = norm(&diff) / norm(t).max(floor).max(1e-300);
-                if rel > worst.0 {
-                    worst = (rel, tensor);
-                }
-            }
+            let worst = reference::worst_gradient_error(&grads, &truth);
             line += &format!(" {path} {:.2e} ({})", worst.0, worst.1);
             assert!(
                 worst.0 <= bound,

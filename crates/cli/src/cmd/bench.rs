@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// With --train: also time each kernel of one GPU step alone (where a step's time goes)
     #[arg(long, requires = "train")]
     pub profile: bool,
+    /// With --train: also measure both candle paths' gradients on one batch against the model
+    /// computed in f64 (the worst tensor's relative error)
+    #[arg(long, requires = "train")]
+    pub train_accuracy: bool,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -252,6 +256,7 @@ pub fn run(a: BenchArgs, json: bool) -> CliResult<()> {
             seq_len: a.train_seq_len,
             steps: a.train_steps,
             profile: a.profile,
+            accuracy: a.train_accuracy,
         };
         return super::train_bench::run(&model, &a.model.dir(), &b, json, a.out.as_deref());
     }

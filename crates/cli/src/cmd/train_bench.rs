@@ -7,6 +7,7 @@ use attnlab_core::Model;
 use attnlab_gpu::train::ItemTime;
 use attnlab_train::gpu::GpuTrain;
 use attnlab_train::optim::{AdamW, AdamWConfig};
+use attnlab_train::reference;
 use attnlab_train::trainer::optimizer_step_windows;
 use attnlab_train::TrainModel;
 use serde_json::json;
@@ -21,6 +22,8 @@ pub struct TrainBench {
     pub steps: usize,
     /// Also time each item of one GPU step alone.
     pub profile: bool,
+    /// Also measure the candle paths' gradients against the f64 reference.
+    pub accuracy: bool,
 }
 
 /// The profile of one GPU step: items summed by kernel (largest first), and the largest items.
@@ -131,11 +134,26 @@ struct Timed {
     max_loss_difference: Option<f32>,
 }
 
-/// The three trainers side by side; the GPU's error when it could not run.
+/// The three trainers side by side; the GPU's error when it could not run; with --train-accuracy
+/// the fused and composite paths' worst gradient errors against f64 on the first batch.
 struct Measured {
     cpu: Timed,
     library: Timed,
     gpu: Result<(Timed, Option<StepProfile>), String>,
+    accuracy: Option<[(f64, String); 2]>,
+}
+
+/// The fused and the composite path's worst gradient error (and its tensor) against the model
+/// computed in f64, on the batch of step 0.
+fn accuracy(model: &Model, b: &TrainBench) -> attnlab_train::Result<[(f64, String); 2]> {
+    let batch = windows(b, model.config().vocab_size, 0);
+    let truth = reference::loss_and_gradients(&TrainModel::from_core(model)?.in_f64()?, &batch, b.batch)?.1;
+    let error = |m: TrainModel| -> attnlab_train::Result<(f64, String)> {
+        let grads = reference::loss_and_gradients(&m, &batch, b.batch)?.1;
+        let (e, name) = reference::worst_gradient_error(&grads, &truth);
+        Ok((e, name.to_string()))
+    };
+    Ok([error(TrainModel::from_core(model)?)?, error(TrainModel::from_core(model)?.with_library_ops())?])
 }
 
 pub fn run(model: &Model, dir: &Path, b: &TrainBench, json: bool, out_file: Option<&Path>) -> CliResult<()> {
@@ -196,6 +214,7 @@ fn measure(model: &Model, b: &TrainBench) -> CliResult<Measured> {
         cpu: timed("candle (CPU)", cpu_s, None),
         library: timed(LIBRARY_OPS, library_s, Some(&library_loss)),
         gpu: gpu.map_err(|e| e.to_string()),
+        accuracy: if b.accuracy { Some(accuracy(model, b).map_err(err)?) } else { None },
     })
 }
 
@@ -226,6 +245,9 @@ impl Measured {
                 "max_loss_difference": self.library.max_loss_difference,
             },
             "gpu": gpu,
+            "gradient_error_vs_f64": self.accuracy.as_ref().map(|[f, c]| json!({
+                "fused": { "worst": f.0, "tensor": f.1 }, "composite": { "worst": c.0, "tensor": c.1 },
+            })),
         })
     }
 
@@ -258,6 +280,18 @@ impl Measured {
             b.seq_len,
             b.steps,
             table(&["device", "tokens/s", "÷ CPU", "max |Δ loss|"], &rows, &[0, 3])
-        ) + &profile_text
+        ) + &self.accuracy_text()
+            + &profile_text
+    }
+
+    /// The --train-accuracy line (empty without it).
+    fn accuracy_text(&self) -> String {
+        self.accuracy.as_ref().map_or(String::new(), |[f, c]| {
+            format!(
+                "\ngradients against f64 on the first batch, worst tensor's relative L2 error: fused {:.2e} ({}), \
+                 composite {:.2e} ({})\n",
+                f.0, f.1, c.0, c.1
+            )
+        })
     }
 }
