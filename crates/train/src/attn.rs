@@ -196,8 +196,11 @@ fn log_gate(
         LwGate::KeyForget { lower_bound, learned } => {
             let beta = match learned {
                 Some(row) => lower_bound_row(m, row)?,
-                None => Tensor::from_vec(lower_bound.clone(), lower_bound.len(), m.device())?
-                    .to_dtype(m.place().dtype)?,
+                None => const_f64(
+                    lower_bound.iter().map(|&b| f64::from(b)).collect(),
+                    &[lower_bound.len()],
+                    m.place(),
+                )?,
             };
             let unbounded = match learned {
                 Some(r) => r.row == 0,

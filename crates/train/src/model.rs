@@ -191,7 +191,11 @@ impl TrainModel {
                 for (p, row) in pe.chunks_exact_mut(d).enumerate() {
                     attnlab_core::ops::sinusoidal_embedding(p, d, row);
                 }
-                x = x.broadcast_add(&Tensor::from_vec(pe, (t, d), &self.device)?.to_dtype(self.dtype)?)?;
+                x = x.broadcast_add(&const_f64(
+                    pe.into_iter().map(f64::from).collect(),
+                    &[t, d],
+                    self.place(),
+                )?)?;
             }
             AbsolutePosition::Learned => x = x.broadcast_add(&self.w("pos_emb.weight")?.narrow(0, 0, t)?)?,
             AbsolutePosition::None => {}

@@ -10,6 +10,7 @@ use attnlab_core::Model;
 use attnlab_gpu::GpuContext;
 use attnlab_train::gpu::GpuTrain;
 use attnlab_train::optim::{AdamW, AdamWConfig};
+use attnlab_train::reference;
 use attnlab_train::trainer::optimizer_step;
 use attnlab_train::{TrainError, TrainModel};
 use candle_core::Tensor;
@@ -49,18 +50,9 @@ fn windows(rows: usize, seq: usize, vocab: usize, seed: u64) -> Vec<u32> {
 
 /// Loss and every tensor's gradient from candle's backward pass.
 fn candle_gradients(model: &TrainModel, batch: &[u32]) -> (f32, BTreeMap<String, Vec<f32>>) {
-    let t = Tensor::from_vec(batch.to_vec(), (BATCH, batch.len() / BATCH), model.device()).expect("batch");
-    let loss = model.loss(&t).expect("loss");
-    let grads = loss.backward().expect("backward");
-    let out = model
-        .named_vars()
-        .into_iter()
-        .filter_map(|(name, var)| {
-            let g = grads.get(var.as_tensor())?;
-            Some((name.to_string(), g.flatten_all().ok()?.to_vec1::<f32>().ok()?))
-        })
-        .collect();
-    (loss.to_scalar::<f32>().expect("scalar"), out)
+    let (loss, grads) = reference::loss_and_gradients(model, batch, BATCH).expect("gradients");
+    let f32s = |g: Vec<f64>| g.into_iter().map(|v| v as f32).collect();
+    (loss as f32, grads.into_iter().map(|(name, g)| (name, f32s(g))).collect())
 }
 
 fn norm(x: &[f32]) -> f64 {
