@@ -1394,20 +1394,27 @@ fn ablation_configs_parse_and_match_their_training_length() {
 }
 
 /// `bench --train --train-accuracy`: both candle paths' gradients measured against the model in f64
-/// on the first batch (a gated model, so the fused scan is in it), each a small error on a named
-/// tensor; without `--train` the flag is a usage error.
+/// on each measured step's batch (a gated model, so the fused scan is in it), each a small error on
+/// a named tensor, the worst batch's at least the median; without `--train` the flag is a usage
+/// error.
 #[test]
 fn bench_train_accuracy_measures_both_paths_against_f64() {
     let dir = temp_dir("accuracy");
     init_tiny("fast-decay", &dir);
     let args = ["bench", "--train", "--train-accuracy", "--model", p(&dir)];
     let r = ok_json(
-        &[&args[..], &["--train-steps", "1", "--train-batch", "2", "--train-seq-len", "16"]].concat(),
+        &[&args[..], &["--train-steps", "3", "--train-batch", "2", "--train-seq-len", "16"]].concat(),
     );
     for path in ["fused", "composite"] {
         let e = &r["gradient_error_vs_f64"][path];
+        let per_batch: Vec<f64> =
+            e["per_batch"].as_array().map_or(vec![], |a| a.iter().filter_map(|x| x.as_f64()).collect());
+        assert_eq!(per_batch.len(), 3, "{path}: {e}");
+        assert!(per_batch.iter().all(|&x| x > 0.0 && x < 1e-4), "{path}: {e}");
         let worst = e["worst"].as_f64().unwrap_or(f64::NAN);
-        assert!(worst > 0.0 && worst < 1e-4, "{path}: {e}");
+        assert_eq!(worst, per_batch.iter().copied().fold(0.0, f64::max), "{path}: {e}");
+        let median = e["median"].as_f64().unwrap_or(f64::NAN);
+        assert!(per_batch.contains(&median), "{path}: {e}");
         assert!(e["tensor"].as_str().is_some_and(|t| !t.is_empty()), "{path}: {e}");
     }
     fails(&["bench", "--train-accuracy", "--model", p(&dir)], 2);

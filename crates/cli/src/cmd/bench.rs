@@ -51,8 +51,9 @@ pub struct BenchArgs {
     /// With --train: also time each kernel of one GPU step alone (where a step's time goes)
     #[arg(long, requires = "train")]
     pub profile: bool,
-    /// With --train: also measure both candle paths' gradients on one batch against the model
-    /// computed in f64 (the worst tensor's relative error)
+    /// With --train: also measure both candle paths' gradients against the model computed in f64,
+    /// on each measured step's batch at the starting weights (per batch, the worst tensor's
+    /// relative error; their median and worst)
     #[arg(long, requires = "train")]
     pub train_accuracy: bool,
 }
