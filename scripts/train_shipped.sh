@@ -7,7 +7,7 @@
 #
 #   scripts/train_shipped.sh            # all models
 #   scripts/train_shipped.sh alibi mep  # some of them
-#   NAME-seedK trains NAME with seed K (init and data order): a second seed for `attnlab report`
+#   NAME-seedK trains NAME with seed K (init and data order): a further seed for `attnlab report`
 #   NAME with $CONFIGS/NAME.json trains that config (the MEP Table 3/4 ablations)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,9 @@ if [ "$SEQ_LEN" = 128 ]; then CONFIGS=${CONFIGS:-scripts/configs}; else CONFIGS=
 ALL=(regla alibi gla mep lrpe nope transnormer rope linear-elu kerple-log t5 sinusoidal mep-param gla-fig4 regla-fig4
   fast-decay alibi-h7 alibi-h0 mep-exp-half mep-exp-gauss lrpe-theta-fixed
   alibi-seed1 mep-seed1 regla-seed1 fast-decay-seed1 gla-seed1 transnormer-seed1 kerple-log-seed1 mep-param-seed1
-  linear-elu-seed1 rope-seed1 t5-seed1 nope-seed1 lrpe-seed1 lrpe-theta-fixed-seed1)
+  linear-elu-seed1 rope-seed1 t5-seed1 nope-seed1 lrpe-seed1 lrpe-theta-fixed-seed1
+  mep-seed2 alibi-seed2 rope-seed2 regla-seed2 t5-seed2 kerple-log-seed2 mep-param-seed2 nope-seed2 gla-seed2
+  fast-decay-seed2 linear-elu-seed2 transnormer-seed2 lrpe-seed2 lrpe-theta-fixed-seed2)
 MODELS=("${ALL[@]}")
 [ "$#" -gt 0 ] && MODELS=("$@")
 mkdir -p "$RUNS"
