@@ -1,7 +1,7 @@
 //! The fused decode (shaders/decode.wgsl): which models have it, the vectors and parameter blocks
 //! its kernels read, and the layout of its activations `fa`.
 
-use super::layers::{Gate, Kind, LinearLayer, Norm, Post, Role};
+use super::layers::{Gate, Kind, Layer, LinearLayer, Norm, Post, Role};
 use super::upload::HostModel;
 use crate::params::{
     BiasKind, DecodeParams, EwOp, NormOp, DEFAULT_SPLIT_KEYS, FUSED_HEAD_ROWS, FUSED_MAX_D,
@@ -155,8 +155,18 @@ impl Vecs {
 
 /// The fused decode's host data for `host` (check [`unsupported`] first).
 pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
+    let (base, fa_len) = base_params(cfg);
+    let layers = host.layers.iter().enumerate().map(|(i, l)| layer_part(cfg, host, i, l, base)).collect();
+    let mut v = Vecs::default();
+    let mut p = base;
+    (p.norm_kind, p.norm_eps, p.off_norm_w, p.off_norm_b) = v.norm(&host.final_norm, cfg.d_model);
+    Fused { layers, head: Part { vecs: v.0, params: p }, fa_len }
+}
+
+/// The parameters every part shares: the model's sizes and the scratch arena's layout (the
+/// residual, its copy, the per-head sums, the split partials), and the arena's length.
+fn base_params(cfg: &ModelConfig) -> (DecodeParams, usize) {
     let (d, h, dh, hid) = (cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.ffn.hidden);
-    let a = h * dh;
     let slices = hid.div_ceil(64);
     let splits = decode_splits(cfg.max_context);
     let fa_x = FA_HEAD;
@@ -170,7 +180,7 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
         d: d as u32,
         h: h as u32,
         dh: dh as u32,
-        a: a as u32,
+        a: (h * dh) as u32,
         hid: hid as u32,
         vocab: cfg.vocab_size as u32,
         slices: slices as u32,
@@ -186,53 +196,54 @@ pub(super) fn plan(cfg: &ModelConfig, host: &HostModel) -> Fused<Vec<f32>> {
         emb_scale: cfg.embedding_scale(),
         ..DecodeParams::default()
     };
-    let layers = host
-        .layers
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let mut v = Vecs::default();
-            let mut p = base;
-            match &l.kind {
-                Kind::Softmax(s) => {
-                    v.push(Some(&s.aux), 0);
-                    p.rope = u32::from(s.rope.is_some());
-                    // A CoPE key's position sums the gates of every later key: one split per row.
-                    let splits = if s.bias == BiasKind::Contextual { 1 } else { splits };
-                    (p.splits, p.block, p.relu) = (splits as u32, s.params.block, s.params.relu);
-                    if s.relu_norm {
-                        (p.post_norm, p.post_kind, p.post_eps) =
-                            (1, NormOp::SimpleRms.code(), SIMPLE_RMS_EPS);
-                    }
-                }
-                Kind::Linear(ln) => plan_linear(ln, dh, &mut v, &mut p),
-            }
-            if i == 0 {
-                p.first = 1;
-                p.use_pe = u32::from(!host.pe.is_empty());
-                if let Some(n) = &host.emb_norm {
-                    p.emb_norm = 1;
-                    (p.emb_kind, p.emb_eps, p.off_emb_w, p.off_emb_b) = v.norm(n, d);
-                }
-            }
-            (p.norm_kind, p.norm_eps, p.off_norm_w, p.off_norm_b) = v.norm(&l.attn_norm, d);
-            (p.ffn_kind, p.ffn_eps, p.off_ffn_w, p.off_ffn_b) = v.norm(&l.ffn_norm, d);
-            p.off_bqkv = v.push(l.wqkv.b.as_deref(), 3 * a);
-            p.off_bo = v.push(l.wo.b.as_deref(), d);
-            p.off_bup = v.push(l.ffn_up.b.as_deref(), hid);
-            p.off_bgate = v.push(l.ffn_gate.as_ref().and_then(|g| g.b.as_deref()), hid);
-            p.off_bdown = v.push(l.ffn_down.b.as_deref(), d);
-            p.act = match (&l.ffn_gate, cfg.ffn.kind) {
-                (Some(_), _) => EwOp::SiluGate,
-                (None, FfnKind::GeluExact) => EwOp::GeluExact,
-                (None, _) => EwOp::Gelu,
-            }
-            .code();
-            Part { vecs: v.0, params: p }
-        })
-        .collect();
+    (base, fa_pf + slices * d)
+}
+
+/// Layer `i`'s part: its attention kind's parameters, its norms and biases (the embedding's norm
+/// and absolute positions on the first layer), and its feed-forward activation.
+fn layer_part(
+    cfg: &ModelConfig,
+    host: &HostModel,
+    i: usize,
+    l: &Layer<Vec<f32>>,
+    base: DecodeParams,
+) -> Part<Vec<f32>> {
+    let (d, dh, hid, a) = (cfg.d_model, cfg.head_dim, cfg.ffn.hidden, cfg.n_heads * cfg.head_dim);
     let mut v = Vecs::default();
     let mut p = base;
-    (p.norm_kind, p.norm_eps, p.off_norm_w, p.off_norm_b) = v.norm(&host.final_norm, d);
-    Fused { layers, head: Part { vecs: v.0, params: p }, fa_len: fa_pf + slices * d }
+    match &l.kind {
+        Kind::Softmax(s) => {
+            v.push(Some(&s.aux), 0);
+            p.rope = u32::from(s.rope.is_some());
+            // A CoPE key's position sums the gates of every later key: one split per row.
+            let splits = if s.bias == BiasKind::Contextual { 1 } else { decode_splits(cfg.max_context) };
+            (p.splits, p.block, p.relu) = (splits as u32, s.params.block, s.params.relu);
+            if s.relu_norm {
+                (p.post_norm, p.post_kind, p.post_eps) = (1, NormOp::SimpleRms.code(), SIMPLE_RMS_EPS);
+            }
+        }
+        Kind::Linear(ln) => plan_linear(ln, dh, &mut v, &mut p),
+    }
+    if i == 0 {
+        p.first = 1;
+        p.use_pe = u32::from(!host.pe.is_empty());
+        if let Some(n) = &host.emb_norm {
+            p.emb_norm = 1;
+            (p.emb_kind, p.emb_eps, p.off_emb_w, p.off_emb_b) = v.norm(n, d);
+        }
+    }
+    (p.norm_kind, p.norm_eps, p.off_norm_w, p.off_norm_b) = v.norm(&l.attn_norm, d);
+    (p.ffn_kind, p.ffn_eps, p.off_ffn_w, p.off_ffn_b) = v.norm(&l.ffn_norm, d);
+    p.off_bqkv = v.push(l.wqkv.b.as_deref(), 3 * a);
+    p.off_bo = v.push(l.wo.b.as_deref(), d);
+    p.off_bup = v.push(l.ffn_up.b.as_deref(), hid);
+    p.off_bgate = v.push(l.ffn_gate.as_ref().and_then(|g| g.b.as_deref()), hid);
+    p.off_bdown = v.push(l.ffn_down.b.as_deref(), d);
+    p.act = match (&l.ffn_gate, cfg.ffn.kind) {
+        (Some(_), _) => EwOp::SiluGate,
+        (None, FfnKind::GeluExact) => EwOp::GeluExact,
+        (None, _) => EwOp::Gelu,
+    }
+    .code();
+    Part { vecs: v.0, params: p }
 }
