@@ -242,6 +242,25 @@ pub struct GpuTrainer {
     adam: AdamSettings,
 }
 
+/// A batch shape the model can train on, and buffers this device can hold.
+fn check_shape(
+    ctx: &GpuContext,
+    cfg: &ModelConfig,
+    dims: &Dims,
+    layout: &Layout,
+    (batch, seq_len): (usize, usize),
+) -> Result<()> {
+    if batch == 0 || seq_len == 0 || seq_len > cfg.max_context {
+        return Err(GpuError::Unsupported(format!(
+            "batch {batch} × seq-len {seq_len} (max_context {})",
+            cfg.max_context
+        )));
+    }
+    ctx.check_size("training scores", (4 * dims.b * dims.h * dims.t * dims.t) as u64)?;
+    ctx.check_size("logits", (4 * dims.r * dims.v) as u64)?;
+    ctx.check_size("parameters", (4 * layout.total) as u64)
+}
+
 impl GpuTrainer {
     /// Upload `model` for training on `[batch, seq_len]` windows. `decays(name, rank)` says which
     /// tensors get weight decay. The tensors that feed learned distance tables stay on the host
@@ -262,15 +281,7 @@ impl GpuTrainer {
         host.extend(frozen.iter().cloned());
         let layout = Layout::new(&cfg, &host, decays);
         let dims = Dims::new(&cfg, batch, seq_len);
-        if batch == 0 || seq_len == 0 || seq_len > cfg.max_context {
-            return Err(GpuError::Unsupported(format!(
-                "batch {batch} × seq-len {seq_len} (max_context {})",
-                cfg.max_context
-            )));
-        }
-        ctx.check_size("training scores", (4 * dims.b * dims.h * dims.t * dims.t) as u64)?;
-        ctx.check_size("logits", (4 * dims.r * dims.v) as u64)?;
-        ctx.check_size("parameters", (4 * layout.total) as u64)?;
+        check_shape(ctx, &cfg, &dims, &layout, (batch, seq_len))?;
         let dev = &ctx.device;
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let oom = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
