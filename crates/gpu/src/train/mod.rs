@@ -242,18 +242,12 @@ pub struct GpuTrainer {
     adam: AdamSettings,
 }
 
-/// A batch shape the model can train on, and buffers this device can hold.
-fn check_shape(
-    ctx: &GpuContext,
-    cfg: &ModelConfig,
-    dims: &Dims,
-    layout: &Layout,
-    (batch, seq_len): (usize, usize),
-) -> Result<()> {
-    if batch == 0 || seq_len == 0 || seq_len > cfg.max_context {
+/// A batch shape (`dims.b` × `dims.t`) the model can train on, and buffers this device can hold.
+fn check_shape(ctx: &GpuContext, cfg: &ModelConfig, dims: &Dims, layout: &Layout) -> Result<()> {
+    if dims.b == 0 || dims.t == 0 || dims.t > cfg.max_context {
         return Err(GpuError::Unsupported(format!(
-            "batch {batch} × seq-len {seq_len} (max_context {})",
-            cfg.max_context
+            "batch {} × seq-len {} (max_context {})",
+            dims.b, dims.t, cfg.max_context
         )));
     }
     ctx.check_size("training scores", (4 * dims.b * dims.h * dims.t * dims.t) as u64)?;
@@ -281,7 +275,7 @@ impl GpuTrainer {
         host.extend(frozen.iter().cloned());
         let layout = Layout::new(&cfg, &host, decays);
         let dims = Dims::new(&cfg, batch, seq_len);
-        check_shape(ctx, &cfg, &dims, &layout, (batch, seq_len))?;
+        check_shape(ctx, &cfg, &dims, &layout)?;
         let dev = &ctx.device;
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let oom = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
